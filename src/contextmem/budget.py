@@ -1,0 +1,233 @@
+"""The pure budget core (SPEC C1, C3): regions, turns, safe cuts, fitting. No I/O, no clock, no globals.
+
+Regions of the window::
+
+    history_budget = context_window - system - summary - tool_defs - max_tokens
+
+A *turn* starts at a user message and runs to the next one. A *cut* ``c`` means ``history[:c]`` leaves
+the context and ``history[c:]`` stays. The only cuts allowed are turn starts (plus 0 and ``len``),
+and :func:`turn_starts` is the one function that says where those are: every strategy asks it, none
+re-derives it. Since a valid history keeps each tool result right after its call
+(:func:`contextmem.messages.validate_history`), a cut at a turn start can never orphan a tool pair.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Literal
+
+from .errors import BudgetExceededError
+from .messages import Message, UserMessage
+from .models import lookup_model
+from .settings import DEFAULT_OUTPUT_RESERVE
+from .tokens.counter import MessageCounter
+
+# --- the window and its regions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The usable context window and the output reserve carved out of it."""
+
+    context_window: int
+    max_tokens: int
+
+    def history_budget(self, *, system: int = 0, summary: int = 0, tool_defs: int = 0) -> int:
+        """What is left for history once the fixed regions are paid for (may be negative)."""
+        return self.context_window - system - summary - tool_defs - self.max_tokens
+
+
+def resolve_window(
+    *,
+    model: str = "",
+    context_window: int | None = None,
+    max_tokens: int | None = None,
+    cap: int | None = None,
+) -> Window:
+    """The window to plan against.
+
+    The model's window is, in order: ``context_window`` when set; the model table's; ``4 * max_tokens``
+    when only ``max_tokens`` is set (picoclaw's default); else ``cap``. ``cap``
+    (``agent_max_context_tokens``) then bounds it: a budget may be smaller than what the model can take.
+    The output reserve is ``max_tokens`` when set, else the model's max output up to 4096.
+    """
+    info = lookup_model(model) if model else None
+    if context_window is not None:
+        window = context_window
+    elif info is not None:
+        window = info.context_window
+    elif max_tokens is not None:
+        window = 4 * max_tokens
+    elif cap is not None:
+        window = cap
+    else:
+        raise ValueError("resolve_window needs context_window, a known model, max_tokens or cap")
+    if cap is not None:
+        window = min(window, cap)
+    if max_tokens is not None:
+        reserve = max_tokens
+    else:
+        reserve = min(info.max_output, DEFAULT_OUTPUT_RESERVE) if info else DEFAULT_OUTPUT_RESERVE
+    return Window(window, min(reserve, window // 2))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEstimate:
+    """Tokens of one request by region, against its window."""
+
+    system: int
+    summary: int
+    history: int
+    tool_defs: int
+    max_tokens: int
+    context_window: int
+
+    @property
+    def prompt(self) -> int:
+        return self.system + self.summary + self.history + self.tool_defs
+
+    @property
+    def free(self) -> int:
+        return self.context_window - self.prompt - self.max_tokens
+
+    @property
+    def over_budget(self) -> bool:
+        return is_over_budget(self.prompt, self.max_tokens, self.context_window)
+
+
+def is_over_budget(prompt_tokens: int, max_tokens: int, context_window: int) -> bool:
+    """picoclaw's proactive check: ``messages + tool_defs + max_tokens > window``."""
+    return prompt_tokens + max_tokens > context_window
+
+
+# --- turns and cuts ------------------------------------------------------------------------------
+
+
+def turn_starts(messages: Sequence[Message]) -> list[int]:
+    """Indices of the user messages: where turns start. The one owner of the cut rule."""
+    return [i for i, m in enumerate(messages) if isinstance(m, UserMessage)]
+
+
+def allowed_cuts(messages: Sequence[Message]) -> list[int]:
+    """Every cut that keeps tool pairs whole: 0, each turn start, and ``len(messages)``."""
+    cuts = turn_starts(messages)
+    if not cuts or cuts[0] != 0:
+        cuts.insert(0, 0)
+    if cuts[-1] != len(messages):
+        cuts.append(len(messages))
+    return cuts
+
+
+def safe_cut(
+    messages: Sequence[Message], target: int, *, direction: Literal["nearest", "down", "up"] = "nearest"
+) -> int:
+    """The allowed cut nearest to ``target`` (``down``: at or before it, ``up``: at or after it).
+
+    Ties go down — a cut that keeps more is the safer mistake.
+    """
+    cuts = allowed_cuts(messages)
+    target = min(max(target, 0), len(messages))
+    i = bisect_right(cuts, target)
+    below = cuts[i - 1]  # cuts[0] == 0 <= target, so i >= 1
+    above = cuts[i] if i < len(cuts) else cuts[-1]
+    if below == target or direction == "down":
+        return below
+    if direction == "up":
+        return above
+    return below if target - below <= above - target else above
+
+
+def prefix_sums(counts: Iterable[int]) -> list[int]:
+    """``p[i]`` = tokens of the first ``i`` messages; ``p[-1] - p[c]`` = tokens kept by cut ``c``."""
+    return [0, *accumulate(counts)]
+
+
+def cut_for_budget(prefix: Sequence[int], starts: Sequence[int], budget: int) -> int:
+    """The smallest cut among ``[0, *starts]`` whose kept part fits ``budget``; the newest turn stays.
+
+    ``prefix`` are the prefix sums of the counts and ``starts`` the turn starts, both ascending.
+    Raises :class:`BudgetExceededError` when even the newest turn alone is over the budget.
+    O(log n): kept tokens only shrink as the cut moves later, so a binary search finds it.
+    """
+    total = prefix[-1]
+    if total <= budget:
+        return 0
+    cuts = list(starts) if starts and starts[0] == 0 else [0, *starts]
+    # kept(c) = total - prefix[c] <= budget  <=>  prefix[c] >= total - budget
+    need = total - budget
+    lo = bisect_left(cuts, True, key=lambda c: prefix[c] >= need)
+    if lo == len(cuts):
+        newest = cuts[-1]
+        raise BudgetExceededError(total - prefix[newest], budget, "the newest turn")
+    return cuts[lo]
+
+
+def fit_cut(messages: Sequence[Message], counts: Sequence[int], budget: int) -> int:
+    """The smallest allowed cut that brings ``messages`` within ``budget`` tokens (see cut_for_budget)."""
+    if len(counts) != len(messages):
+        raise ValueError(f"counts has {len(counts)} entries for {len(messages)} messages")
+    return cut_for_budget(prefix_sums(counts), turn_starts(messages), budget)
+
+
+# --- an incrementally counted history ------------------------------------------------------------
+
+
+class CountedHistory:
+    """A history with its per-message counts, prefix sums and turn starts kept up to date.
+
+    Appending costs one (cached) count; the total and :meth:`fit_cut` cost O(1) and O(log n), so a
+    turn of an agent costs O(new messages), however long the history has grown.
+    """
+
+    def __init__(self, counter: MessageCounter, messages: Iterable[Message] = ()) -> None:
+        self.counter = counter
+        self.messages: list[Message] = []
+        self.counts: list[int] = []
+        self._prefix: list[int] = [0]
+        self._starts: list[int] = []
+        self.extend(messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    @property
+    def total(self) -> int:
+        return self._prefix[-1]
+
+    @property
+    def starts(self) -> list[int]:
+        return list(self._starts)
+
+    def append(self, message: Message) -> int:
+        n = self.counter.count_message(message)
+        if isinstance(message, UserMessage):
+            self._starts.append(len(self.messages))
+        self.messages.append(message)
+        self.counts.append(n)
+        self._prefix.append(self._prefix[-1] + n)
+        return n
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            self.append(m)
+
+    def tokens_from(self, cut: int) -> int:
+        return self._prefix[-1] - self._prefix[cut]
+
+    def fit_cut(self, budget: int) -> int:
+        return cut_for_budget(self._prefix, self._starts, budget)
+
+    def drop_before(self, cut: int) -> list[Message]:
+        """Remove and return ``messages[:cut]``; ``cut`` must be an allowed cut."""
+        if cut not in (0, len(self.messages)) and cut not in self._starts:
+            raise ValueError(f"cut {cut} is not a turn start; use safe_cut() to find one")
+        dropped = self.messages[:cut]
+        base = self._prefix[cut]
+        self.messages = self.messages[cut:]
+        self.counts = self.counts[cut:]
+        self._prefix = [p - base for p in self._prefix[cut:]]
+        self._starts = [s - cut for s in self._starts if s >= cut]
+        return dropped

@@ -1,0 +1,1 @@
+"""Command-line adapters: each command calls one public method and formats its result."""

@@ -1,0 +1,114 @@
+"""The one exception tree of contextmem.
+
+Every error contextmem raises derives from :class:`ContextmemError`, and every message says what
+was wrong (with the offending value, ``{value!r}``) and how to fix it::
+
+    ContextmemError
+    ├── ConfigError                 a setting is unknown, mistyped or out of range
+    ├── MessageFormatError          a message (OpenAI dict, Anthropic block, ...) is malformed
+    ├── HistoryError                a history breaks an invariant (orphan tool call/result, ...)
+    ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
+    ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
+    ├── TokenizerError              a tokenizer's data is missing or corrupt
+    └── LLMError                    a model call failed; translated at the provider edge
+        ├── ContextOverflowError    the provider says the request is over the context window
+        ├── RateLimitError          429 / quota: transient, retried with backoff
+        ├── TransientLLMError       5xx, timeouts, connection resets: retried with backoff
+        ├── AuthenticationError     bad or missing key: never retried
+        └── BadRequestError         any other 4xx the caller must fix: never retried
+
+Provider SDK exceptions are translated into this tree in exactly one place per provider.
+"""
+
+from __future__ import annotations
+
+
+class ContextmemError(Exception):
+    """Base class of every error raised by contextmem."""
+
+
+class ConfigError(ContextmemError, ValueError):
+    """A setting is unknown, has the wrong type, or is out of range."""
+
+
+class MessageFormatError(ContextmemError, ValueError):
+    """A message could not be read: ``field`` names the offending field path, ``fix`` the remedy."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{field}: {problem}. Fix: {fix}")
+
+
+class HistoryError(ContextmemError, ValueError):
+    """A message history breaks an invariant (e.g. a tool result without its call)."""
+
+
+class BudgetExceededError(ContextmemError):
+    """The part of the request that may not be cut is larger than the budget."""
+
+    def __init__(self, needed: int, budget: int, what: str) -> None:
+        self.needed = needed
+        self.budget = budget
+        super().__init__(
+            f"{what} needs {needed} tokens but the budget is {budget}. "
+            "Fix: raise context_window / agent_max_context_tokens, lower max_tokens, "
+            "or shorten the system prompt, tool definitions or the newest message."
+        )
+
+
+class MissingExtraError(ContextmemError, ImportError):
+    """An optional component was used without installing its extra."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module!r} is not installed. Fix: pip install 'contextmem[{extra}]'",
+        )
+
+
+class TokenizerError(ContextmemError):
+    """A tokenizer's data could not be loaded or failed its integrity check."""
+
+
+class LLMError(ContextmemError):
+    """A model call failed. ``provider`` names who failed; ``status`` is the HTTP status if any."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        self.provider = provider
+        self.status = status
+        super().__init__(message)
+
+
+class ContextOverflowError(LLMError):
+    """The provider rejected the request as longer than its context window.
+
+    ``limit`` is the window the provider stated, when it said one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.limit = limit
+        super().__init__(message, provider=provider, status=status)
+
+
+class RateLimitError(LLMError):
+    """Rate limited or out of quota for now (HTTP 429): retried with backoff."""
+
+
+class TransientLLMError(LLMError):
+    """A server error, timeout or dropped connection: retried with backoff."""
+
+
+class AuthenticationError(LLMError):
+    """The API key is missing, wrong or lacks permission: never retried."""
+
+
+class BadRequestError(LLMError):
+    """The provider rejected the request for a reason the caller must fix: never retried."""

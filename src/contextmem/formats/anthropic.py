@@ -1,0 +1,394 @@
+"""Anthropic Messages API <-> contextmem messages.
+
+Mapping (``to_anthropic`` and ``from_anthropic`` are inverses on everything the API sends back):
+
+* system messages <-> the ``system`` parameter: a string, joined with blank lines. When a system message
+  carries block keys (``cache_control`` from a list-shaped ``system``), a list of text blocks is returned
+  instead, so the cache marker survives.
+* assistant <-> blocks in the order ``thinking``, ``text``..., ``tool_use``...: the thinking text is
+  ``reasoning`` and its signature ``extra["thinking_signature"]``; ``tool_use.input`` is
+  ``json.loads(arguments or "{}")`` and ``arguments`` is ``json.dumps(input, ensure_ascii=False)``.
+* a user message's ``tool_result`` blocks <-> one :class:`ToolMessage` each (``is_error`` in ``extra``),
+  followed by a :class:`UserMessage` for its other blocks. Consecutive tool messages, and a list-content
+  user message right after them, are merged back into one user message.
+* images: a ``data:`` URI <-> a ``base64`` source, any other URL <-> a ``url`` source.
+
+Nothing is dropped silently. Blocks contextmem has no field for (``redacted_thinking``, a second thinking
+block, ``document``, server tool blocks, images with a ``file`` source, ...) are kept verbatim with their
+position in ``extra["anthropic_blocks"]`` as ``[[index, block], ...]``; keys of mapped blocks beyond the
+ones mapped (``cache_control``, ``citations``) are kept in ``extra["anthropic_block_keys"]`` as
+``[[index, {key: value}], ...]``. Both are re-inserted on the way out. Malformed blocks raise
+:class:`~contextmem.errors.MessageFormatError`.
+
+Known limits, by design: text or image blocks placed *after* ``tool_use`` blocks (or before ``tool_result``
+blocks) come back in the canonical order above; OpenAI-only fields (``name``, image ``detail``, OpenAI
+``extra`` keys) have no Anthropic form and are not sent; a tool result without ``content`` is read as ``""``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import MessageFormatError
+from ..messages import (
+    AssistantMessage,
+    Content,
+    ImagePart,
+    Message,
+    Part,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    check_arguments,
+    text_of,
+)
+
+__all__ = ["from_anthropic", "to_anthropic"]
+
+RAW_BLOCKS = "anthropic_blocks"
+BLOCK_KEYS = "anthropic_block_keys"
+SIGNATURE = "thinking_signature"
+
+_MAPPED_KEYS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text"}),
+    "image": frozenset({"type", "source"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error"}),
+}
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    if part.url.startswith("data:") and ";base64," in part.url:
+        media_type, data = part.url[len("data:") :].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": part.url}}
+
+
+def _part_block(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    return _image_block(part)
+
+
+def _content_blocks(content: Content | None) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [_part_block(p) for p in content]
+
+
+def _restore(blocks: list[dict[str, Any]], extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Re-insert kept blocks at their positions and merge kept keys back into mapped blocks."""
+    for index, block in extra.get(RAW_BLOCKS, ()):
+        blocks.insert(min(index, len(blocks)), copy.deepcopy(block))
+    for index, keys in extra.get(BLOCK_KEYS, ()):
+        if index < len(blocks):
+            blocks[index].update(copy.deepcopy(keys))
+    return blocks
+
+
+def _assistant_to_anthropic(m: AssistantMessage) -> dict[str, Any]:
+    if (
+        isinstance(m.content, str)
+        and m.reasoning is None
+        and not m.tool_calls
+        and not m.extra.get(RAW_BLOCKS)
+        and not m.extra.get(BLOCK_KEYS)
+    ):
+        return {"role": "assistant", "content": m.content}
+    blocks: list[dict[str, Any]] = []
+    if m.reasoning is not None:
+        thinking: dict[str, Any] = {"type": "thinking", "thinking": m.reasoning}
+        if m.extra.get(SIGNATURE) is not None:
+            thinking["signature"] = m.extra[SIGNATURE]
+        blocks.append(thinking)
+    blocks.extend(_content_blocks(m.content))
+    for call in m.tool_calls:
+        check_arguments(call.arguments, f"tool_calls[{call.id!r}].arguments")
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": json.loads(call.arguments or "{}"),
+            }
+        )
+    return {"role": "assistant", "content": _restore(blocks, m.extra)}
+
+
+def _tool_result_block(m: ToolMessage) -> dict[str, Any]:
+    content: str | list[dict[str, Any]] = (
+        m.content if isinstance(m.content, str) else _content_blocks(m.content)
+    )
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": content}
+    if "is_error" in m.extra:
+        block["is_error"] = m.extra["is_error"]
+    return _restore([block], m.extra)[0]
+
+
+def _system_param(systems: list[SystemMessage]) -> str | list[dict[str, Any]] | None:
+    if not systems:
+        return None
+    if not any(s.extra.get(BLOCK_KEYS) for s in systems):
+        return "\n\n".join(text_of(s.content) for s in systems)
+    return [_restore([{"type": "text", "text": text_of(s.content)}], s.extra)[0] for s in systems]
+
+
+def to_anthropic(
+    messages: Sequence[Message],
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """Split messages into Anthropic's ``(system, messages)``.
+
+    ``system`` is a string (system messages joined by blank lines), ``None`` when there are none, or a list
+    of text blocks when a system message carries block keys such as ``cache_control``.
+    """
+    systems: list[SystemMessage] = []
+    out: list[dict[str, Any]] = []
+    open_results = False  # the last message in ``out`` is a user message of tool_result blocks
+    for m in messages:
+        if isinstance(m, SystemMessage):
+            systems.append(m)
+            continue
+        if isinstance(m, ToolMessage):
+            if not open_results:
+                out.append({"role": "user", "content": []})
+                open_results = True
+            out[-1]["content"].append(_tool_result_block(m))
+            continue
+        if isinstance(m, UserMessage):
+            if open_results and not isinstance(m.content, str):
+                out[-1]["content"].extend(_restore(_content_blocks(m.content), m.extra))
+            elif isinstance(m.content, str) and not m.extra.get(RAW_BLOCKS) and not m.extra.get(BLOCK_KEYS):
+                out.append({"role": "user", "content": m.content})
+            else:
+                out.append({"role": "user", "content": _restore(_content_blocks(m.content), m.extra)})
+        else:
+            out.append(_assistant_to_anthropic(m))
+        open_results = False
+    return _system_param(systems), out
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def _block_type(block: Any, path: str) -> str:
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    if not isinstance(kind, str):
+        raise MessageFormatError(
+            path,
+            f"must be a content block with a 'type', got {block!r}",
+            'write blocks like {"type": "text", ...}',
+        )
+    return kind
+
+
+def _str_field(block: Mapping[str, Any], key: str, path: str, fix: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise MessageFormatError(f"{path}.{key}", f"must be a string, got {value!r}", fix)
+    return value
+
+
+def _image_part(block: Mapping[str, Any]) -> ImagePart | None:
+    """The image as a part, or ``None`` when its source has no URL form (kept verbatim instead)."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return None
+    if source.get("type") == "base64" and set(source) == {"type", "media_type", "data"}:
+        media_type, data = source["media_type"], source["data"]
+        if isinstance(media_type, str) and isinstance(data, str):
+            return ImagePart(f"data:{media_type};base64,{data}")
+    if source.get("type") == "url" and set(source) == {"type", "url"} and isinstance(source["url"], str):
+        return ImagePart(source["url"])
+    return None
+
+
+def _part(block: Mapping[str, Any], kind: str, path: str) -> Part | None:
+    if kind == "text":
+        return TextPart(_str_field(block, "text", path, "put the block's text in 'text' as a str"))
+    if kind == "image":
+        return _image_part(block)
+    return None
+
+
+class _Blocks:
+    """Collects what a list of blocks maps to, and what must be kept verbatim to restore it."""
+
+    def __init__(self) -> None:
+        self.extra: dict[str, Any] = {}
+        self.count = 0  # blocks seen, i.e. the index the next block will have on the way out
+
+    def keep(self, block: Mapping[str, Any]) -> None:
+        self.extra.setdefault(RAW_BLOCKS, []).append([self.count, copy.deepcopy(dict(block))])
+        self.count += 1
+
+    def mapped(self, block: Mapping[str, Any], kind: str) -> None:
+        keys = {k: copy.deepcopy(v) for k, v in block.items() if k not in _MAPPED_KEYS[kind]}
+        if keys:
+            self.extra.setdefault(BLOCK_KEYS, []).append([self.count, keys])
+        self.count += 1
+
+
+def _content_list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise MessageFormatError(
+            path,
+            f"must be a string or a list of content blocks, got {type(value).__name__} {value!r}",
+            'pass the text as a str, or blocks like [{"type": "text", "text": "..."}]',
+        )
+    return value
+
+
+def _tool_message(block: Mapping[str, Any], path: str) -> ToolMessage:
+    call_id = _str_field(block, "tool_use_id", path, "set 'tool_use_id' to the id of the tool_use it answers")
+    collected = _Blocks()
+    collected.mapped(block, "tool_result")
+    extra = collected.extra
+    if "is_error" in block:
+        if not isinstance(block["is_error"], bool):
+            raise MessageFormatError(
+                f"{path}.is_error", f"must be a bool, got {block['is_error']!r}", "pass true or false"
+            )
+        extra["is_error"] = block["is_error"]
+    raw = block.get("content", "")
+    if isinstance(raw, str):
+        return ToolMessage(call_id, raw, extra=extra)
+    parts: list[Part] = []
+    for j, item in enumerate(_content_list(raw, f"{path}.content")):
+        item_path = f"{path}.content[{j}]"
+        kind = _block_type(item, item_path)
+        part = _part(item, kind, item_path)
+        if part is None or set(item) != _MAPPED_KEYS[kind]:
+            raise MessageFormatError(
+                item_path,
+                f"unsupported block in a tool result: {item!r}",
+                "use plain text blocks or base64/url image blocks inside tool_result content",
+            )
+        parts.append(part)
+    return ToolMessage(call_id, tuple(parts), extra=extra)
+
+
+def _user_messages(content: Any, path: str) -> list[Message]:
+    if isinstance(content, str):
+        return [UserMessage(content)]
+    results: list[Message] = []
+    parts: list[Part] = []
+    rest = _Blocks()
+    for j, block in enumerate(_content_list(content, path)):
+        block_path = f"{path}[{j}]"
+        kind = _block_type(block, block_path)
+        if kind == "tool_result":
+            results.append(_tool_message(block, block_path))
+            continue
+        part = _part(block, kind, block_path)
+        if part is None:
+            rest.keep(block)
+        else:
+            parts.append(part)
+            rest.mapped(block, kind)
+    if rest.count or not results:
+        results.append(UserMessage(tuple(parts), extra=rest.extra))
+    return results
+
+
+def _assistant_message(content: Any, path: str) -> AssistantMessage:
+    if isinstance(content, str):
+        return AssistantMessage(content)
+    reasoning: str | None = None
+    parts: list[Part] = []
+    calls: list[ToolCall] = []
+    blocks = _Blocks()
+    for j, block in enumerate(_content_list(content, path)):
+        block_path = f"{path}[{j}]"
+        kind = _block_type(block, block_path)
+        if kind == "thinking" and reasoning is None:
+            reasoning = _str_field(
+                block, "thinking", block_path, "put the thinking text in 'thinking' as a str"
+            )
+            if "signature" in block:
+                blocks.extra[SIGNATURE] = _str_field(
+                    block, "signature", block_path, "keep the signature as sent"
+                )
+            blocks.mapped(block, kind)
+        elif kind == "tool_use":
+            calls.append(_tool_call(block, block_path))
+            blocks.mapped(block, kind)
+        elif (part := _part(block, kind, block_path)) is not None:
+            parts.append(part)
+            blocks.mapped(block, kind)
+        else:
+            blocks.keep(block)
+    return AssistantMessage(tuple(parts) if parts else None, reasoning, tuple(calls), extra=blocks.extra)
+
+
+def _tool_call(block: Mapping[str, Any], path: str) -> ToolCall:
+    fix = "give every tool_use block the 'id' and 'name' the model returned"
+    call_id = _str_field(block, "id", path, fix)
+    name = _str_field(block, "name", path, fix)
+    arguments = block.get("input", {})
+    if not isinstance(arguments, Mapping):
+        raise MessageFormatError(
+            f"{path}.input",
+            f"must be an object, got {arguments!r}",
+            'pass the tool input as an object, e.g. {"q": 1}',
+        )
+    return ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _system_messages(system: str | list[Any] | None) -> list[Message]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [SystemMessage(system)]
+    out: list[Message] = []
+    for j, block in enumerate(_content_list(system, "system")):
+        path = f"system[{j}]"
+        if _block_type(block, path) != "text":
+            raise MessageFormatError(
+                path, f"must be a text block, got {block!r}", "put only text blocks in system"
+            )
+        text = _str_field(block, "text", path, "put the system text in 'text' as a str")
+        kept = _Blocks()
+        kept.mapped(block, "text")
+        out.append(SystemMessage(text, extra=kept.extra))
+    return out
+
+
+def from_anthropic(
+    messages: Iterable[Mapping[str, Any]], system: str | list[Any] | None = None
+) -> list[Message]:
+    """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages."""
+    out = _system_messages(system)
+    for i, d in enumerate(messages):
+        path = f"messages[{i}]"
+        if not isinstance(d, Mapping):
+            raise MessageFormatError(path, f"must be a dict, got {d!r}", "pass a message dict")
+        unknown = sorted(set(d) - {"role", "content"})
+        if unknown:
+            raise MessageFormatError(
+                f"{path}.{unknown[0]}",
+                f"is not a key of an Anthropic message (value {d[unknown[0]]!r})",
+                "keep only 'role' and 'content'",
+            )
+        role = d.get("role")
+        if role == "user":
+            out.extend(_user_messages(d.get("content"), f"{path}.content"))
+        elif role == "assistant":
+            out.append(_assistant_message(d.get("content"), f"{path}.content"))
+        else:
+            raise MessageFormatError(
+                f"{path}.role",
+                f"must be 'user' or 'assistant', got {role!r}",
+                "pass the system prompt as system=..., and use only user/assistant roles in messages",
+            )
+    return out

@@ -1,0 +1,352 @@
+"""OpenAI Chat Completions message dicts <-> contextmem messages, losslessly.
+
+This is the default format at every public edge. The invariant is ``to_openai(from_openai(d)) == d`` for
+every valid ``d``:
+
+* content keeps its shape: a string stays a string, a list of parts stays a tuple of parts;
+* keys contextmem has no field for (``refusal``, ``audio``, ``annotations``, ``function_call``, provider
+  keys, ...) go into ``extra`` verbatim and are emitted back;
+* a known optional key whose value carries nothing (``content: null``, ``tool_calls: []`` or ``null``,
+  ``name: null``, ``reasoning_content: null``) is also kept in ``extra`` verbatim, so "absent" and "null"
+  survive the round trip as they came;
+* keys of a tool call other than ``id``/``type``/``function`` (Gemini's ``extra_content`` thought signature,
+  a stream ``index``) are kept in ``extra["tool_call_extra"]`` keyed by call id, and merged back.
+
+Two normalisations, by design: the reasoning alias ``reasoning`` is read like ``reasoning_content`` and
+emitted as ``reasoning_content``; and keys owned by the Anthropic adapter (:data:`ANTHROPIC_EXTRA_KEYS`) are
+never emitted into OpenAI dicts, because the OpenAI API rejects unknown message keys.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import MessageFormatError
+from ..messages import (
+    AssistantMessage,
+    Content,
+    ImagePart,
+    Message,
+    Part,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    check_arguments,
+)
+
+__all__ = [
+    "ANTHROPIC_EXTRA_KEYS",
+    "TOOL_CALL_EXTRA",
+    "from_openai",
+    "messages_from_openai",
+    "messages_to_openai",
+    "to_openai",
+]
+
+TOOL_CALL_EXTRA = "tool_call_extra"
+"""``extra`` key holding per-call unknown keys of OpenAI tool calls: ``{call_id: {key: value}}``."""
+
+ANTHROPIC_EXTRA_KEYS = frozenset(
+    {"thinking_signature", "is_error", "anthropic_blocks", "anthropic_block_keys"}
+)
+"""``extra`` keys written by :mod:`contextmem.formats.anthropic`; reserved, never emitted to OpenAI."""
+
+_RESERVED = ANTHROPIC_EXTRA_KEYS | {TOOL_CALL_EXTRA}
+
+# Keys each role maps onto message fields; everything else goes to ``extra``.
+_KNOWN: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls", "reasoning_content", "reasoning"}),
+    "tool": frozenset({"role", "content", "name", "tool_call_id"}),
+}
+
+
+def _where(index: int | None) -> str:
+    return "message" if index is None else f"messages[{index}]"
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def _text_part(part: Mapping[str, Any], path: str) -> TextPart:
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise MessageFormatError(
+            f"{path}.text",
+            f"must be a string, got {text!r}",
+            "put the text of a text part in 'text' as a str",
+        )
+    _no_other_keys(part, {"type", "text"}, path)
+    return TextPart(text)
+
+
+def _image_part(part: Mapping[str, Any], path: str) -> ImagePart:
+    image = part.get("image_url")
+    if not isinstance(image, Mapping):
+        raise MessageFormatError(
+            f"{path}.image_url",
+            f"must be an object, got {image!r}",
+            'write {"type": "image_url", "image_url": {"url": "https://... or data:..."}}',
+        )
+    url = image.get("url")
+    if not isinstance(url, str):
+        raise MessageFormatError(
+            f"{path}.image_url.url",
+            f"must be a string, got {url!r}",
+            "give the image as an https or data: URL",
+        )
+    detail = image.get("detail")
+    if "detail" in image and not isinstance(detail, str):
+        raise MessageFormatError(
+            f"{path}.image_url.detail",
+            f"must be a string, got {detail!r}",
+            "use 'auto', 'low' or 'high', or leave 'detail' out",
+        )
+    _no_other_keys(image, {"url", "detail"}, f"{path}.image_url")
+    _no_other_keys(part, {"type", "image_url"}, path)
+    return ImagePart(url, detail)
+
+
+def _no_other_keys(obj: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise MessageFormatError(
+            f"{path}.{unknown[0]}",
+            f"is not a key contextmem can keep here (value {obj[unknown[0]]!r})",
+            f"remove it; this object takes only {sorted(allowed)!r}",
+        )
+
+
+def _content(value: Any, path: str, *, images: bool) -> Content:
+    """Read a content value: a str, or a list of text (and, if ``images``, image_url) parts."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise MessageFormatError(
+            path,
+            f"must be a string or a list of content parts, got {type(value).__name__} {value!r}",
+            'pass the text as a str, or a list like [{"type": "text", "text": "..."}]',
+        )
+    parts: list[Part] = []
+    for j, part in enumerate(value):
+        part_path = f"{path}[{j}]"
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            parts.append(_text_part(part, part_path))
+        elif kind == "image_url" and images:
+            parts.append(_image_part(part, part_path))
+        else:
+            allowed = "'text' or 'image_url'" if images else "'text'"
+            raise MessageFormatError(
+                part_path if not isinstance(part, Mapping) else f"{part_path}.type",
+                f"unsupported content part {part!r}",
+                f"use parts of type {allowed} here (convert audio/files/refusals to text first)",
+            )
+    return tuple(parts)
+
+
+def _tool_calls(value: Any, path: str) -> tuple[tuple[ToolCall, ...], dict[str, dict[str, Any]]]:
+    if not isinstance(value, list):
+        raise MessageFormatError(
+            path,
+            f"must be a list of tool calls, got {type(value).__name__} {value!r}",
+            'pass [{"id": ..., "type": "function", "function": {"name": ..., "arguments": "{...}"}}]',
+        )
+    calls: list[ToolCall] = []
+    call_extra: dict[str, dict[str, Any]] = {}
+    for j, raw in enumerate(value):
+        call_path = f"{path}[{j}]"
+        if not isinstance(raw, Mapping):
+            raise MessageFormatError(
+                call_path, f"must be an object, got {raw!r}", "pass each tool call as a dict"
+            )
+        call_id = raw.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise MessageFormatError(
+                f"{call_path}.id",
+                f"must be a non-empty string, got {call_id!r}",
+                "give every tool call the id the model returned",
+            )
+        if raw.get("type") != "function":
+            raise MessageFormatError(
+                f"{call_path}.type",
+                f"must be 'function', got {raw.get('type')!r}",
+                "set type to 'function' (custom tool calls are not supported)",
+            )
+        fn = raw.get("function")
+        if not isinstance(fn, Mapping):
+            raise MessageFormatError(
+                f"{call_path}.function",
+                f"must be an object, got {fn!r}",
+                'pass {"name": ..., "arguments": "{...}"}',
+            )
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise MessageFormatError(
+                f"{call_path}.function.name",
+                f"must be a non-empty string, got {name!r}",
+                "give the name of the tool that was called",
+            )
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            raise MessageFormatError(
+                f"{call_path}.function.arguments",
+                f"must be a JSON object string, got {type(arguments).__name__} {arguments!r}",
+                "pass json.dumps(arguments), not the dict itself",
+            )
+        check_arguments(arguments, f"{call_path}.function.arguments")
+        _no_other_keys(fn, {"name", "arguments"}, f"{call_path}.function")
+        others = {k: copy.deepcopy(v) for k, v in raw.items() if k not in ("id", "type", "function")}
+        if others:
+            call_extra[call_id] = others
+        calls.append(ToolCall(call_id, name, arguments))
+    return tuple(calls), call_extra
+
+
+def _optional_str(d: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = d.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise MessageFormatError(
+        f"{path}.{key}", f"must be a string, got {type(value).__name__} {value!r}", f"pass '{key}' as a str"
+    )
+
+
+def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
+    """Read one OpenAI chat message dict. ``index`` only prefixes error paths as ``messages[index]``."""
+    path = _where(index)
+    if not isinstance(d, Mapping):
+        raise MessageFormatError(path, f"must be a dict, got {type(d).__name__} {d!r}", "pass a message dict")
+    if "role" not in d:
+        raise MessageFormatError(
+            f"{path}.role",
+            f"is missing in {dict(d)!r}",
+            "add 'role': 'system' | 'user' | 'assistant' | 'tool'",
+        )
+    role = d["role"]
+    if role == "function":
+        raise MessageFormatError(
+            f"{path}.role",
+            "legacy role 'function' is not supported",
+            "convert it to {'role': 'tool', 'tool_call_id': <id of the call>, 'content': ...}",
+        )
+    if role not in _KNOWN:
+        raise MessageFormatError(
+            f"{path}.role",
+            f"unknown role {role!r}",
+            "use one of 'system', 'developer', 'user', 'assistant', 'tool'",
+        )
+    reserved = sorted(k for k in d if k in _RESERVED)
+    if reserved:
+        raise MessageFormatError(
+            f"{path}.{reserved[0]}",
+            f"is a key contextmem reserves for its own round trips (value {d[reserved[0]]!r})",
+            "rename or remove it",
+        )
+    extra: dict[str, Any] = {k: copy.deepcopy(v) for k, v in d.items() if k not in _KNOWN[role]}
+    # Known keys present with an empty value are kept as they came, so absent and null stay distinct.
+    for key in ("name", "content", "reasoning_content", "reasoning"):
+        if key in d and d[key] is None and key in _KNOWN[role] and (key != "content" or role == "assistant"):
+            extra[key] = None
+    name = _optional_str(d, "name", path)
+    if role in ("system", "developer"):
+        return SystemMessage(
+            _content(d.get("content"), f"{path}.content", images=False), name, role == "developer", extra
+        )
+    if role == "user":
+        return UserMessage(_content(d.get("content"), f"{path}.content", images=True), name, extra)
+    if role == "tool":
+        call_id = d.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise MessageFormatError(
+                f"{path}.tool_call_id",
+                f"must be the non-empty id of the call this answers, got {call_id!r}",
+                "set 'tool_call_id' to the id of the assistant tool call this result answers",
+            )
+        return ToolMessage(call_id, _content(d.get("content"), f"{path}.content", images=False), name, extra)
+    # assistant
+    content = d.get("content")
+    body = None if content is None else _content(content, f"{path}.content", images=False)
+    reasoning = _optional_str(d, "reasoning_content", path)
+    if reasoning is None:
+        reasoning = _optional_str(d, "reasoning", path)
+    elif "reasoning" in d:
+        extra["reasoning"] = copy.deepcopy(d["reasoning"])  # both given: the alias is kept as it came
+    raw_calls = d.get("tool_calls")
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls is None or raw_calls == []:
+        if "tool_calls" in d:
+            extra["tool_calls"] = copy.deepcopy(raw_calls)
+    else:
+        calls, call_extra = _tool_calls(raw_calls, f"{path}.tool_calls")
+        if call_extra:
+            extra[TOOL_CALL_EXTRA] = call_extra
+    return AssistantMessage(body, reasoning, calls, name, extra)
+
+
+def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Read a list of OpenAI message dicts; errors name ``messages[i]``."""
+    return [from_openai(d, index=i) for i, d in enumerate(items)]
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _part_to_openai(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    image: dict[str, Any] = {"url": part.url}
+    if part.detail is not None:
+        image["detail"] = part.detail
+    return {"type": "image_url", "image_url": image}
+
+
+def _content_to_openai(content: Content) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [_part_to_openai(p) for p in content]
+
+
+def to_openai(m: Message) -> dict[str, Any]:
+    """Write one message as an OpenAI chat dict (the inverse of :func:`from_openai`)."""
+    out: dict[str, Any]
+    if isinstance(m, SystemMessage):
+        out = {"role": "developer" if m.developer else "system", "content": _content_to_openai(m.content)}
+    elif isinstance(m, UserMessage):
+        out = {"role": "user", "content": _content_to_openai(m.content)}
+    elif isinstance(m, ToolMessage):
+        out = {"role": "tool", "tool_call_id": m.tool_call_id, "content": _content_to_openai(m.content)}
+    else:
+        out = {"role": "assistant"}
+        if m.content is not None:
+            out["content"] = _content_to_openai(m.content)
+        if m.reasoning is not None:
+            out["reasoning_content"] = m.reasoning
+        if m.tool_calls:
+            call_extra: Mapping[str, Mapping[str, Any]] = m.extra.get(TOOL_CALL_EXTRA) or {}
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                    **copy.deepcopy(dict(call_extra.get(c.id, {}))),
+                }
+                for c in m.tool_calls
+            ]
+    if m.name is not None:
+        out["name"] = m.name
+    for key, value in m.extra.items():
+        if key not in _RESERVED and key not in out:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def messages_to_openai(msgs: Iterable[Message]) -> list[dict[str, Any]]:
+    """Write messages as a list of OpenAI chat dicts."""
+    return [to_openai(m) for m in msgs]

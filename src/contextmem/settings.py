@@ -1,0 +1,211 @@
+"""Typed settings: every key, its default (from the seeds), and the one place that reads the environment.
+
+Sources, lowest to highest precedence: defaults < a JSON or TOML file < ``CONTEXTMEM_*`` environment
+variables < explicit overrides. :attr:`Settings.sources` records where each non-default value came
+from, for ``/config``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .errors import ConfigError
+
+ENV_PREFIX = "CONTEXTMEM_"
+DEFAULT_OUTPUT_RESERVE = 4096
+
+
+class Settings(BaseModel):
+    """All of contextmem's settings. Field docs are the reference; defaults follow SPEC "Settings"."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # Where things live
+    workspace: Path = Field(Path("~/.contextmem"), description="Memory files, dialog archive, tool results")
+    store: str = Field("", description="sqlite:///path or postgresql://…; empty = SQLite in the workspace")
+    namespace: str = Field(
+        "default", min_length=1, description="tenant/user/agent owning sessions and memory"
+    )
+
+    # The model
+    model: str = Field("local", description="'local', a path to a .gguf, 'openai:MODEL' or 'anthropic:MODEL'")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint for openai:MODEL")
+    context_window: int | None = Field(
+        None, gt=0, description="The model's context window; else the model table"
+    )
+    max_tokens: int | None = Field(None, gt=0, description="Output reserve; alone it implies window = 4x")
+    tokenizer: str = Field("auto", description="'auto', 'heuristic', 'o200k_base' or 'cl100k_base'")
+    image_tokens: int = Field(765, ge=0, description="Flat token cost of one image")
+
+    # Context budget (CowAgent / picoclaw / QwenPaw defaults)
+    agent_max_context_tokens: int = Field(50_000, gt=0, description="Budget cap on the context window")
+    agent_max_context_turns: int = Field(20, gt=0, description="Turns kept before turn trimming (C6)")
+    agent_max_steps: int = Field(15, gt=0, description="Model steps per turn in the agent loop")
+    compact_threshold_ratio: float = Field(
+        0.8, gt=0, le=1, description="Summarise when history > ratio * window"
+    )
+    reserve_threshold_ratio: float = Field(0.1, ge=0, lt=1, description="Recent tokens kept when summarising")
+    compact_message_threshold: int = Field(50, gt=0, description="Summarise when history has more messages")
+
+    # Tool-result offload (C5)
+    pruning_recent_n: int = Field(2, ge=0, description="Recent tool results with the higher threshold")
+    pruning_recent_msg_max_bytes: int = Field(50_000, gt=0)
+    pruning_old_msg_max_bytes: int = Field(3_000, gt=0)
+    historical_tool_result_max_chars: int = Field(20_000, gt=0, description="CowAgent head+tail rule")
+    offload_retention_days: int = Field(5, ge=0)
+
+    # Emergency (C11)
+    emergency_max_chars: int = Field(10_000, gt=0)
+    emergency_max_turns: int = Field(5, gt=0)
+
+    # Summaries (C8) and task memory (C14)
+    summary_injection: Literal["system", "first_user"] = "system"
+    summary_max_tokens: int = Field(2_000, gt=0, description="Hard size budget of the running summary")
+    summary_timeout_seconds: float = Field(120.0, gt=0)
+    fold_task_memory: bool = Field(True, description="Fold a finished task's tool steps to its outcome")
+
+    # Long-term memory (M2, M4) and sessions (S1)
+    vector_weight: float = Field(0.7, ge=0, le=1)
+    keyword_weight: float = Field(0.3, ge=0, le=1)
+    daily_half_life_days: float = Field(30.0, gt=0)
+    daily_summary_time: str = Field("23:55", description="Local time of the daily memory summary, HH:MM")
+    session_retention_days: int = Field(30, gt=0)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("daily_summary_time")
+    @classmethod
+    def _check_time(cls, value: str) -> str:
+        if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
+            raise ValueError("must be a 24-hour time HH:MM, e.g. '23:55'")
+        return value
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _check_tokenizer(cls, value: str) -> str:
+        if value not in ("auto", "heuristic", "o200k_base", "cl100k_base"):
+            raise ValueError("must be 'auto', 'heuristic', 'o200k_base' or 'cl100k_base'")
+        return value
+
+    @model_validator(mode="after")
+    def _check_ratios(self) -> Settings:
+        if self.reserve_threshold_ratio >= self.compact_threshold_ratio:
+            raise ValueError(
+                f"reserve_threshold_ratio ({self.reserve_threshold_ratio}) must be below "
+                f"compact_threshold_ratio ({self.compact_threshold_ratio}), or compaction frees nothing"
+            )
+        return self
+
+    # --- derived values ----------------------------------------------------------------------
+
+    @property
+    def workspace_path(self) -> Path:
+        return self.workspace.expanduser()
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Where each key's value came from: 'default', 'file:PATH', 'env:NAME' or 'override'."""
+        return {name: self._sources.get(name, "default") for name in type(self).model_fields}
+
+    # --- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Defaults < file (JSON or TOML) < ``CONTEXTMEM_*`` variables of ``env`` < ``overrides``."""
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        if path is not None:
+            for key, value in _read_file(Path(path)).items():
+                values[key] = value
+                sources[key] = f"file:{path}"
+        environ = os.environ if env is None else env
+        for name, raw in environ.items():
+            if name.startswith(ENV_PREFIX):
+                key = name[len(ENV_PREFIX) :].lower()
+                values[key] = raw
+                sources[key] = f"env:{name}"
+        for key, value in overrides.items():
+            values[key] = value
+            sources[key] = "override"
+        settings = cls.parse(values)
+        settings._sources = sources
+        return settings
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> Settings:
+        """Validate ``values``; every problem becomes one line of a :class:`ConfigError`."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+    def with_value(self, key: str, value: Any, source: str = "override") -> Settings:
+        """A copy with ``key`` set (strings are coerced as from the environment), validated."""
+        if key not in type(self).model_fields:
+            raise ConfigError(f"unknown setting {key!r}. Fix: one of {sorted(type(self).model_fields)}")
+        data = self.model_dump()
+        data[key] = value
+        updated = type(self).parse(data)
+        updated._sources = {**self._sources, key: source}
+        return updated
+
+    def save(self, path: str | Path) -> None:
+        """Write the non-default values as JSON (atomically: write then rename)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read settings file {str(path)!r}: {exc.strerror}. Fix: check the path"
+        ) from None
+    try:
+        data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"settings file {str(path)!r} is not valid {path.suffix[1:].upper()}: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"settings file {str(path)!r} must hold a table/object of key = value pairs")
+    section = data.get("contextmem", data)
+    return dict(section) if isinstance(section, dict) else {}
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "settings"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown setting {key!r}. Fix: one of {sorted(Settings.model_fields)}")
+        else:
+            lines.append(f"{key}: got {err.get('input')!r}: {err['msg']}")
+    return "invalid settings:\n  " + "\n  ".join(lines)

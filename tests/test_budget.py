@@ -1,0 +1,127 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextmem.budget import (
+    CountedHistory,
+    Window,
+    allowed_cuts,
+    fit_cut,
+    is_over_budget,
+    resolve_window,
+    safe_cut,
+    turn_starts,
+)
+from contextmem.errors import BudgetExceededError
+from contextmem.messages import UserMessage, orphan_tool_messages, validate_history
+from contextmem.tokens import HeuristicCounter, MessageCounter, TiktokenCounter
+
+from .strategies import histories
+
+COUNTER = MessageCounter(HeuristicCounter())
+
+
+@given(histories())
+def test_generated_histories_are_valid(history):
+    validate_history(history)
+    assert orphan_tool_messages(history) == []
+
+
+@given(histories(), st.integers(-5, 400), st.sampled_from(["nearest", "down", "up"]))
+def test_every_cut_lands_on_a_turn_boundary_and_keeps_pairs(history, target, direction):
+    cut = safe_cut(history, target, direction=direction)
+    assert cut in allowed_cuts(history)
+    assert cut == 0 or cut == len(history) or isinstance(history[cut], UserMessage)
+    assert orphan_tool_messages(history[cut:]) == []
+    assert orphan_tool_messages(history[:cut]) == []
+    clamped = min(max(target, 0), len(history))
+    if direction == "down":
+        assert cut <= clamped
+    if direction == "up":
+        assert cut >= clamped
+
+
+@given(histories(), st.integers(0, 6000))
+def test_fitting_yields_within_budget_or_typed_error(history, budget):
+    counts = COUNTER.count_messages(history)
+    try:
+        cut = fit_cut(history, counts, budget)
+    except BudgetExceededError as exc:
+        newest = turn_starts(history)[-1]
+        assert sum(counts[newest:]) > budget
+        assert exc.needed == sum(counts[newest:])
+        return
+    kept = history[cut:]
+    assert sum(counts[cut:]) <= budget
+    assert kept == history[len(history) - len(kept) :]  # order preserved: a suffix, untouched
+    assert orphan_tool_messages(kept) == []
+    starts = turn_starts(history)
+    if starts:
+        assert cut <= starts[-1]  # the newest user message is kept
+    # minimal: one allowed cut earlier would not fit
+    earlier = [c for c in allowed_cuts(history) if c < cut]
+    if earlier:
+        assert sum(counts[earlier[-1] :]) > budget
+
+
+@given(histories(), st.integers(0, 6000), st.integers(0, 30))
+def test_incremental_history_agrees_with_pure_functions(history, budget, drop_target):
+    ch = CountedHistory(COUNTER, history)
+    assert ch.total == sum(COUNTER.count_messages(history))
+    assert ch.starts == turn_starts(history)
+    try:
+        expected = fit_cut(history, COUNTER.count_messages(history), budget)
+    except BudgetExceededError:
+        with pytest.raises(BudgetExceededError):
+            ch.fit_cut(budget)
+    else:
+        assert ch.fit_cut(budget) == expected
+    cut = safe_cut(history, drop_target, direction="down")
+    dropped = ch.drop_before(cut)
+    assert dropped + ch.messages == history
+    assert ch.total == sum(COUNTER.count_messages(history[cut:]))
+    assert ch.starts == turn_starts(history[cut:])
+
+
+def test_drop_before_refuses_a_cut_inside_a_turn():
+    ch = CountedHistory(COUNTER, [UserMessage("a"), UserMessage("b")])
+    from contextmem.messages import AssistantMessage
+
+    ch.append(AssistantMessage("x"))
+    with pytest.raises(ValueError, match="safe_cut"):
+        ch.drop_before(2)
+
+
+def test_history_budget_formula():
+    w = Window(context_window=50_000, max_tokens=4_000)
+    assert w.history_budget(system=1_000, summary=500, tool_defs=2_000) == 42_500
+    assert is_over_budget(46_001, 4_000, 50_000)
+    assert not is_over_budget(46_000, 4_000, 50_000)
+
+
+@pytest.mark.parametrize(
+    ("kw", "window", "reserve"),
+    [
+        ({"max_tokens": 8192}, 32768, 8192),  # picoclaw: only max_tokens -> 4x
+        ({"context_window": 100_000, "max_tokens": 2000}, 100_000, 2000),
+        ({"model": "openai:gpt-4o-2024-08-06"}, 128_000, 4096),
+        ({"model": "Qwen/Qwen2.5-72B-Instruct"}, 32_768, 4096),
+        ({"model": "claude-sonnet-4-5", "cap": 50_000}, 50_000, 4096),  # cap bounds a big window
+        ({"model": "unknown-model", "cap": 50_000}, 50_000, 4096),
+        ({"model": "gpt-4"}, 8192, 4096),
+        ({"context_window": 1000}, 1000, 500),  # reserve never takes over half the window
+    ],
+)
+def test_resolve_window(kw, window, reserve):
+    assert resolve_window(**kw) == Window(window, reserve)
+
+
+def test_resolve_window_needs_something():
+    with pytest.raises(ValueError):
+        resolve_window()
+
+
+def test_real_counter_per_request_estimate_is_consistent():
+    mc = MessageCounter(TiktokenCounter())
+    h = [UserMessage("你好，帮我总结一下今天的会议"), UserMessage("and in English too")]
+    assert mc.count_request(h) == sum(mc.count_messages(h)) + 3

@@ -1,0 +1,167 @@
+import gzip
+import hashlib
+import importlib.resources
+
+import pytest
+import tiktoken
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextmem.errors import TokenizerError
+from contextmem.llm.base import ToolSpec
+from contextmem.messages import (
+    AssistantMessage,
+    ImagePart,
+    TextPart,
+    ToolMessage,
+    UserMessage,
+    tool_call,
+    user,
+)
+from contextmem.tokens import Calibration, HeuristicCounter, MessageCounter, TiktokenCounter, get_counter
+from contextmem.tokens.counter import MESSAGE_OVERHEAD
+
+SAMPLES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "请帮我把数据库迁移到 PostgreSQL 16，并保留 src/db/schema.sql 的索引。",
+    "def f(x):\n    return {'a': [1, 2, 3], \"b\": None}  # comment\n",
+    '{"id": "call_9f8", "args": {"path": "/tmp/x.txt", "n": 12345}}',
+    "Mixed 中英文 text with emoji 🎉 and <|endoftext|> in it",
+    "",
+    "   \n\n\t  ",
+]
+
+
+@pytest.fixture(scope="module")
+def tiktoken_own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tiktoken.Encoding]:
+    """tiktoken's *own* encodings, made to load offline by pre-filling its cache with verified files."""
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    out = {}
+    for name in ("o200k_base", "cl100k_base"):
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+        data = gzip.decompress(
+            (importlib.resources.files("bpe_openai") / "data" / f"{name}.tiktoken.gz").read_bytes()
+        )
+        (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(data)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    try:
+        for name in ("o200k_base", "cl100k_base"):
+            out[name] = tiktoken.get_encoding(name)
+    finally:
+        mp.undo()
+    return out
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_real_backend_matches_tiktoken_exactly_on_samples(tiktoken_own, encoding):
+    ours = TiktokenCounter(encoding)
+    for text in SAMPLES:
+        assert ours.count_text(text) == len(tiktoken_own[encoding].encode_ordinary(text)), text
+
+
+@given(st.text(max_size=300))
+def test_real_backend_matches_tiktoken_exactly_on_any_text(tiktoken_own, text):
+    assert TiktokenCounter("o200k_base").count_text(text) == len(
+        tiktoken_own["o200k_base"].encode_ordinary(text)
+    )
+
+
+def test_unknown_tokenizer_is_a_typed_error_with_fix():
+    with pytest.raises(TokenizerError, match="Fix"):
+        get_counter("gpt2-nonsense")
+
+
+def test_auto_counter_is_real_tokenizer_here():
+    assert get_counter("auto").name == "o200k_base"
+
+
+@pytest.mark.parametrize(
+    ("text", "lo", "hi"),
+    [
+        ("The quick brown fox jumps over the lazy dog. " * 20, 0.8, 1.3),
+        ("请帮我把数据库迁移到新的服务器上并检查日志。" * 20, 0.8, 1.3),
+    ],
+)
+def test_heuristic_is_close_to_real_counts_in_both_languages(text, lo, hi):
+    real = TiktokenCounter().count_text(text)
+    assert lo * real <= HeuristicCounter().count_text(text) <= hi * real
+
+
+def test_heuristic_counts_chinese_far_above_chars_over_four():
+    text = "上下文窗口管理与长期记忆" * 50
+    assert HeuristicCounter().count_text(text) > len(text) / 4 * 2
+
+
+def test_message_count_covers_every_part():
+    mc = MessageCounter(TiktokenCounter())
+    base = mc.count_message(AssistantMessage("done"))
+    with_reasoning = mc.count_message(AssistantMessage("done", reasoning="because the tests passed"))
+    call = tool_call("call_abc123", "read_file", {"path": "src/app.py"})
+    with_call = mc.count_message(AssistantMessage("done", tool_calls=(call,)))
+    assert with_reasoning > base
+    assert with_call >= base + mc.count_text(call.id) + mc.count_text(call.name) + mc.count_text(
+        call.arguments
+    )
+    result = ToolMessage("call_abc123", "ok")
+    assert mc.count_message(result) == MESSAGE_OVERHEAD + mc.count_text("ok") + mc.count_text("call_abc123")
+    img = UserMessage((TextPart("look"), ImagePart("https://x/y.png"), ImagePart("https://x/z.png")))
+    assert mc.count_message(img) == MESSAGE_OVERHEAD + mc.count_text("look") + 2 * mc.image_tokens
+
+
+def test_tool_definitions_are_counted_with_schema():
+    mc = MessageCounter(TiktokenCounter())
+    small = ToolSpec("search", "Search memory")
+    big = ToolSpec(
+        "search",
+        "Search memory",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "what to look for"},
+                "k": {"type": "integer"},
+            },
+        },
+    )
+    assert 0 < mc.count_tools([small]) < mc.count_tools([big])
+    assert mc.count_tools([small, big]) == mc.count_tools([small]) + mc.count_tools([big])
+
+
+class CountingTokenizer:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count_text(self, text: str) -> int:
+        self.calls += 1
+        return len(text)
+
+
+def test_growing_history_costs_only_new_messages():
+    tok = CountingTokenizer()
+    mc = MessageCounter(tok)
+    history = [user(f"message {i}") for i in range(100)]
+    mc.count_messages(history)
+    first = tok.calls
+    history.append(user("one more"))
+    mc.count_messages(history)
+    assert tok.calls - first == 1
+
+
+def test_cache_is_bounded():
+    mc = MessageCounter(CountingTokenizer(), cache_size=10)
+    for i in range(50):
+        mc.count_message(user(str(i)))
+    assert len(mc._cache) == 10
+
+
+def test_calibration_learns_provider_ratio_and_clamps():
+    cal = Calibration()
+    assert cal.apply(1000) == 1000
+    for _ in range(20):
+        cal = cal.observe(estimated=1000, reported=1300)
+    assert 1290 <= cal.apply(1000) <= 1310
+    wild = Calibration().observe(estimated=100, reported=100_000)
+    assert wild.ratio == wild.high
+    assert Calibration().observe(0, 500) == Calibration()
