@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+EXTRAS ?= dev,bench,openai,anthropic
 
 .PHONY: run test lint bench setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
