@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,bench,openai,anthropic
+EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,local
 
 .PHONY: run test lint bench setup clean
 

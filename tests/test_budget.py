@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextmem.budget import (
@@ -16,6 +16,7 @@ from contextmem.errors import BudgetExceededError
 from contextmem.messages import UserMessage, orphan_tool_messages, validate_history
 from contextmem.tokens import HeuristicCounter, MessageCounter, TiktokenCounter
 
+from .conftest import HISTORY_EXAMPLES
 from .strategies import histories
 
 COUNTER = MessageCounter(HeuristicCounter())
@@ -27,8 +28,12 @@ def test_generated_histories_are_valid(history):
     assert orphan_tool_messages(history) == []
 
 
-@given(histories(), st.integers(-5, 400), st.sampled_from(["nearest", "down", "up"]))
-def test_every_cut_lands_on_a_turn_boundary_and_keeps_pairs(history, target, direction):
+@settings(max_examples=HISTORY_EXAMPLES)
+@given(histories(), st.integers(-5, 400), st.sampled_from(["nearest", "down", "up"]), st.integers(0, 6000))
+def test_cuts_and_fitting_keep_every_invariant(history, target, direction, budget):
+    """On each generated history: every cut lands on a turn boundary and orphans no tool pair, kept
+    messages keep their order, and fitting to a budget yields <= budget or a typed error."""
+    validate_history(history)
     cut = safe_cut(history, target, direction=direction)
     assert cut in allowed_cuts(history)
     assert cut == 0 or cut == len(history) or isinstance(history[cut], UserMessage)
@@ -40,27 +45,22 @@ def test_every_cut_lands_on_a_turn_boundary_and_keeps_pairs(history, target, dir
     if direction == "up":
         assert cut >= clamped
 
-
-@given(histories(), st.integers(0, 6000))
-def test_fitting_yields_within_budget_or_typed_error(history, budget):
     counts = COUNTER.count_messages(history)
+    starts = turn_starts(history)
     try:
         cut = fit_cut(history, counts, budget)
     except BudgetExceededError as exc:
-        newest = turn_starts(history)[-1]
-        assert sum(counts[newest:]) > budget
-        assert exc.needed == sum(counts[newest:])
+        assert sum(counts[starts[-1] :]) > budget
+        assert exc.needed == sum(counts[starts[-1] :])
         return
     kept = history[cut:]
     assert sum(counts[cut:]) <= budget
     assert kept == history[len(history) - len(kept) :]  # order preserved: a suffix, untouched
     assert orphan_tool_messages(kept) == []
-    starts = turn_starts(history)
     if starts:
         assert cut <= starts[-1]  # the newest user message is kept
-    # minimal: one allowed cut earlier would not fit
     earlier = [c for c in allowed_cuts(history) if c < cut]
-    if earlier:
+    if earlier:  # minimal: one allowed cut earlier would not fit
         assert sum(counts[earlier[-1] :]) > budget
 
 

@@ -10,6 +10,14 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
     ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
     ├── TokenizerError              a tokenizer's data is missing or corrupt
+    ├── StoreError                  a session store could not do what was asked
+    │   ├── StoreLockedError        the database stayed busy past the store's patience
+    │   ├── StoreSchemaError        the schema is newer than this contextmem, or damaged
+    │   ├── StoreURLError           open_store got a URL it cannot open (also ValueError)
+    │   └── MessageStateError       a seq is unknown, or archived where a live one is needed
+    ├── PathEscapeError             a path leaves the workspace (.., absolute, symlink): refused
+    ├── ArchiveError                the archive could not be written durably (nothing was removed)
+    ├── CompactionError             a compaction could not shrink the request: no loop, a clear stop
     └── LLMError                    a model call failed; translated at the provider edge
         ├── ContextOverflowError    the provider says the request is over the context window
         ├── RateLimitError          429 / quota: transient, retried with backoff
@@ -71,8 +79,51 @@ class TokenizerError(ContextmemError):
     """A tokenizer's data could not be loaded or failed its integrity check."""
 
 
+class StoreError(ContextmemError):
+    """A session store could not complete an operation."""
+
+
+class StoreLockedError(StoreError):
+    """The database stayed locked by other writers for longer than the store waits (``waited`` seconds)."""
+
+    def __init__(self, what: str, waited: float) -> None:
+        self.waited = waited
+        super().__init__(
+            f"{what}: the database stayed locked by other writers for {waited:.0f} s. "
+            "Fix: look for a process holding a long write transaction on this database, "
+            "or give the store a larger busy_timeout."
+        )
+
+
+class StoreSchemaError(StoreError):
+    """The database cannot be used by this version of contextmem."""
+
+
+class StoreURLError(StoreError, ValueError):
+    """``open_store`` was given a URL it cannot open."""
+
+
+class MessageStateError(StoreError, LookupError):
+    """A seq does not exist in the session, or is archived where a live message is required."""
+
+
+class PathEscapeError(ContextmemError, PermissionError):
+    """A path names something outside the namespace's workspace (``..``, absolute, escaping symlink)."""
+
+
+class ArchiveError(ContextmemError, OSError):
+    """Writing the archive failed (disk full, read-only, permissions). The messages it was meant to
+    hold were not removed from the session: nothing is lost, the context just did not shrink."""
+
+
+class CompactionError(ContextmemError):
+    """Every rung of the reduction ladder was tried and the request still does not fit."""
+
+
 class LLMError(ContextmemError):
     """A model call failed. ``provider`` names who failed; ``status`` is the HTTP status if any."""
+
+    retry_after: float | None = None  # seconds the provider asked us to wait, when it said
 
     def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
         self.provider = provider

@@ -78,6 +78,7 @@ class Settings(BaseModel):
     summary_injection: Literal["system", "first_user"] = "system"
     summary_max_tokens: int = Field(2_000, gt=0, description="Hard size budget of the running summary")
     summary_timeout_seconds: float = Field(120.0, gt=0)
+    summary_chunk_tokens: int = Field(6_000, gt=0, description="Most history tokens fed to one summary call")
     fold_task_memory: bool = Field(True, description="Fold a finished task's tool steps to its outcome")
 
     # Long-term memory (M2, M4) and sessions (S1)

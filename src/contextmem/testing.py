@@ -1,4 +1,4 @@
-"""Fakes for tests: a scripted LLM (replies, tool calls, errors, delays, usage).
+"""Fakes for tests: a scripted LLM (replies, tool calls, errors, delays, usage) and an in-memory store.
 
 Fakes over mocks: these implement the real protocols, so code under test cannot tell them apart from a
 provider except by what they were scripted to do.
@@ -7,11 +7,15 @@ provider except by what they were scripted to do.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .llm.base import ChatResponse, StreamEvent, ToolSpec, Usage
 from .messages import AssistantMessage, Message, ToolCall, text_of
+from .store.base import SessionInfo, SessionState, StoredMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +110,146 @@ class ScriptedLLM:
 
 def _chunks(text: str, size: int) -> Iterable[str]:
     return (text[i : i + size] for i in range(0, len(text), size))
+
+
+class MemoryStore:
+    """An in-process :class:`~contextmem.store.base.SessionStore`: the real contract, no durability.
+
+    For tests and single-process experiments; the same contract suite runs against it.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._sessions: dict[tuple[str, str], _MemSession] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def _get(self, namespace: str, session_id: str) -> _MemSession:
+        key = (namespace, session_id)
+        if key not in self._sessions:
+            now = self._clock()
+            self._sessions[key] = _MemSession(created_at=now, updated_at=now)
+        return self._sessions[key]
+
+    async def open_session(self, namespace: str, session_id: str) -> SessionState:
+        s = self._get(namespace, session_id)
+        live = tuple(
+            StoredMessage(seq, s.current.get(seq, msg), "live", s.created[seq])
+            for seq, msg in s.original.items()
+            if seq not in s.archived
+        )
+        return SessionState(namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at)
+
+    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
+        s = self._get(namespace, session_id)
+        seqs = []
+        for m in messages:
+            seq = len(s.original) + 1
+            s.original[seq] = m
+            s.created[seq] = self._clock()
+            seqs.append(seq)
+        s.updated_at = self._clock()
+        return seqs
+
+    async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
+        s = self._get(namespace, session_id)
+        if seq not in s.original or seq in s.archived:
+            raise KeyError(f"no live message {seq} in {namespace}/{session_id}")
+        s.current[seq] = message
+        s.updated_at = self._clock()
+
+    async def archive(
+        self,
+        namespace: str,
+        session_id: str,
+        seqs: Sequence[int],
+        *,
+        summary: str | None = None,
+        meta: str | None = None,
+    ) -> None:
+        s = self._get(namespace, session_id)
+        unknown = [q for q in seqs if q not in s.original]
+        if unknown:
+            raise KeyError(f"unknown seqs {unknown} in {namespace}/{session_id}")
+        s.archived.update(seqs)
+        for q in seqs:
+            s.current.pop(q, None)
+        await self.set_meta(namespace, session_id, summary=summary, meta=meta)
+
+    async def set_meta(
+        self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
+    ) -> None:
+        s = self._get(namespace, session_id)
+        if summary is not None:
+            s.summary = summary
+        if meta is not None:
+            s.meta = meta
+        s.updated_at = self._clock()
+
+    async def messages(
+        self, namespace: str, session_id: str, *, state: Literal["live", "archived", "all"] = "all"
+    ) -> list[StoredMessage]:
+        s = self._get(namespace, session_id)
+        out = []
+        for seq, msg in s.original.items():
+            st: Literal["live", "archived"] = "archived" if seq in s.archived else "live"
+            if state in ("all", st):
+                out.append(StoredMessage(seq, msg, st, s.created[seq]))
+        return out
+
+    @asynccontextmanager
+    async def lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault((namespace, session_id), asyncio.Lock())
+        async with lock:
+            yield
+
+    async def list_sessions(self, namespace: str) -> list[SessionInfo]:
+        return [
+            SessionInfo(
+                ns, sid, len(s.original) - len(s.archived), len(s.archived), s.created_at, s.updated_at
+            )
+            for (ns, sid), s in sorted(self._sessions.items())
+            if ns == namespace
+        ]
+
+    async def delete_session(self, namespace: str, session_id: str) -> None:
+        self._sessions.pop((namespace, session_id), None)
+
+    async def cleanup_idle(
+        self, older_than_seconds: float, *, now: float | None = None
+    ) -> list[tuple[str, str]]:
+        cutoff = (self._clock() if now is None else now) - older_than_seconds
+        gone = [key for key, s in self._sessions.items() if s.updated_at < cutoff]
+        for key in gone:
+            del self._sessions[key]
+        return gone
+
+    async def integrity_check(self) -> list[str]:
+        problems = []
+        for (ns, sid), s in self._sessions.items():
+            if sorted(s.original) != list(range(1, len(s.original) + 1)):
+                problems.append(f"{ns}/{sid}: seqs are not contiguous")
+        return problems
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class _MemSession:
+    created_at: float
+    updated_at: float
+    original: dict[int, Message] = field(default_factory=dict)
+    current: dict[int, Message] = field(default_factory=dict)
+    created: dict[int, float] = field(default_factory=dict)
+    archived: set[int] = field(default_factory=set)
+    summary: str | None = None
+    meta: str | None = None
+
+
+def __getattr__(name: str) -> object:
+    # HashEmbedder needs numpy (the ``memory`` extra): imported only when asked for.
+    if name == "HashEmbedder":
+        from .memory.embedders import HashEmbedder
+
+        return HashEmbedder
+    raise AttributeError(name)

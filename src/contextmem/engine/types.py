@@ -1,0 +1,103 @@
+"""Values the engine hands out: requests, events, stats, verification reports; summary (de)serialisation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ..budget import RequestEstimate
+from ..formats.openai import messages_to_openai
+from ..llm.base import ToolSpec
+from ..messages import Message
+from ..summarize import Ledger, LedgerEntry, Summary
+
+EventKind = Literal[
+    "offload",
+    "offload_failed",
+    "compaction_started",
+    "compaction_finished",
+    "summary_fallback",
+    "archive_failed",
+    "overflow",
+    "cleared",
+    "restored",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    """Something the engine did. ``data`` is JSON-ready; never contains message text beyond summaries."""
+
+    kind: EventKind
+    namespace: str
+    session_id: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Exactly what goes to the model: the assembled messages, tools and output reserve, with estimates."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    max_tokens: int
+    estimate: RequestEstimate
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return messages_to_openai(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    compacted: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextStats:
+    """What ``/context`` shows."""
+
+    messages: int
+    turns: int
+    by_role: dict[str, int]
+    characters: int
+    estimate: RequestEstimate
+    archived: int
+    summary_source: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Every message ever appended is live or archived, and every archived one is in the archive files."""
+
+    appended: int
+    live: int
+    archived: int
+    missing: tuple[int, ...]
+
+    @property
+    def lost(self) -> int:
+        return len(self.missing)
+
+
+def summary_to_json(summary: Summary | None) -> str | None:
+    if summary is None:
+        return None
+    data = asdict(summary)
+    data["ledger"] = {
+        "max_entries": summary.ledger.max_entries,
+        "entries": [[e.value, e.kind, e.from_user] for e in summary.ledger.entries],
+    }
+    return json.dumps(data, ensure_ascii=False)
+
+
+def summary_from_json(text: str | None) -> Summary | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    ledger = data.pop("ledger")
+    entries = tuple(LedgerEntry(v, k, bool(u)) for v, k, u in ledger["entries"])
+    data["archive_refs"] = tuple(data.get("archive_refs", ()))
+    return Summary(ledger=Ledger(entries, ledger["max_entries"]), **data)

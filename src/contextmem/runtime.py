@@ -1,0 +1,168 @@
+"""``ContextMem``: everything wired together from settings — store, workspace, LLM, memory, sessions.
+
+The CLI, the agent, the MCP server and the framework adapters all start here, so they share one way
+of turning settings into parts. Automatic memory writing (M2) lives here too: the engine's events say
+what left the context, and a listener appends it to today's daily memory file in a worker thread, so a
+reply never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .engine import ContextEngine, EngineEvent
+from .llm.base import LLM
+from .messages import UserMessage
+from .settings import Settings
+from .store.base import SessionStore
+from .store.open import open_store
+
+if TYPE_CHECKING:
+    from .memory import Embedder, MemoryIndex, MemoryTools, Workspace
+
+logger = logging.getLogger("contextmem.runtime")
+
+# Events whose summary belongs in long-term memory, and the title each gets in the daily file.
+_MEMORY_EVENTS = {
+    "compaction_finished": "left the context",
+    "overflow": "context overflow",
+    "cleared": "context cleared",
+}
+
+
+class ContextMem:
+    """The wired-up engine. Create with :meth:`open`; get sessions with :meth:`session`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: SessionStore,
+        workspace: Workspace,
+        llm: LLM | None,
+        memory: MemoryIndex | None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.workspace = workspace
+        self.llm = llm
+        self.memory = memory
+        self._writes: list[asyncio.Future[Any]] = []
+        self._jobs: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        llm: LLM | str | None = None,
+        store: SessionStore | str | None = None,
+        embedder: Embedder | str | None = None,
+        memory: bool = True,
+    ) -> ContextMem:
+        """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given."""
+        from .llm.registry import load_llm
+        from .memory import MemoryIndex, Workspace, embedder_from_spec
+
+        settings = settings or Settings.load()
+        workspace = Workspace(settings.workspace_path, settings.namespace)
+        workspace.ensure()
+        if store is None or isinstance(store, str):
+            url = store or settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+            store = open_store(url)
+        if llm is None or isinstance(llm, str):
+            llm = load_llm(
+                llm or settings.model, **({"base_url": settings.base_url} if settings.base_url else {})
+            )
+        index = None
+        if memory:
+            emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+            index = MemoryIndex.from_settings(settings, emb)
+        return cls(settings, store=store, workspace=workspace, llm=llm, memory=index)
+
+    @property
+    def tools(self) -> MemoryTools:
+        """The agent's memory tools (memory_search, memory_get, memory_write, read_file)."""
+        from .memory import MemoryTools
+
+        if self.memory is None:
+            raise RuntimeError("memory is disabled. Fix: ContextMem.open(..., memory=True)")
+        return MemoryTools(self.memory)
+
+    async def session(self, session_id: str, *, restore: bool = False) -> ContextEngine:
+        """The engine of one session, writing what leaves its context to daily memory."""
+        engine = await ContextEngine.open(
+            session_id,
+            restore=restore,
+            store=self.store,
+            settings=self.settings,
+            workspace_dir=self.workspace.dir,
+            llm=self.llm,
+        )
+        engine.subscribe(self._remember)
+        return engine
+
+    def _remember(self, event: EngineEvent) -> None:
+        title = _MEMORY_EVENTS.get(event.kind)
+        text = event.data.get("digest") or event.data.get("summary")
+        if title is None or not text:
+            return
+        from .memory import append_daily
+
+        heading = f"{event.session_id}: {title}"
+        write = asyncio.get_running_loop().run_in_executor(
+            None, lambda: append_daily(self.workspace, str(text), datetime.now(), title=heading)
+        )
+        self._writes.append(write)
+
+    async def flush(self) -> None:
+        """Wait for pending memory writes (they never block a reply; call before exiting)."""
+        writes, self._writes = self._writes, []
+        for result in await asyncio.gather(*writes, return_exceptions=True):
+            if isinstance(result, BaseException):
+                logger.error("a daily memory write failed: %s", result)
+
+    async def summarise_text(self, material: str) -> str:
+        """A structured summary of free text (used by the daily 23:55 job)."""
+        from .summarize import Summarizer
+        from .tokens import MessageCounter, get_counter
+
+        if self.llm is None:
+            return material[:4000]
+        summarizer = Summarizer(self.llm, MessageCounter(get_counter(self.settings.tokenizer)))
+        summary = await summarizer.summarize(None, [UserMessage(material[-60_000:])])
+        return summary.render()
+
+    def start_jobs(self) -> None:
+        """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
+        from .memory import DailySummaryJob
+
+        job = DailySummaryJob(self.workspace, self.summarise_text, at=self.settings.daily_summary_time)
+        stop = asyncio.Event()
+        self._stop = stop
+        self._jobs.append(asyncio.create_task(job.run_forever(stop)))
+        self._jobs.append(asyncio.create_task(self._cleanup_forever(stop)))
+
+    async def cleanup_sessions(self) -> list[tuple[str, str]]:
+        """Remove sessions idle longer than ``session_retention_days`` (their dialog archives stay)."""
+        return await self.store.cleanup_idle(self.settings.session_retention_days * 86400)
+
+    async def _cleanup_forever(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.cleanup_sessions()
+            except Exception:
+                logger.exception("session cleanup failed; retrying in an hour")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=3600)
+
+    async def close(self) -> None:
+        if self._jobs:
+            self._stop.set()
+            await asyncio.gather(*self._jobs, return_exceptions=True)
+        await self.flush()
+        await self.store.close()

@@ -1,0 +1,119 @@
+"""The session store protocol (SPEC S1, S2, C12).
+
+A store keeps, per ``(namespace, session_id)``:
+
+* every message ever appended, in its **original** form, under a per-session sequence number ``seq``
+  (1, 2, 3, … never reused) — nothing is ever deleted while the session exists;
+* which of them are **live** (in the context) and which are **archived** (left the context);
+* for live messages, the **current** form, which may differ from the original (a tool result cut to
+  head + tail after its full text was offloaded);
+* the running summary and a small ``meta`` document (calibration, counters), both opaque JSON text.
+
+The invariant every implementation keeps, in one transaction per call: a message is always live or
+archived, never neither. :meth:`SessionStore.archive` moves messages and sets the new summary
+atomically, so a crash leaves either the old state or the new one.
+
+Implementations: :mod:`contextmem.store.sqlite` (default) and :mod:`contextmem.store.postgres`.
+One contract test suite (``tests/test_store_contract.py``) runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from ..messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    seq: int
+    message: Message
+    state: Literal["live", "archived"] = "live"
+    created_at: float = 0.0  # epoch seconds, set by the store
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A session as loaded: its live messages (current form, ascending seq), summary and meta."""
+
+    namespace: str
+    session_id: str
+    live: tuple[StoredMessage, ...]
+    summary: str | None
+    meta: str | None
+    next_seq: int
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    namespace: str
+    session_id: str
+    live_count: int
+    archived_count: int
+    created_at: float
+    updated_at: float
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable session state. Every method is atomic; all are safe across processes."""
+
+    async def open_session(self, namespace: str, session_id: str) -> SessionState:
+        """Load the session, creating it empty if it does not exist."""
+        ...
+
+    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
+        """Append live messages; returns their seqs, consecutive and ascending."""
+        ...
+
+    async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
+        """Set the current form of a live message (its original is kept)."""
+        ...
+
+    async def archive(
+        self,
+        namespace: str,
+        session_id: str,
+        seqs: Sequence[int],
+        *,
+        summary: str | None = None,
+        meta: str | None = None,
+    ) -> None:
+        """Atomically mark ``seqs`` archived and, when given, set summary and meta."""
+        ...
+
+    async def set_meta(
+        self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
+    ) -> None:
+        """Set summary and/or meta (``None`` leaves a field unchanged)."""
+        ...
+
+    async def messages(
+        self, namespace: str, session_id: str, *, state: Literal["live", "archived", "all"] = "all"
+    ) -> list[StoredMessage]:
+        """Messages in their original form, ascending seq, filtered by state."""
+        ...
+
+    def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
+        """Exclusive compaction lock for one session, across processes (and hosts, for Postgres)."""
+        ...
+
+    async def list_sessions(self, namespace: str) -> list[SessionInfo]: ...
+
+    async def delete_session(self, namespace: str, session_id: str) -> None: ...
+
+    async def cleanup_idle(
+        self, older_than_seconds: float, *, now: float | None = None
+    ) -> list[tuple[str, str]]:
+        """Delete sessions idle longer than ``older_than_seconds``; returns ``(namespace, session_id)``s."""
+        ...
+
+    async def integrity_check(self) -> list[str]:
+        """Problems found (empty when consistent): storage-level checks plus the live/archived invariant."""
+        ...
+
+    async def close(self) -> None: ...

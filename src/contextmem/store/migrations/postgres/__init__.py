@@ -1,0 +1,1 @@
+"""PostgreSQL migrations of the session store (component ``sessions``)."""

@@ -1,0 +1,1 @@
+"""SQLite migrations of the session store (component ``sessions``)."""

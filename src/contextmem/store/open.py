@@ -1,0 +1,71 @@
+"""Open a session store from a URL: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``postgresql://…``.
+
+Schemes are looked up in :data:`STORES`; third-party stores register under the ``contextmem.stores``
+entry-point group (the entry point names the scheme and points at a callable taking the URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from ..errors import StoreURLError
+from .base import SessionStore
+
+__all__ = ["STORES", "open_store", "sqlite_path"]
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of a ``sqlite:///path`` URL (three slashes: relative; four: absolute), like SQLAlchemy."""
+    rest = url.partition("://")[2]
+    if not rest.startswith("/") or rest == "/":
+        raise StoreURLError(
+            f"{url!r} is not a SQLite URL with a path. "
+            "Fix: write sqlite:///relative/path.db or sqlite:////absolute/path.db."
+        )
+    path = rest[1:].split("?", 1)[0]
+    if path in (":memory:", ""):
+        raise StoreURLError(
+            f"{url!r}: in-memory SQLite is not supported (the store is shared between threads and "
+            "processes). Fix: give a file path, e.g. a temporary directory."
+        )
+    return Path(path).expanduser()
+
+
+def _sqlite(url: str) -> SessionStore:
+    from .sqlite import SqliteSessionStore
+
+    return SqliteSessionStore(sqlite_path(url))
+
+
+def _postgres(url: str) -> SessionStore:
+    from .postgres import PostgresSessionStore
+
+    return PostgresSessionStore(url)
+
+
+STORES: dict[str, Callable[[str], SessionStore]] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+}
+"""Store factories by URL scheme."""
+
+
+def open_store(url: str) -> SessionStore:
+    """The session store a URL names. Nothing is opened yet: stores connect and migrate on first use."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    factory = STORES.get(scheme)
+    if factory is None:
+        for ep in entry_points(group="contextmem.stores"):
+            if ep.name == scheme:
+                factory = ep.load()
+                break
+    if factory is None:
+        known = sorted(STORES) + sorted(ep.name for ep in entry_points(group="contextmem.stores"))
+        raise StoreURLError(
+            f"cannot open a store from {url!r}: unknown scheme {scheme!r}. "
+            f"Fix: use one of {known!r}, e.g. sqlite:///sessions.db or postgresql://user@host/db."
+        )
+    return factory(url)

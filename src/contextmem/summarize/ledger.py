@@ -1,0 +1,404 @@
+"""The identifier ledger: exact names, paths, numbers and errors, kept verbatim across summaries (C8).
+
+A model that summarises paraphrases; an agent that resumes work needs ``src/auth.ts`` and ``ECONNREFUSED``
+exactly as they were. The ledger is extracted deterministically from the messages, whatever the model
+said, and merged with the previous summary's ledger, so no identifier is lost to paraphrase.
+
+Secrets are never written to memory: :func:`redact_secrets` runs before anything is extracted (and the
+summariser runs it on everything it sends to a model or keeps), so an API key, token or password can
+neither become an identifier nor reach a summary.
+
+Eviction rule (documented invariant): a ledger holds at most ``max_entries`` entries, ordered by when
+each was last seen (a re-mention moves an entry to the end). When over the bound, the least recently seen
+entry that never appeared in a user message is evicted first; only when every entry comes from the user
+are the least recently seen user entries evicted. :meth:`Ledger.fit` applies the same order to fit a
+token budget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+from ..messages import AssistantMessage, Message, UserMessage, text_of
+
+__all__ = [
+    "DEFAULT_MAX_ENTRIES",
+    "REDACTED",
+    "Kind",
+    "Ledger",
+    "LedgerEntry",
+    "build_ledger",
+    "extract_identifiers",
+    "find_secrets",
+    "redact_secrets",
+]
+
+Kind = Literal["path", "url", "host", "email", "error", "id", "number", "name"]
+Lang = Literal["en", "zh"]  # the language of a conversation, its summary and its headers
+
+REDACTED = "[REDACTED]"
+DEFAULT_MAX_ENTRIES = 150
+MAX_IDENTIFIER_CHARS = 200  # longer matches are data, not identifiers; they are not kept
+
+# --- secrets ------------------------------------------------------------------------------------
+
+_SECRET_KEYS = (
+    r"password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?"
+    r"|secret[_-]?access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?token|access[_-]?token"
+    r"|refresh[_-]?token|session[_-]?token|token"
+)
+# Whole-match secrets, replaced entirely; one alternation so a text is scanned once.
+_SECRET_WHOLE = re.compile(
+    "|".join(
+        [
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+            r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}",
+            r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+            r"\bgh[pousr]_[A-Za-z0-9]{20,}\b",
+            r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
+            r"\bglpat-[A-Za-z0-9_-]{20,}\b",
+            r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
+            r"\bAIza[0-9A-Za-z_-]{30,}\b",
+            r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWT
+        ]
+    ),
+    re.S,
+)
+# Secrets introduced by a word: the word stays, the value goes.
+_SECRET_AFTER = [
+    re.compile(r"(?i)\b((?:Bearer|Basic|Token)\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(rf"(?i)\b((?:{_SECRET_KEYS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?)[^\s\"',;]+"),
+    re.compile(r"((?:密码|口令|密钥|令牌|私钥)\s*(?:是|为|[:：=])\s*)[^\s，。；,;]+"),
+    re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)"),  # scheme://user:password@host
+]
+
+
+def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
+    """Replace anything that looks like an API key, token or password with ``[REDACTED]``.
+
+    ``known`` are secret values found earlier (:func:`find_secrets`) to scrub wherever they appear,
+    even with no telltale word around them — e.g. a password a model repeats on its own.
+    Errs toward redacting: a harmless word after ``password is`` is lost; a secret never leaks.
+    """
+    for secret in sorted(set(known), key=len, reverse=True):
+        if secret and secret != REDACTED:
+            text = text.replace(secret, REDACTED)
+    text = _SECRET_WHOLE.sub(REDACTED, text)
+    for pattern in _SECRET_AFTER:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def find_secrets(text: str) -> set[str]:
+    """The secret values in ``text`` that :func:`redact_secrets` would remove."""
+    found = {m.group(0) for m in _SECRET_WHOLE.finditer(text)}
+    for pattern in _SECRET_AFTER:
+        found.update(m.group(0)[len(m.group(1)) :] for m in pattern.finditer(text))
+    return {s for s in found if len(s) >= 4 and REDACTED not in s}
+
+
+# --- extraction ---------------------------------------------------------------------------------
+
+_EXT = (
+    r"py|pyi|ts|tsx|js|jsx|mjs|cjs|go|rs|java|kt|c|h|cc|cpp|hpp|cs|rb|php|swift|sh|bash|zsh|ps1|sql|"
+    r"json|jsonl|yaml|yml|toml|ini|cfg|conf|env|xml|html|css|scss|md|rst|txt|csv|tsv|log|lock|"
+    r"proto|graphql|tf|dockerfile|gradle|vue|svelte|ipynb|pdf|png|jpg|jpeg|gif|svg|zip|gz|tar|db|sqlite"
+)
+_NOT_ERRNO = "ERROR|ERRORS|ENV|END|EXIT|EMPTY|ENABLED|EXAMPLE|EVENT|ENTRY|EXCEPTION|EXPORT|EXEC|ELSE|EOF|EACH"
+_SEG = r"[A-Za-z0-9_.@%+~-]+"
+# Order matters: each match is blanked out before the next pattern runs, so a path's date is not also
+# taken as a number and a URL's path is not taken as a file path. A pattern with a hint (a literal it
+# cannot match without) is skipped when the hint is not in the text.
+_PATTERNS: list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]] = [
+    ("url", "://", re.compile(r"\b[a-z][a-z0-9+.-]*://(?:\[REDACTED\]|[^\s<>\"'`)\]}，。；、）》])+", re.I)),
+    ("email", "@", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
+    ("path", ":\\", re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\(?:[^\\\s\"'<>|*?，。；]+\\?)+")),
+    ("path", "\\\\", re.compile(r"\\\\[A-Za-z0-9_.-]+(?:\\[^\\\s\"'<>|*?，。；]+)+")),
+    ("id", "-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)),
+    ("number", "/", re.compile(r"(?<![A-Za-z0-9_./-])\d{4}/\d{1,2}/\d{1,2}(?![A-Za-z0-9_./-])")),  # log dates
+    ("path", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-])(?:~|\.{{1,2}})?/{_SEG}(?:/{_SEG})*/?")),
+    ("relpath", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-]){_SEG}(?:/{_SEG})+/?")),
+    ("path", ".", re.compile(rf"(?<![A-Za-z0-9_.-])[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:{_EXT})(?![A-Za-z0-9_])")),
+    ("host", ".", re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])")),
+    (
+        "host",
+        None,
+        re.compile(
+            r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|ai|cn|co|app|cloud|internal|local|svc|cluster)"
+            r"(?::\d{1,5})?\b",
+            re.I,
+        ),
+    ),
+    (
+        "error",
+        None,
+        re.compile(r"\bHTTP[ /]?\d{3}\b|\b(?:exit code|status code|状态码|退出码)\s*\d{1,3}\b", re.I),
+    ),
+    ("error", None, re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Killed|Fault|Timeout|Failure)\b")),
+    (
+        "error",
+        None,
+        re.compile(
+            rf"\b(?!(?:{_NOT_ERRNO})\b)E[A-Z]{{3,}}\b|\bSIG[A-Z]{{2,}}\b|\bERR(?:OR)?_[A-Z0-9_]+\b"
+            r"|\bE\d{3,5}\b"
+        ),
+    ),
+    ("id", None, re.compile(r"\b[A-Z]{1,3}\d{3,6}\b")),
+    ("id", None, re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")),  # JIRA-123, ORA-00942
+    (
+        "id",
+        None,
+        re.compile(
+            r"\b(?:call|toolu|msg|req|run|chatcmpl|resp|job|task|txn|ord|evt|sess)[_-]"
+            r"(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{3,}"
+        ),
+    ),
+    ("id", None, re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),  # git SHA
+    ("name", "`", re.compile(r"`([^`\n]{1,80})`")),
+    ("name", None, re.compile(r"[“「『]([^”」』\n]{1,30})[”」』]")),
+    ("number", "-", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b")),
+    (
+        "number",
+        None,
+        re.compile(r"\bv\d+(?:\.\d+)*(?:-[0-9A-Za-z.]+)?\b|\b\d+(?:\.\d+){2,3}(?:-[0-9A-Za-z.]+)?\b"),
+    ),
+    (
+        "number",
+        None,
+        re.compile(
+            r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGT]|ms|µs|ns|s|sec|min|h|%|px|rps|qps|tokens?"
+            r"|行|条|个|秒|毫秒|分钟|小时|天|次|元|万|亿|倍)(?![A-Za-z])"
+        ),
+    ),
+    (
+        "number",
+        None,
+        re.compile(r"(?<![A-Za-z0-9_.])\d+\.\d+(?![A-Za-z0-9_.])|(?<![A-Za-z0-9_.])\d{3,}(?![A-Za-z0-9_.])"),
+    ),
+    ("name", "()", re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\(\)")),
+    ("name", None, re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+\b")),
+    ("name", None, re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")),
+]
+# ASCII word boundaries: Chinese characters are \w in Unicode mode, so "修改src/auth.ts文件" would have
+# no boundary around the path.
+_PATTERNS = [
+    (kind, hint, re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII)) for kind, hint, p in _PATTERNS
+]
+_TRAILING = ".,;:!?'\")]}>，。；：！？、）】》"
+_EXT_SET = frozenset(_EXT.split("|"))
+
+
+def _plausible_relative_path(value: str) -> bool:
+    """``src/auth.ts``, ``docs/``, ``a/b/c`` are paths; ``and/or`` and ``TCP/IP`` are not."""
+    last = value.rstrip("/").rsplit("/", 1)[-1]
+    ext = last.rsplit(".", 1)[-1].lower() if "." in last else ""
+    return value.endswith("/") or ext in _EXT_SET or value.count("/") >= 2
+
+
+def extract_identifiers(text: str) -> list[tuple[str, Kind]]:
+    """Exact identifiers in ``text`` (secrets redacted first), in order of first appearance.
+
+    Each match is blanked out before the next, more general pattern runs, so a span is taken once,
+    by its most specific kind. Values longer than ``MAX_IDENTIFIER_CHARS`` are skipped.
+    """
+    work = redact_secrets(text)
+    found: list[tuple[int, str, Kind]] = []
+    for pattern_kind, hint, pattern in _PATTERNS:
+        if hint is not None and hint not in work:
+            continue
+
+        def take(m: re.Match[str], pattern_kind: Kind | Literal["relpath"] = pattern_kind) -> str:
+            value = (m.group(1) if m.groups() else m.group(0)).strip()
+            kind: Kind = "path" if pattern_kind == "relpath" else pattern_kind
+            if kind in ("url", "path", "host", "email"):
+                value = value.rstrip(_TRAILING)
+            if pattern_kind == "relpath" and not _plausible_relative_path(value):
+                return m.group(0)  # not taken: leave the text for the later patterns
+            if value.replace(REDACTED, "").strip(" =:'\"") and len(value) <= MAX_IDENTIFIER_CHARS:
+                found.append((m.start(), value, kind))
+            return " " * (m.end() - m.start())
+
+        work = pattern.sub(take, work)
+    found.sort(key=lambda t: t[0])
+    seen: set[str] = set()
+    out: list[tuple[str, Kind]] = []
+    for _, value, kind in found:
+        if value not in seen:
+            seen.add(value)
+            out.append((value, kind))
+    return out
+
+
+# --- the ledger value ---------------------------------------------------------------------------
+
+
+class TextCounter(Protocol):
+    """Anything that counts the tokens of a text (a TokenCounter or a MessageCounter)."""
+
+    def count_text(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One identifier: its exact text, its kind, and whether a user message ever mentioned it."""
+
+    value: str
+    kind: Kind
+    from_user: bool = False
+
+
+_KIND_ORDER: tuple[Kind, ...] = ("path", "url", "host", "email", "error", "id", "number", "name")
+_KIND_LABELS: dict[Lang, dict[Kind, str]] = {
+    "en": {
+        "path": "paths",
+        "url": "urls",
+        "host": "hosts",
+        "email": "emails",
+        "error": "errors",
+        "id": "ids",
+        "number": "numbers",
+        "name": "names",
+    },
+    "zh": {
+        "path": "路径",
+        "url": "链接",
+        "host": "主机",
+        "email": "邮箱",
+        "error": "错误",
+        "id": "编号",
+        "number": "数值",
+        "name": "名称",
+    },
+}
+_LEDGER_TITLE: dict[Lang, str] = {"en": "Identifiers (verbatim):", "zh": "关键标识（原样保留）："}
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """An ordered, de-duplicated, bounded set of identifiers (see the module docstring for eviction)."""
+
+    entries: tuple[LedgerEntry, ...] = ()
+    max_entries: int = DEFAULT_MAX_ENTRIES
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(self.entries)
+
+    def __contains__(self, value: object) -> bool:
+        return any(e.value == value for e in self.entries)
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return tuple(e.value for e in self.entries)
+
+    def add(self, items: Iterable[tuple[str, Kind]], *, from_user: bool = False) -> Ledger:
+        """A ledger with ``items`` seen now: new ones appended, known ones moved to the end."""
+        by_value = {e.value: e for e in self.entries}
+        for value, kind in items:
+            old = by_value.pop(value, None)
+            keep_user = from_user or (old is not None and old.from_user)
+            by_value[value] = LedgerEntry(value, old.kind if old else kind, keep_user)
+        return replace(self, entries=tuple(by_value.values())).bounded()
+
+    def merge(self, newer: Ledger) -> Ledger:
+        """This ledger followed by ``newer`` (whose entries count as seen more recently)."""
+        by_value = {e.value: e for e in self.entries}
+        for entry in newer.entries:
+            old = by_value.pop(entry.value, None)
+            by_value[entry.value] = replace(entry, from_user=entry.from_user or bool(old and old.from_user))
+        return replace(self, entries=tuple(by_value.values())).bounded()
+
+    def _eviction_order(self) -> list[int]:
+        """Indices in the order they are evicted: non-user oldest first, then user oldest first."""
+        n = len(self.entries)
+        return [i for i in range(n) if not self.entries[i].from_user] + [
+            i for i in range(n) if self.entries[i].from_user
+        ]
+
+    def evict(self, drop: int) -> Ledger:
+        """This ledger without its first ``drop`` entries in eviction order."""
+        gone = set(self._eviction_order()[:drop])
+        return replace(self, entries=tuple(e for i, e in enumerate(self.entries) if i not in gone))
+
+    def bounded(self) -> Ledger:
+        """Apply the ``max_entries`` bound by the eviction rule."""
+        excess = len(self.entries) - self.max_entries
+        return self.evict(excess) if excess > 0 else self
+
+    def fit(self, counter: TextCounter, budget: int, lang: Lang = "en") -> Ledger:
+        """The largest ledger, by the eviction rule, whose :meth:`render` costs at most ``budget`` tokens."""
+        if counter.count_text(self.render(lang)) <= budget:
+            return self
+        lo, hi = 1, len(self.entries)  # number of entries to drop; dropping all always fits (renders "")
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if counter.count_text(self.evict(mid).render(lang)) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.evict(lo)
+
+    def render(self, lang: Lang = "en") -> str:
+        """A compact block, one line per kind: ``- paths: src/auth.ts, /etc/hosts``; ``""`` if empty."""
+        if not self.entries:
+            return ""
+        labels = _KIND_LABELS[lang]
+        sep = "：" if lang == "zh" else ": "
+        lines = [_LEDGER_TITLE[lang]]
+        for kind in _KIND_ORDER:
+            values = [e.value for e in self.entries if e.kind == kind]
+            if values:
+                lines.append(f"- {labels[kind]}{sep}{', '.join(values)}")
+        return "\n".join(lines)
+
+
+def _json_strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _json_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_strings(v)
+
+
+def _arguments_text(arguments: str) -> str:
+    """The string values of JSON arguments (so ``"a\\nb"`` is read as two lines), else the raw text."""
+    try:
+        return "\n".join(_json_strings(json.loads(arguments)))
+    except ValueError:
+        return arguments
+
+
+def _message_texts(message: Message) -> list[str]:
+    texts = [text_of(message.content)]
+    if isinstance(message, AssistantMessage):
+        texts.extend(f"{c.name}\n{_arguments_text(c.arguments)}" for c in message.tool_calls)
+    return texts
+
+
+def build_ledger(
+    messages: Sequence[Message],
+    previous: Ledger | None = None,
+    *,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> Ledger:
+    """The previous ledger merged with every identifier in ``messages`` (content and tool-call arguments).
+
+    Pure and deterministic; secrets are redacted before extraction. System messages are read too, but
+    tool-call ids are not: they name a message pair, not anything the user or the task refers to.
+    """
+    ledger = previous if previous is not None else Ledger(max_entries=max_entries)
+    for message in messages:
+        from_user = isinstance(message, UserMessage)
+        for text in _message_texts(message):
+            if text:
+                ledger = ledger.add(extract_identifiers(text), from_user=from_user)
+    return ledger

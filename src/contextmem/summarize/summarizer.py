@@ -1,0 +1,350 @@
+"""The summariser (C8): previous summary + messages that left the context → a new, bounded summary.
+
+Order of work, and why:
+
+1. The ledger is computed first, deterministically, from the previous ledger and the messages — so no
+   identifier depends on what the model chose to write.
+2. The model is asked for the new structured summary, under a timeout. Its reply is cleaned (a chatty
+   preface or a code fence is stripped, secrets redacted) and validated: empty, chatty, missing sections
+   or over budget is junk. Junk gets exactly one retry — the re-compression prompt when the reply was
+   only too long, the same prompt otherwise. Errors and timeouts are not retried here (the provider
+   adapter has its own retry policy).
+3. If the model still has nothing usable, the extractive fallback writes the summary, starting from the
+   previous summary's items: the previous summary is never lost.
+4. The result is fitted to ``max_tokens``: ``render()`` — summary, ledger and archive guide together —
+   never exceeds it as counted by the summariser's counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from ..errors import ConfigError, LLMError
+from ..llm.base import LLM
+from ..messages import AssistantMessage, Message, text_of
+from ..tokens import MessageCounter
+from .extractive import extractive_summary, truncate_to_tokens
+from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, find_secrets, redact_secrets
+from .prompts import (
+    SECTION_KEYS,
+    SECTION_TITLES,
+    Lang,
+    detect_language,
+    parse_sections,
+    recompress_prompt,
+    render_transcript,
+    summary_prompt,
+)
+
+__all__ = ["MIN_SUMMARY_TOKENS", "Summarizer", "Summary", "SummarySource", "merge_archive_refs"]
+
+logger = logging.getLogger(__name__)
+
+SummarySource = Literal["llm", "extractive"]
+MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
+
+_RENDER_TEXT: dict[Lang, dict[str, str]] = {
+    "en": {
+        "title": "Summary of the earlier conversation:",
+        "archive": "Archive of the summarised messages (read the full text with read_file(path)):",
+    },
+    "zh": {
+        "title": "早期对话摘要：",
+        "archive": "已归档的原始消息（可用 read_file(path) 读取全文）：",
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A running summary: the text, the identifier ledger and the guide to the archive.
+
+    ``messages_covered`` counts every message summarised so far, across incremental updates.
+    ``fallback_reason`` says why the extractive path was taken (``None`` when the model's summary was used).
+    """
+
+    text: str
+    ledger: Ledger = field(default_factory=Ledger)
+    archive_refs: tuple[str, ...] = ()
+    source: SummarySource = "llm"
+    messages_covered: int = 0
+    lang: Lang = "en"
+    fallback_reason: str | None = None
+
+    def render(self) -> str:
+        """The block injected into the prompt: summary, identifiers, and where the full messages are."""
+        words = _RENDER_TEXT[self.lang]
+        blocks = [words["title"]]
+        if self.text.strip():
+            blocks[0] += "\n" + self.text.strip()
+        ledger = self.ledger.render(self.lang)
+        if ledger:
+            blocks.append(ledger)
+        if self.archive_refs:
+            blocks.append("\n".join([words["archive"], *(f"- {ref}" for ref in self.archive_refs)]))
+        return "\n\n".join(blocks)
+
+
+_LINES_REF = re.compile(r"^(?P<path>.+?) lines (?P<start>\d+)-(?P<end>\d+)$")
+
+
+def merge_archive_refs(*groups: Sequence[str]) -> tuple[str, ...]:
+    """All refs, de-duplicated, in order; ``path lines a-b`` refs to one file become one span."""
+    spans: dict[str, tuple[int, int]] = {}
+    order: list[str] = []
+    for ref in (r.strip() for group in groups for r in group):
+        if not ref:
+            continue
+        m = _LINES_REF.match(ref)
+        if m is None:
+            if ref not in order:
+                order.append(ref)
+            continue
+        path, start, end = m["path"], int(m["start"]), int(m["end"])
+        key = f"\0{path}"
+        if key in spans:
+            old = spans[key]
+            spans[key] = (min(old[0], start), max(old[1], end))
+        else:
+            spans[key] = (start, end)
+            order.append(key)
+    return tuple(f"{k[1:]} lines {spans[k][0]}-{spans[k][1]}" if k in spans else k for k in order)
+
+
+# --- validating the model's reply ---------------------------------------------------------------
+
+_FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*$")
+_CHATTY = re.compile(
+    r"(?i)^\W*(?:sure|certainly|of course|okay|ok|absolutely|here is|here's|hello|hi|hey|greetings|"
+    r"i'd be happy|i can help|as an ai|好的|当然|没问题|以下是|下面是|你好|您好|很高兴)"
+)
+_CLOSER = re.compile(
+    r"(?i)^\W*(?:let me know|hope this helps|feel free|if you need|希望.*帮助|如需|如果您?还?需要)"
+)
+
+
+def _clean(reply: str, secrets: Iterable[str]) -> str:
+    """Strip whatever precedes the first section ("Sure! Here is…", a title, a fence), a closing fence
+    or chatty last line, and redact secrets — including ``secrets`` known from the input."""
+    text = reply.strip()
+    preamble, sections = parse_sections(text)
+    if sections and preamble:
+        text = text[len(preamble) :].strip()
+    lines = text.splitlines()
+    while lines and (_CLOSER.search(lines[-1]) or lines[-1].strip() == "```"):
+        lines.pop()
+    if lines and _FENCE_OPEN.match(lines[0]):
+        lines.pop(0)
+    return redact_secrets("\n".join(lines).strip(), secrets)
+
+
+def _problem(text: str, budget: int, counter: MessageCounter) -> str | None:
+    """Why ``text`` is not a usable summary, or ``None``."""
+    if not text.strip():
+        return "empty reply"
+    _, sections = parse_sections(text)
+    if not sections and _CHATTY.search(text):
+        return f"chatty reply: {text[:60]!r}"
+    missing = [SECTION_TITLES["en"][k] for k in SECTION_KEYS if k not in sections]
+    if missing:
+        return f"missing sections {missing}"
+    tokens = counter.count_text(text)
+    if tokens > budget:
+        return f"over budget ({tokens} > {budget} tokens)"
+    return None
+
+
+# --- the summariser -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """What surrounds the text in ``render()``, already fitted, and the tokens left for the text."""
+
+    ledger: Ledger
+    refs: tuple[str, ...]
+    text_budget: int
+    lang: Lang
+    covered: int
+
+
+class Summarizer:
+    """Incremental, bounded summaries with a deterministic fallback (see the module docstring).
+
+    ``max_tokens`` bounds ``Summary.render()``; of it, the ledger may take ``ledger_share`` and the
+    archive guide ``archive_share``, the summary text gets the rest. ``timeout`` (seconds) bounds
+    each model call.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        counter: MessageCounter,
+        *,
+        max_tokens: int = 2000,
+        timeout: float = 120.0,
+        ledger_share: float = 0.35,
+        archive_share: float = 0.1,
+        ledger_max_entries: int = DEFAULT_MAX_ENTRIES,
+    ) -> None:
+        if max_tokens < MIN_SUMMARY_TOKENS:
+            raise ConfigError(
+                f"summary max_tokens={max_tokens!r} is too small. Fix: use at least {MIN_SUMMARY_TOKENS} "
+                "(the default summary_max_tokens is 2000)."
+            )
+        if timeout <= 0:
+            raise ConfigError(f"summary timeout={timeout!r} must be > 0 seconds. Fix: use e.g. 120.")
+        if not (0 <= ledger_share < 1 and 0 <= archive_share < 1 and ledger_share + archive_share < 1):
+            raise ConfigError(
+                f"ledger_share={ledger_share!r} and archive_share={archive_share!r} must be in [0, 1) and "
+                "sum to less than 1. Fix: leave room for the summary text, e.g. 0.35 and 0.1."
+            )
+        self.llm = llm
+        self.counter = counter
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.ledger_share = ledger_share
+        self.archive_share = archive_share
+        self.ledger_max_entries = ledger_max_entries
+
+    async def summarize(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        *,
+        instruction: str | None = None,
+        archive_refs: Sequence[str] = (),
+    ) -> Summary:
+        """Fold ``messages`` into ``previous``. Never raises for a model failure: falls back instead."""
+        frame = self._frame(previous, messages, archive_refs)
+        if not messages and instruction is None and previous is not None:
+            return self._finish(previous.text, frame, previous.source, previous.fallback_reason)
+        text, problem = await self._ask_model(previous, messages, frame, instruction)
+        if text is not None:
+            return self._finish(text, frame, "llm", None)
+        logger.warning("summary model gave nothing usable (%s); using the extractive summary", problem)
+        return self._extractive(previous, messages, frame, problem)
+
+    def extract(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        *,
+        archive_refs: Sequence[str] = (),
+    ) -> Summary:
+        """The extractive summary alone, with no model call (also what :meth:`summarize` falls back to)."""
+        frame = self._frame(previous, messages, archive_refs)
+        return self._extractive(previous, messages, frame, "requested")
+
+    # --- steps ---
+
+    def _frame(
+        self, previous: Summary | None, messages: Sequence[Message], archive_refs: Sequence[str]
+    ) -> _Frame:
+        """The ledger and archive guide, merged and fitted to their shares, and the text's budget."""
+        lang = detect_language(messages, previous.text if previous else "")
+        old = previous.ledger if previous else None
+        if old is not None and old.max_entries != self.ledger_max_entries:
+            old = replace(old, max_entries=self.ledger_max_entries).bounded()
+        ledger = build_ledger(messages, old, max_entries=self.ledger_max_entries)
+        refs = merge_archive_refs(previous.archive_refs if previous else (), archive_refs)
+        covered = (previous.messages_covered if previous else 0) + len(messages)
+        count = self.counter.count_text
+        ledger = ledger.fit(self.counter, int(self.max_tokens * self.ledger_share), lang)
+        archive_budget = int(self.max_tokens * self.archive_share)
+        kept: list[str] = []
+        for ref in reversed(refs):  # the newest refs are kept when the guide must shrink
+            candidate = [ref, *kept]
+            block = "\n".join([_RENDER_TEXT[lang]["archive"], *(f"- {r}" for r in candidate)])
+            if count(block) > archive_budget:
+                break
+            kept = candidate
+        empty = Summary("x", ledger, tuple(kept), lang=lang).render()
+        margin = 8  # BPE counts are not additive across the joins
+        return _Frame(ledger, tuple(kept), max(0, self.max_tokens - count(empty) - margin), lang, covered)
+
+    async def _ask_model(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        instruction: str | None,
+    ) -> tuple[str | None, str]:
+        """The model's validated summary, or ``None`` and why not. At most two calls."""
+        lang, budget = frame.lang, frame.text_budget
+        # Secrets seen in the input are scrubbed from the reply even where no pattern would spot them.
+        texts = [text_of(m.content) for m in messages]
+        texts += [c.arguments for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+        texts += [previous.text if previous else "", instruction or ""]
+        secrets = {s for text in texts for s in find_secrets(text)}
+        prompt = summary_prompt(
+            previous.text if previous else None,
+            render_transcript(messages),
+            lang=lang,
+            budget=budget,
+            instruction=instruction,
+        )
+        problem = ""
+        for attempt in (1, 2):
+            try:
+                reply = await asyncio.wait_for(
+                    self.llm.complete(prompt, max_tokens=max(256, budget * 2)), self.timeout
+                )
+            except TimeoutError:
+                return None, f"timed out after {self.timeout}s"
+            except LLMError as exc:
+                return None, f"{type(exc).__name__}: {exc}"
+            text = _clean(text_of(reply.message.content), secrets)
+            problem = _problem(text, budget, self.counter) or ""
+            if not problem:
+                return text, ""
+            logger.info("summary attempt %d rejected: %s", attempt, problem)
+            if problem.startswith("over budget"):
+                prompt = recompress_prompt(text, lang=lang, budget=budget)
+        return None, problem
+
+    def _extractive(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        reason: str,
+    ) -> Summary:
+        text = extractive_summary(
+            messages,
+            previous=previous.text if previous else None,
+            ledger=frame.ledger,
+            lang=frame.lang,
+            budget=frame.text_budget,
+            counter=self.counter,
+        )
+        return self._finish(text, frame, "extractive", reason)
+
+    def _finish(
+        self,
+        text: str,
+        frame: _Frame,
+        source: SummarySource,
+        reason: str | None,
+    ) -> Summary:
+        """Assemble the summary and enforce the hard bound on ``render()``, whatever the parts cost."""
+        text = truncate_to_tokens(text, frame.text_budget, self.counter)
+        summary = Summary(text, frame.ledger, frame.refs, source, frame.covered, frame.lang, reason)
+        over = self.counter.count_text(summary.render()) - self.max_tokens
+        while over > 0:
+            if summary.text:
+                keep = max(0, self.counter.count_text(summary.text) - over - 1)
+                summary = replace(summary, text=truncate_to_tokens(summary.text, keep, self.counter))
+            elif summary.archive_refs:
+                summary = replace(summary, archive_refs=summary.archive_refs[1:])
+            elif len(summary.ledger):
+                summary = replace(summary, ledger=summary.ledger.evict(1))
+            else:  # only the title is left; MIN_SUMMARY_TOKENS guarantees it fits
+                break
+            over = self.counter.count_text(summary.render()) - self.max_tokens
+        return summary

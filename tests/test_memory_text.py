@@ -1,0 +1,73 @@
+"""Chunking (line anchoring) and keyword tokens for English and Chinese."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextmem.memory.text import chunk_markdown, fts_document, fts_query, keyword_tokens
+
+_LINE = st.one_of(
+    st.just(""),
+    st.just("# Heading"),
+    st.text(alphabet=st.sampled_from("ab 数据库\t-#"), max_size=60),
+    st.text(max_size=300),
+)
+
+
+@given(st.lists(_LINE, max_size=40), st.integers(min_value=20, max_value=400))
+def test_chunks_are_exact_ordered_line_ranges(lines: list[str], max_chars: int) -> None:
+    text = "\n".join(lines)
+    real_lines = text.splitlines()
+    chunks = chunk_markdown(text, max_chars=max_chars)
+    previous_end = 0
+    for chunk in chunks:
+        assert chunk.start_line > previous_end
+        assert chunk.end_line >= chunk.start_line
+        assert chunk.text == "\n".join(real_lines[chunk.start_line - 1 : chunk.end_line])
+        assert chunk.text.strip()
+        if "\n" in chunk.text:
+            assert len(chunk.text) <= max_chars
+        previous_end = chunk.end_line
+    covered = {n for c in chunks for n in range(c.start_line, c.end_line + 1)}
+    for number, line in enumerate(real_lines, start=1):
+        if line.strip():
+            assert number in covered
+
+
+def test_headings_start_chunks_and_small_paragraphs_merge() -> None:
+    text = "# Facts\nlikes tea\n\nlives in Paris\n# Plans\nlaunch in March"
+    chunks = chunk_markdown(text)
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 4), (5, 6)]
+
+
+def test_chinese_is_split_into_bigrams_and_english_lowercased() -> None:
+    assert keyword_tokens("数据库迁移 PostgreSQL it's") == [
+        "数据",
+        "据库",
+        "库迁",
+        "迁移",
+        "postgresql",
+        "it's",
+    ]
+    assert keyword_tokens("好") == ["好"]
+
+
+def test_jieba_mode_segments_words() -> None:
+    tokens = keyword_tokens("我们讨论了数据库迁移", "jieba")
+    assert "数据库" in tokens
+    assert "迁移" in tokens
+
+
+def test_fts_query_cannot_inject_syntax() -> None:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
+    db.execute("INSERT INTO t VALUES (?)", (fts_document("the NEAR launch AND date: March*"),))
+    for hostile in ["NEAR(a b)", "body: x", '"unterminated', "a* OR ^b", "AND OR NOT", "launch)"]:
+        expression = fts_query(hostile)
+        assert expression is not None
+        db.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
+    assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_query("launches"),)).fetchone()[0] == 1
+    assert fts_query("  ,.!? ") is None

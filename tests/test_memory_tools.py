@@ -1,0 +1,98 @@
+"""The agent tools (SPEC M5): schemas a model can use, confinement, and the write → search round trip."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryIndex, MemoryTools, Workspace
+
+
+def _tools(root: Path, namespace: str = "default") -> MemoryTools:
+    index = MemoryIndex(Workspace(root, namespace), HashEmbedder(128))
+    index.workspace.ensure()
+    return MemoryTools(index, clock=lambda: datetime(2026, 3, 8, 14, 30))
+
+
+def test_schemas_are_complete_json_schemas() -> None:
+    assert set(TOOL_SCHEMAS) == {"memory_search", "memory_get", "memory_write", "read_file"}
+    for name, schema in TOOL_SCHEMAS.items():
+        params = schema["parameters"]
+        assert schema["description"] and params["type"] == "object"
+        assert set(params["required"]) <= set(params["properties"]), name
+        json.dumps(schema)
+    assert TOOL_SCHEMAS["memory_write"]["parameters"]["properties"]["target"]["enum"] == ["core", "daily"]
+
+
+def test_write_then_search_then_get(tmp_path: Path) -> None:
+    tools = _tools(tmp_path)
+    assert tools.call("memory_write", {"text": "User's cat is named Miso.", "target": "core"}) == (
+        "saved to MEMORY.md"
+    )
+    assert (
+        tools.call("memory_write", '{"text": "Shipped release 2.4 today."}')
+        == "saved to memory/2026-03-08.md"
+    )
+    hits = json.loads(tools.call("memory_search", {"query": "cat named Miso", "k": 1}))
+    assert hits == [
+        {
+            "path": "MEMORY.md",
+            "start_line": 1,
+            "end_line": 1,
+            "score": 1.0,
+            "snippet": "User's cat is named Miso.",
+        }
+    ]
+    got = tools.call("memory_get", {"path": "memory/2026-03-08.md", "from_line": 3, "lines": 1})
+    assert got == "[memory/2026-03-08.md lines 3-3 of 3]\nShipped release 2.4 today."
+
+
+def test_read_file_reads_dialog_and_tool_results_by_lines(tmp_path: Path) -> None:
+    tools = _tools(tmp_path)
+    ws = tools.workspace
+    (ws.dialog_dir / "2026-03-08.jsonl").write_text("".join(f'{{"n": {i}}}\n' for i in range(10)))
+    (ws.tool_results_dir / "call_1.txt").write_text("full output\n")
+    out = tools.call("read_file", {"path": "dialog/2026-03-08.jsonl", "offset": 9, "limit": 5})
+    assert out == '[dialog/2026-03-08.jsonl lines 9-10 of 10]\n{"n": 8}\n{"n": 9}'
+    assert tools.call("read_file", {"path": "tool_results/call_1.txt"}).endswith("full output")
+    assert "4 more" in tools.call("read_file", {"path": "dialog/2026-03-08.jsonl", "limit": 6})
+
+
+def test_tools_refuse_paths_outside_their_area(tmp_path: Path) -> None:
+    tools = _tools(tmp_path / "root", "alice")
+    (tmp_path / "secret.txt").write_text("top secret")
+    other = _tools(tmp_path / "root", "bob")
+    other.call("memory_write", {"text": "bob's private note", "target": "core"})
+    (tools.workspace.dialog_dir / "escape").symlink_to(tmp_path)
+    refused = [
+        ("read_file", {"path": "../../../secret.txt"}),
+        ("read_file", {"path": str(tmp_path / "secret.txt")}),
+        ("read_file", {"path": "dialog/escape/secret.txt"}),
+        ("read_file", {"path": "MEMORY.md"}),  # memory is read with memory_get
+        ("memory_get", {"path": "../bob/MEMORY.md"}),
+        ("memory_get", {"path": "dialog/2026-03-08.jsonl"}),
+        ("memory_get", {"path": "/etc/passwd"}),
+    ]
+    for name, args in refused:
+        out = tools.call(name, args)
+        assert out.startswith("error:"), (name, args, out)
+        assert "top secret" not in out
+    assert "top secret" not in tools.call("read_file", {"path": "dialog/escape/secret.txt"})
+    assert tools.call("memory_search", {"query": "bob private note"}) == "[]"
+
+
+def test_model_mistakes_come_back_as_text(tmp_path: Path) -> None:
+    tools = _tools(tmp_path)
+    assert tools.call("nope", {}).startswith("error: unknown tool 'nope'")
+    assert tools.call("memory_get", {"path": "MEMORY.md"}).startswith("error:")  # does not exist yet
+    assert tools.call("memory_write", {"text": "x", "target": "elsewhere"}).startswith("error:")
+    assert tools.call("memory_write", {"txt": "x"}).startswith("error:")
+    assert tools.call("memory_write", "{not json").startswith("error:")
+    assert [t["function"]["name"] for t in tools.openai_tools()] == list(TOOL_SCHEMAS)
+
+
+async def test_acall_runs_off_the_loop(tmp_path: Path) -> None:
+    tools = _tools(tmp_path)
+    assert await tools.acall("memory_write", {"text": "async note", "target": "core"}) == "saved to MEMORY.md"
+    assert json.loads(await tools.acall("memory_search", {"query": "async note"}))[0]["path"] == "MEMORY.md"

@@ -1,0 +1,421 @@
+"""The one contract every session store keeps (SPEC S1, S2, C12), run against SQLite and real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextmem.errors import MessageStateError, StoreError, StoreURLError
+from contextmem.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    assistant,
+    tool_call,
+    tool_result,
+    user,
+)
+from contextmem.store.base import SessionStore
+from contextmem.store.open import open_store
+from contextmem.store.postgres import PostgresSessionStore
+from contextmem.store.sqlite import SqliteSessionStore
+from tests.pg import pg_dsn  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Backend:
+    """Opens stores on one database, and reaches behind their back to damage it."""
+
+    name: str
+    url: str
+    factory: Callable[..., SessionStore]
+    raw: Callable[[str], None]
+    opened: list[SessionStore] = field(default_factory=list)
+
+    def open(self, **kwargs: Any) -> SessionStore:
+        store = self.factory(**kwargs)
+        self.opened.append(store)
+        return store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "sqlite":
+        path = tmp_path / "sessions.db"
+
+        def raw_sqlite(sql: str) -> None:
+            import sqlite3
+
+            conn = sqlite3.connect(path)
+            try:
+                with conn:
+                    conn.execute(sql)
+            finally:
+                conn.close()
+
+        b = Backend("sqlite", f"sqlite:///{path}", lambda **kw: SqliteSessionStore(path, **kw), raw_sqlite)
+    else:
+        dsn: str = request.getfixturevalue("pg_dsn")
+
+        def raw_pg(sql: str) -> None:
+            import psycopg
+
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(sql.encode())
+
+        b = Backend("postgres", dsn, lambda **kw: PostgresSessionStore(dsn, **kw), raw_pg)
+    yield b
+    for store in b.opened:
+        await store.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> SessionStore:
+    return backend.open()
+
+
+def turn(n: int) -> list[Message]:
+    return [user(f"question {n}"), assistant(f"answer {n}")]
+
+
+# A spread of shapes that must come back equal: parts, images, tool calls, reasoning, extra keys, keys only
+# the Anthropic adapter keeps, Chinese, a NUL character and a lone surrogate.
+VARIED: list[Message] = [
+    user("hello 你好"),
+    UserMessage((TextPart("look"), ImagePart("data:image/png;base64,AAAA", "low")), name="ann"),
+    AssistantMessage(
+        "calling",
+        reasoning="think",
+        tool_calls=(ToolCall("c1", "read_file", '{"path": "a.txt"}'), ToolCall("c2", "search", "{}")),
+        extra={"tool_call_extra": {"c1": {"extra_content": {"google": {"thought_signature": "x"}}}}},
+    ),
+    ToolMessage("c1", "file text\x00with nul", name="read_file", extra={"is_error": True}),
+    tool_result("c2", "search result \ud800 lone surrogate"),
+    AssistantMessage(None, extra={"content": None, "refusal": None, "thinking_signature": "sig"}),
+    assistant("done", tool_calls=[tool_call("c3", "x", {"k": [1, 2]})]),
+]
+
+
+async def test_is_a_session_store(store: SessionStore) -> None:
+    assert isinstance(store, SessionStore)
+
+
+async def test_open_creates_an_empty_session(store: SessionStore) -> None:
+    state = await store.open_session("ns", "s")
+    assert (state.namespace, state.session_id, state.live, state.summary, state.meta, state.next_seq) == (
+        "ns",
+        "s",
+        (),
+        None,
+        None,
+        1,
+    )
+    assert [i.session_id for i in await store.list_sessions("ns")] == ["s"]
+
+
+async def test_append_assigns_consecutive_seqs(store: SessionStore) -> None:
+    assert await store.append("ns", "s", turn(1)) == [1, 2]
+    assert await store.append("ns", "s", [user("three")]) == [3]
+    assert await store.append("ns", "s", []) == []
+    assert await store.append("ns", "other", turn(1)) == [1, 2]  # per session
+    state = await store.open_session("ns", "s")
+    assert [m.seq for m in state.live] == [1, 2, 3]
+    assert state.next_seq == 4
+    assert all(m.state == "live" and m.created_at > 0 for m in state.live)
+
+
+async def test_messages_round_trip_exactly(store: SessionStore) -> None:
+    await store.append("ns", "s", VARIED)
+    assert [m.message for m in await store.messages("ns", "s")] == VARIED
+    assert [m.message for m in (await store.open_session("ns", "s")).live] == VARIED
+
+
+async def test_concurrent_appends_get_disjoint_seqs(backend: Backend) -> None:
+    a, b = backend.open(), backend.open()
+    results = await asyncio.gather(*(s.append("ns", "s", turn(i)) for i in range(10) for s in (a, b)))
+    seqs = sorted(q for r in results for q in r)
+    assert seqs == list(range(1, 41))
+    assert all(r[1] == r[0] + 1 for r in results)
+
+
+async def test_replace_changes_the_current_form_and_keeps_the_original(store: SessionStore) -> None:
+    await store.append("ns", "s", [*turn(1), tool_result("c", "x" * 1000)])
+    cut = tool_result("c", "xxx…(cut, full text in tool_results/c.txt)")
+    await store.replace("ns", "s", 3, cut)
+    assert (await store.open_session("ns", "s")).live[2].message == cut
+    assert (await store.messages("ns", "s"))[2].message == tool_result("c", "x" * 1000)
+    await store.replace("ns", "s", 3, tool_result("c", "again"))  # a second replace is fine too
+    assert (await store.open_session("ns", "s")).live[2].message == tool_result("c", "again")
+
+
+async def test_replace_refuses_archived_and_unknown_messages(store: SessionStore) -> None:
+    await store.append("ns", "s", turn(1))
+    await store.archive("ns", "s", [1])
+    with pytest.raises(MessageStateError, match="archived"):
+        await store.replace("ns", "s", 1, user("x"))
+    with pytest.raises(MessageStateError, match="does not exist"):
+        await store.replace("ns", "s", 9, user("x"))
+    with pytest.raises(MessageStateError):
+        await store.replace("ns", "nope", 1, user("x"))
+    assert (await store.messages("ns", "s"))[0].message == user("question 1")
+
+
+async def test_archive_moves_messages_and_sets_the_summary_atomically(store: SessionStore) -> None:
+    await store.append("ns", "s", turn(1) + turn(2) + turn(3))
+    await store.archive("ns", "s", [1, 2, 3, 4], summary="sum 1", meta='{"calls": 1}')
+    state = await store.open_session("ns", "s")
+    assert [m.seq for m in state.live] == [5, 6]
+    assert (state.summary, state.meta) == ("sum 1", '{"calls": 1}')
+    archived = await store.messages("ns", "s", state="archived")
+    assert [(m.seq, m.state) for m in archived] == [(q, "archived") for q in (1, 2, 3, 4)]
+    assert archived[0].message == user("question 1")
+
+    # one bad seq: nothing happens, not even the summary
+    with pytest.raises(MessageStateError):
+        await store.archive("ns", "s", [5, 99], summary="sum 2")
+    state = await store.open_session("ns", "s")
+    assert ([m.seq for m in state.live], state.summary) == ([5, 6], "sum 1")
+
+    await store.archive("ns", "s", [1, 5])  # archiving again is harmless; summary None leaves it
+    state = await store.open_session("ns", "s")
+    assert ([m.seq for m in state.live], state.summary, state.meta) == ([6], "sum 1", '{"calls": 1}')
+
+
+async def test_set_meta_sets_only_what_is_given(store: SessionStore) -> None:
+    await store.set_meta("ns", "s", summary="S")
+    await store.set_meta("ns", "s", meta="M")
+    state = await store.open_session("ns", "s")
+    assert (state.summary, state.meta) == ("S", "M")
+    await store.set_meta("ns", "s", summary="S2")
+    state = await store.open_session("ns", "s")
+    assert (state.summary, state.meta) == ("S2", "M")
+
+
+async def test_messages_filters_by_state(store: SessionStore) -> None:
+    await store.append("ns", "s", turn(1) + turn(2))
+    await store.archive("ns", "s", [1, 2])
+    assert [m.seq for m in await store.messages("ns", "s")] == [1, 2, 3, 4]
+    assert [m.seq for m in await store.messages("ns", "s", state="live")] == [3, 4]
+    assert [m.seq for m in await store.messages("ns", "s", state="archived")] == [1, 2]
+    assert await store.messages("ns", "missing") == []
+    with pytest.raises(StoreError):
+        await store.messages("ns", "s", state="gone")  # type: ignore[arg-type]
+
+
+async def test_reopening_restores_everything(backend: Backend) -> None:
+    first = backend.open()
+    await first.append("ns", "s", VARIED)
+    await first.replace("ns", "s", 5, tool_result("c2", "short"))
+    await first.archive("ns", "s", [1, 2], summary="the summary", meta="{}")
+    before = await first.open_session("ns", "s")
+    all_before = await first.messages("ns", "s")
+    await first.close()
+    with pytest.raises(StoreError, match="closed"):
+        await first.open_session("ns", "s")
+
+    second = backend.open()
+    assert await second.open_session("ns", "s") == before
+    assert await second.messages("ns", "s") == all_before
+
+
+async def test_list_sessions_counts(backend: Backend) -> None:
+    clock = Clock()
+    store = backend.open(clock=clock)
+    await store.append("ns", "a", turn(1) + turn(2))
+    await store.archive("ns", "a", [1])
+    clock.now += 10
+    await store.append("ns", "b", turn(1))
+    infos = await store.list_sessions("ns")
+    assert [(i.session_id, i.live_count, i.archived_count) for i in infos] == [("b", 2, 0), ("a", 3, 1)]
+    assert infos[0].created_at == infos[0].updated_at == clock.now
+    assert infos[1].updated_at == clock.now - 10
+    assert await store.list_sessions("empty") == []
+
+
+async def test_delete_session(store: SessionStore) -> None:
+    await store.append("ns", "a", turn(1))
+    await store.append("ns", "b", turn(1))
+    await store.delete_session("ns", "a")
+    await store.delete_session("ns", "never")  # nothing to do
+    assert [i.session_id for i in await store.list_sessions("ns")] == ["b"]
+    assert await store.messages("ns", "a") == []
+    assert (await store.open_session("ns", "a")).next_seq == 1  # a new, empty session
+    assert len(await store.messages("ns", "b")) == 2
+    assert await store.integrity_check() == []
+
+
+async def test_cleanup_idle_removes_only_idle_sessions(backend: Backend) -> None:
+    day = 86_400.0
+    clock = Clock(100 * day)
+    store = backend.open(clock=clock)
+    await store.append("ns", "old", turn(1))
+    await store.append("other", "old", turn(1))
+    await store.append("ns", "touched", turn(1))
+    clock.now += 20 * day
+    await store.set_meta("ns", "touched", meta="{}")  # activity keeps a session
+    await store.append("ns", "new", turn(1))
+    removed = await store.cleanup_idle(30 * day, now=100 * day + 31 * day)
+    assert removed == [("ns", "old"), ("other", "old")]
+    assert sorted(i.session_id for i in await store.list_sessions("ns")) == ["new", "touched"]
+    assert await store.cleanup_idle(30 * day, now=100 * day + 31 * day) == []
+    clock.now = 200 * day
+    assert sorted(await store.cleanup_idle(30 * day)) == [("ns", "new"), ("ns", "touched")]  # store's clock
+
+
+async def test_namespaces_are_isolated(store: SessionStore) -> None:
+    await store.append("alice", "s", [user("alice's secret")])
+    await store.append("bob", "s", [user("bob's"), assistant("reply")])
+    await store.set_meta("alice", "s", summary="alice summary")
+    assert [m.message for m in await store.messages("bob", "s")] == [user("bob's"), assistant("reply")]
+    assert (await store.open_session("bob", "s")).summary is None
+    assert [(i.namespace, i.live_count) for i in await store.list_sessions("bob")] == [("bob", 2)]
+    await store.delete_session("bob", "s")
+    assert [m.message for m in await store.messages("alice", "s")] == [user("alice's secret")]
+    # ids that would collide if namespace and session were simply joined
+    await store.append("a/b", "c", [user("one")])
+    await store.append("a", "b/c", [user("two")])
+    assert [m.message for m in await store.messages("a/b", "c")] == [user("one")]
+
+
+async def test_lock_is_exclusive_between_stores(backend: Backend) -> None:
+    a, b = backend.open(), backend.open()
+    events: list[str] = []
+
+    async def hold() -> None:
+        async with a.lock("ns", "s"):
+            events.append("a in")
+            await asyncio.sleep(0.5)
+            events.append("a out")
+
+    holder = asyncio.create_task(hold())
+    while not events:
+        await asyncio.sleep(0.01)
+    async with b.lock("ns", "other"):  # another session is not blocked
+        events.append("other")
+    async with b.lock("ns", "s"):
+        events.append("b in")
+    await holder
+    assert events == ["a in", "other", "a out", "b in"]
+
+
+async def test_lock_is_released_on_error_and_a_cancelled_waiter_leaves_it_free(store: SessionStore) -> None:
+    with pytest.raises(RuntimeError):
+        async with store.lock("ns", "s"):
+            raise RuntimeError("compaction failed")
+    async with store.lock("ns", "s"):
+        waiter = asyncio.create_task(_enter(store))
+        await asyncio.sleep(0.2)
+        assert not waiter.done()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    async with asyncio.timeout(5):
+        async with store.lock("ns", "s"):
+            pass
+
+
+async def _enter(store: SessionStore) -> None:
+    async with store.lock("ns", "s"):
+        pass
+
+
+async def test_lock_excludes_other_processes_and_dies_with_its_holder(backend: Backend) -> None:
+    spec = backend.url if backend.name == "postgres" else f"sqlite:{backend.url.removeprefix('sqlite:///')}"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys, time
+        from tests.store_workload import make_store
+        async def main():
+            store = make_store({spec!r})
+            async with store.lock("ns", "s"):
+                print("held", flush=True)
+                time.sleep(3600)
+        asyncio.run(main())
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert await asyncio.to_thread(child.stdout.readline) == "held\n"
+        store = backend.open()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await _enter(store)
+        child.kill()  # SIGKILL: the holder never releases; the OS / server must
+        child.wait()
+        async with asyncio.timeout(10):
+            await _enter(store)
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_integrity_check_is_empty_when_healthy(store: SessionStore) -> None:
+    assert await store.integrity_check() == []
+    await store.append("ns", "s", VARIED)
+    await store.replace("ns", "s", 1, user("cut"))
+    await store.archive("ns", "s", [1, 2], summary="x")
+    await store.append("ns", "t", turn(1))
+    assert await store.integrity_check() == []
+
+
+async def test_integrity_check_finds_damage_done_behind_its_back(backend: Backend) -> None:
+    store = backend.open()
+    await store.append("ns", "s", turn(1) + turn(2))
+    await store.append("ns", "t", turn(1))
+    backend.raw("DELETE FROM cm_messages WHERE seq = 2 AND session = (SELECT MIN(id) FROM cm_sessions)")
+    backend.raw('UPDATE cm_messages SET current = \'{"role": "wizard"\' WHERE seq = 3')
+    problems = await store.integrity_check()
+    assert any("'s'" in p and "not contiguous" in p for p in problems), problems
+    assert any("seq 3: current does not decode" in p for p in problems), problems
+    assert not any("'t'" in p for p in problems), problems
+
+
+async def test_originals_cannot_be_rewritten_even_behind_its_back(backend: Backend) -> None:
+    store = backend.open()
+    await store.append("ns", "s", turn(1))
+    with pytest.raises(Exception, match="never change"):
+        backend.raw("UPDATE cm_messages SET original = '{}' WHERE seq = 1")
+
+
+async def test_open_store_reads_urls(backend: Backend) -> None:
+    store = open_store(backend.url)
+    backend.opened.append(store)
+    assert isinstance(store, SqliteSessionStore if backend.name == "sqlite" else PostgresSessionStore)
+    assert await store.append("ns", "s", turn(1)) == [1, 2]
+
+
+def test_open_store_rejects_what_it_cannot_open(tmp_path: Path) -> None:
+    with pytest.raises(StoreURLError, match="unknown scheme 'mysql'"):
+        open_store("mysql://x/y")
+    with pytest.raises(StoreURLError, match="in-memory"):
+        open_store("sqlite:///:memory:")
+    with pytest.raises(StoreURLError, match="path"):
+        open_store("sqlite://")
+    relative = open_store("sqlite:///rel/s.db")
+    absolute = open_store(f"sqlite:///{tmp_path}/s.db")
+    assert isinstance(relative, SqliteSessionStore) and isinstance(absolute, SqliteSessionStore)
+    assert relative.path == Path("rel/s.db")
+    assert absolute.path == tmp_path / "s.db"
