@@ -29,6 +29,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench_tokens.py
 	$(PY) bench/bench_budget.py
+	$(PY) bench/bench_compaction.py
+	$(PY) bench/bench_store.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis
