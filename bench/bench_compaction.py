@@ -21,16 +21,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conversation import conversation  # noqa: E402
+from conversation import conversation
 
-from contextmem.budget import Window, turn_starts  # noqa: E402
-from contextmem.compaction.offload import offload_path, plan_offload  # noqa: E402
-from contextmem.compaction.plans import plan_budget_trim, plan_summarize  # noqa: E402
-from contextmem.engine import ContextEngine  # noqa: E402
-from contextmem.messages import Message, UserMessage, orphan_tool_messages  # noqa: E402
-from contextmem.settings import Settings  # noqa: E402
-from contextmem.testing import MemoryStore  # noqa: E402
-from contextmem.tokens import MessageCounter, TiktokenCounter  # noqa: E402
+from contextmem.budget import Window, turn_starts
+from contextmem.compaction.offload import offload_path, plan_offload
+from contextmem.compaction.plans import plan_budget_trim, plan_summarize
+from contextmem.engine import ContextEngine
+from contextmem.messages import Message, UserMessage, orphan_tool_messages
+from contextmem.settings import Settings
+from contextmem.testing import MemoryStore
+from contextmem.tokens import MessageCounter, TiktokenCounter
 
 
 def ours(history: list[Message], counts: list[int], settings: Settings, window: int) -> float:
