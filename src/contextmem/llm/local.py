@@ -28,6 +28,8 @@ stream ends or is closed.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -377,6 +379,16 @@ def _model_params(extra_buffers: bool) -> Iterator[None]:
         yield
     finally:
         params.llama_model_default_params = original
+
+
+@atexit.register
+def _close_models() -> None:
+    """Free loaded models before interpreter teardown (llama.cpp's own __del__ fails at that point)."""
+    with _LOADED_LOCK:
+        for loaded in _LOADED.values():
+            with contextlib.suppress(Exception):
+                loaded.llama.close()
+        _LOADED.clear()
 
 
 def _load(path: Path, n_ctx: int, n_threads: int, extra_buffers: bool) -> _Loaded:
