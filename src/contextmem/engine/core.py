@@ -40,7 +40,7 @@ from ..formats.openai import from_openai
 from ..llm.base import LLM, ToolSpec, Usage
 from ..messages import Message, SystemMessage, TextPart, ToolMessage, UserMessage, text_of, validate_history
 from ..settings import Settings
-from ..store.base import SessionStore
+from ..store.base import SessionState, SessionStore
 from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMING
@@ -132,8 +132,8 @@ class ContextEngine:
             engine._emit("restored", kept=len(engine.history))
         return engine
 
-    async def _load(self) -> None:
-        state = await self.store.open_session(self.namespace, self.session_id)
+    async def _load(self, state: SessionState | None = None) -> None:
+        state = state or await self.store.open_session(self.namespace, self.session_id)
         self.history = CountedHistory(self.counter, (s.message for s in state.live))
         self.seqs = [s.seq for s in state.live]
         self._next_seq = state.next_seq
@@ -187,11 +187,12 @@ class ContextEngine:
 
     # --- building the request (C4, C5, C6, C7, C10) ---------------------------------------------
 
-    def _history_budget(self, system_prompt: str, tools: Sequence[ToolSpec]) -> tuple[int, RequestEstimate]:
+    def _history_budget(self, system_prompt: str, tools: Sequence[ToolSpec]) -> int:
+        """Tokens (as we count them) left for history once the fixed regions are paid for."""
         est = self.estimate(system_prompt, tools)
         budget = self.window.history_budget(system=est.system, summary=est.summary, tool_defs=est.tool_defs)
         # The calibration ratio says how far our counts are from what the provider bills.
-        return int((budget - REPLY_PRIMING) / self.calibration.ratio), est
+        return int((budget - REPLY_PRIMING) / self.calibration.ratio)
 
     def estimate(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> RequestEstimate:
         rendered = self.summary.render() if self.summary else ""
@@ -218,35 +219,35 @@ class ContextEngine:
                     plan_turn_trim(self.history.messages, self.settings.agent_max_context_turns), "turn_trim"
                 )
             for _ in range(4):  # the summary may grow as messages leave; re-check a few times
-                budget, _est = self._history_budget(system_prompt, tools)
+                budget = self._history_budget(system_prompt, tools)
                 if self.history.total <= budget:
                     break
                 plan = plan_budget_trim(self.history.messages, self.history.counts, budget)
                 if plan.empty or not await self._apply(plan, "budget_trim"):
                     break
-            budget, _est = self._history_budget(system_prompt, tools)
-            stage = 1
-            while (
-                self.history.total > budget and stage <= 2
-            ):  # C10: a certain overflow, shrink before calling
+            # C10: the newest turn alone is over budget, a certain overflow: shrink it before calling.
+            for stage in (1, 2):
+                if self.history.total <= self._history_budget(system_prompt, tools):
+                    break
                 await self._apply(self._emergency_plan(stage), "proactive_emergency")
-                budget, _est = self._history_budget(system_prompt, tools)
-                stage += 1
         return self.assemble(system_prompt, tools)
 
     def assemble(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
-        """The one assembler: system prompt + summary + history + tools. Never shrinks anything."""
+        """The one assembler: system prompt + summary + history + tools, in the request's order.
+
+        It never changes the session. If the history is still over budget here (archiving failed, so
+        nothing could leave), it sends the newest turns that fit: a request never overflows knowingly.
+        """
         est = self.estimate(system_prompt, tools)
-        fixed = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
-        budget = self.window.context_window - fixed
+        budget = self._history_budget(system_prompt, tools)
         history: list[Message] = list(self.history.messages)
-        if self.history.total > budget / self.calibration.ratio:
-            # Archiving failed, so messages could not leave the session: still never send an overflow.
+        if self.history.total > budget:
             try:
-                cut = self.history.fit_cut(int(budget / self.calibration.ratio))
+                cut = self.history.fit_cut(budget)
             except BudgetExceededError as exc:
+                fixed = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
                 raise BudgetExceededError(
-                    int(exc.needed + fixed), self.window.context_window, "this request"
+                    exc.needed + fixed, self.window.context_window, "this request"
                 ) from exc
             history = history[cut:]
         rendered = self.summary.render() if self.summary else ""
@@ -332,6 +333,11 @@ class ContextEngine:
         before = self.history.total
         self._emit("compaction_started", reason=reason, leaving=len(plan.drop), steps=list(plan.steps))
         async with self.store.lock(self.namespace, self.session_id):
+            state = await self.store.open_session(self.namespace, self.session_id)
+            if state.next_seq != self._next_seq or [m.seq for m in state.live] != self.seqs:
+                # Another process changed this session since we planned: take its state, plan again.
+                await self._load(state)
+                return False
             msgs = self.history.messages
             leaving = [(self.seqs[i], self.originals.get(self.seqs[i], msgs[i])) for i in plan.drop]
             # A message whose form was cut had its original archived then; archive the rest now.
