@@ -14,8 +14,9 @@ from contextmem.errors import (
     RateLimitError,
     TransientLLMError,
 )
+from contextmem.llm._sdk_errors import retry_after_seconds
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
-from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly, retry_after_seconds
+from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
 from contextmem.testing_servers import Disconnect, FakeOpenAIServer, ServerError, ServerReply, openai_error

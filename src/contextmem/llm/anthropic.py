@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, LLMError, MissingExtraError, TransientLLMError
+from ..errors import ConfigError, LLMError, MissingExtraError
 from ..formats.anthropic import from_anthropic, to_anthropic
 from ..messages import AssistantMessage, Message, TextPart
+from ._sdk_errors import guarded, translate_sdk_error
 from .base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .openai_compat import error_from_response, guarded
 from .registry import api_key_from_env
 from .retry import RetryPolicy, call_with_retries
 
@@ -86,20 +86,7 @@ class AnthropicLLM:
 
     def _translate(self, exc: Exception) -> LLMError | None:
         """The one place where ``anthropic`` SDK exceptions become :mod:`contextmem.errors`."""
-        sdk = self._sdk
-        if isinstance(exc, sdk.APIStatusError):
-            return error_from_response(
-                self.name, exc.status_code, exc.body, exc.response.headers, exc.message
-            )
-        if isinstance(exc, sdk.APIConnectionError):  # includes timeouts
-            return TransientLLMError(
-                f"{self.name}: {exc.message} ({self.base_url}). Retried with backoff; if it persists, "
-                "check that the server is up and base_url is right.",
-                provider=self.name,
-            )
-        if isinstance(exc, sdk.APIError):  # an ``error`` event inside a stream, or an invalid response
-            return error_from_response(self.name, None, exc.body, {}, exc.message)
-        return None
+        return translate_sdk_error(self._sdk, exc, self.name, self.base_url)
 
     def _request(
         self,

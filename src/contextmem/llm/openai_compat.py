@@ -11,29 +11,23 @@ Messages are mapped by :mod:`contextmem.formats.openai`; SDK exceptions are tran
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from ..errors import (
-    AuthenticationError,
-    BadRequestError,
     ConfigError,
     LLMError,
     MissingExtraError,
-    RateLimitError,
-    TransientLLMError,
 )
 from ..formats.openai import from_openai, messages_to_openai
 from ..messages import AssistantMessage, Message
+from ._sdk_errors import error_from_response, guarded, translate_sdk_error
 from .base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .overflow import classify_overflow, to_error
 from .registry import api_key_from_env
-from .retry import RetryPolicy, call_with_retries, parse_retry_after
+from .retry import RetryPolicy, call_with_retries
 
-__all__ = ["OPENAI_BASE_URL", "OpenAICompatLLM", "error_from_response", "retry_after_seconds"]
-
-T = TypeVar("T")
+__all__ = ["OPENAI_BASE_URL", "OpenAICompatLLM"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "no-key"
@@ -42,64 +36,6 @@ NO_KEY = "no-key"
 # Keys of a response message that belong in history; the rest (refusal: null, annotations: [], audio...)
 # describe this response only and some servers reject them when sent back.
 _MESSAGE_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls", "name"})
-
-
-# --- shared by the provider adapters ------------------------------------------------------------
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (OpenAI) or ``Retry-After`` (seconds or an HTTP date)."""
-    millis = parse_retry_after(headers.get("retry-after-ms"))
-    return millis / 1000 if millis is not None else parse_retry_after(headers.get("retry-after"))
-
-
-def error_from_response(
-    provider: str, status: int | None, body: Any, headers: Mapping[str, str], message: str
-) -> LLMError:
-    """The :mod:`contextmem.errors` exception for an HTTP error response (or an error in a stream).
-
-    Overflow is decided first, by :func:`~.overflow.classify_overflow`, whatever the status; then 429 is a
-    rate limit (with ``retry_after``), 5xx transient, 401/403 authentication, any other status a bad request.
-    """
-    body = body if isinstance(body, Mapping | str) else None
-    info = classify_overflow(status=status, body=body, message=message, provider=provider)
-    if info is not None:
-        return to_error(info, message=message, status=status, provider=provider)
-    where = f"{provider} answered HTTP {status}" if status is not None else f"{provider} reported an error"
-    if status == 429:
-        wait = retry_after_seconds(headers)
-        err = RateLimitError(
-            f"{where} (rate limit or quota): {message}. Fix: retried with backoff"
-            + (f" after {wait:.1f}s" if wait is not None else "")
-            + "; if it persists, lower the request rate or raise your quota.",
-            provider=provider,
-            status=status,
-        )
-        err.retry_after = wait
-        return err
-    if status is None or status >= 500 or status in (408, 409):
-        return TransientLLMError(
-            f"{where}: {message}. Retried with backoff.", provider=provider, status=status
-        )
-    if status in (401, 403):
-        return AuthenticationError(
-            f"{where} (authentication): {message}. Fix: check the API key (api_key= or the provider's "
-            "environment variable) and that it may use this model.",
-            provider=provider,
-            status=status,
-        )
-    return BadRequestError(f"{where}: {message}. Fix: correct the request.", provider=provider, status=status)
-
-
-async def guarded(call: Callable[[], Awaitable[T]], translate: Callable[[Exception], LLMError | None]) -> T:
-    """Await ``call()``, re-raising any exception ``translate`` recognises as our error (cause kept)."""
-    try:
-        return await call()
-    except Exception as exc:
-        err = translate(exc)
-        if err is None:
-            raise
-        raise err from exc
 
 
 def _import_sdk() -> Any:
@@ -159,20 +95,7 @@ class OpenAICompatLLM:
 
     def _translate(self, exc: Exception) -> LLMError | None:
         """The one place where ``openai`` SDK exceptions become :mod:`contextmem.errors`."""
-        sdk = self._sdk
-        if isinstance(exc, sdk.APIStatusError):
-            return error_from_response(
-                self.name, exc.status_code, exc.body, exc.response.headers, exc.message
-            )
-        if isinstance(exc, sdk.APIConnectionError):  # includes timeouts
-            return TransientLLMError(
-                f"{self.name}: {exc.message} ({self.base_url}). Retried with backoff; if it persists, "
-                "check that the server is up and base_url is right.",
-                provider=self.name,
-            )
-        if isinstance(exc, sdk.APIError):  # an error event inside a stream, or an invalid response
-            return error_from_response(self.name, None, exc.body, {}, exc.message)
-        return None
+        return translate_sdk_error(self._sdk, exc, self.name, self.base_url)
 
     def _request(
         self,
