@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,local
+EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,local,mcp,openai-agents,langchain
 
 .PHONY: run test lint bench setup clean
 
@@ -22,8 +22,8 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 	$(VENV)/bin/mypy src
 
 bench: $(STAMP)

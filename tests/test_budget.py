@@ -17,7 +17,7 @@ from contextmem.messages import UserMessage, orphan_tool_messages, validate_hist
 from contextmem.tokens import HeuristicCounter, MessageCounter, TiktokenCounter
 
 from .conftest import HISTORY_EXAMPLES
-from .strategies import histories
+from .strategies import histories, seeded_histories
 
 COUNTER = MessageCounter(HeuristicCounter())
 
@@ -29,7 +29,9 @@ def test_generated_histories_are_valid(history):
 
 
 @settings(max_examples=HISTORY_EXAMPLES)
-@given(histories(), st.integers(-5, 400), st.sampled_from(["nearest", "down", "up"]), st.integers(0, 6000))
+@given(
+    seeded_histories(), st.integers(-5, 400), st.sampled_from(["nearest", "down", "up"]), st.integers(0, 6000)
+)
 def test_cuts_and_fitting_keep_every_invariant(history, target, direction, budget):
     """On each generated history: every cut lands on a turn boundary and orphans no tool pair, kept
     messages keep their order, and fitting to a budget yields <= budget or a typed error."""

@@ -13,7 +13,7 @@ from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMes
 from contextmem.testing import MemoryStore, Reply, ScriptedLLM
 
 from .engine_helpers import GOOD_SUMMARY, check_request, groups, make_engine
-from .strategies import histories, turns
+from .strategies import seeded_histories, turns
 
 
 async def drive(engine, history, *, compact_every: int = 0):
@@ -35,7 +35,7 @@ async def drive(engine, history, *, compact_every: int = 0):
     await engine.wait_idle()
 
 
-@given(histories(max_turns=25), st.sampled_from(["none", "good", "junk", "error"]), st.integers(0, 4))
+@given(seeded_histories(max_turns=25), st.sampled_from(["none", "good", "junk", "error"]), st.integers(0, 4))
 def test_any_session_stays_in_budget_and_loses_nothing(history, model, compact_every):
     llm = {
         "none": None,

@@ -1,0 +1,5 @@
+import sys
+
+from .cli import main_mcp
+
+sys.exit(main_mcp())

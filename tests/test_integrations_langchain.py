@@ -1,0 +1,128 @@
+"""The LangChain v1 middleware: a scripted 200-turn agent with tool calls, fitted by contextmem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+pytest.importorskip("langgraph")
+pytest.importorskip("numpy")
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from contextmem.integrations.langchain import ContextMemMiddleware, from_langchain, to_langchain
+from contextmem.llm.base import ToolSpec
+from contextmem.memory import Workspace
+from contextmem.messages import orphan_tool_messages
+from contextmem.runtime import ContextMem
+from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.tokens.counter import REPLY_PRIMING
+
+from .engine_helpers import GOOD_SUMMARY, small_settings
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Calls ``lookup`` after each human message, answers after each tool result; records every call."""
+
+    calls: list[list[BaseMessage]] = []  # noqa: RUF012 - pydantic field, one list per instance
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.calls.append(list(messages))
+        n = len(self.calls)
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            ticket = str(last.content).split()[1]
+            reply = AIMessage(
+                "", tool_calls=[{"id": f"call_{n}", "name": "lookup", "args": {"ticket": ticket}}]
+            )
+        else:
+            reply = AIMessage(f"Ticket resolved (call {n}); notes: " + "details " * 40)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+@tool
+def lookup(ticket: str) -> str:
+    """Look up a support ticket."""
+    return f"ticket {ticket}: " + "log line with several words in it\n" * 30
+
+
+def test_messages_convert_with_tool_pairs_and_ids() -> None:
+    lc = [
+        HumanMessage("hi", id="h1"),
+        AIMessage("", tool_calls=[{"id": "c1", "name": "lookup", "args": {"ticket": "7"}}], id="a1"),
+        ToolMessage("open", tool_call_id="c1", id="t1"),
+        AIMessage("done", id="a2"),
+    ]
+    ours = from_langchain(lc)
+    assert [m.kind for m in ours] == ["user", "assistant", "tool", "assistant"]
+    assert orphan_tool_messages(ours) == []
+    back = to_langchain(ours)
+    assert [m.id for m in back] == ["h1", "a1", "t1", "a2"]
+    assert isinstance(back[1], AIMessage) and back[1].tool_calls[0]["args"] == {"ticket": "7"}
+    assert isinstance(back[2], ToolMessage) and back[2].tool_call_id == "c1"
+
+
+async def test_200_turn_agent_stays_within_budget_with_summary(tmp_path: Path) -> None:
+    settings = small_settings(
+        workspace=tmp_path, context_window=4000, max_tokens=500, agent_max_context_turns=100
+    )
+    runtime = ContextMem(
+        settings,
+        store=MemoryStore(),
+        workspace=Workspace(tmp_path),
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        memory=None,
+    )
+    model = ScriptedChatModel(calls=[])
+    middleware = ContextMemMiddleware(runtime)
+    agent = create_agent(
+        model,
+        [lookup],
+        system_prompt="You resolve support tickets.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "support-1"}}
+    for turn in range(200):
+        state = await agent.ainvoke({"messages": [HumanMessage(f"ticket {turn} needs attention")]}, config)
+        assert "Ticket resolved" in str(state["messages"][-1].content)
+    assert len(state["messages"]) == 800  # the graph keeps its full log; the model saw the fitted one
+
+    engine = await middleware.engine("support-1")
+    await engine.wait_idle()
+    window = engine.window
+    fn = convert_to_openai_tool(lookup)["function"]
+    tool_tokens = engine.counter.count_tools([ToolSpec(fn["name"], fn["description"], fn["parameters"])])
+    assert tool_tokens > 0
+    assert len(model.calls) == 400
+    with_summary = 0
+    for sent in model.calls:
+        assert sent[0].type == "system" and str(sent[0].content).startswith("You resolve support tickets.")
+        with_summary += "## Goal" in str(sent[0].content)
+        messages = from_langchain(sent)
+        assert orphan_tool_messages(messages[1:]) == []
+        assert isinstance(sent[-1], HumanMessage | ToolMessage)  # the newest input is always sent
+        prompt = sum(engine.counter.count_messages(messages)) + tool_tokens + REPLY_PRIMING
+        assert prompt + window.max_tokens <= window.context_window, prompt
+    assert with_summary > 300
+    assert len(model.calls[-1]) < 60  # far fewer than the 800 messages in the graph state
+    report = await engine.verify()
+    assert report.appended == 799 and report.lost == 0 and report.archived > 700  # last reply not yet seen

@@ -1,0 +1,230 @@
+"""The Agents SDK session: the SDK's own ``Session`` protocol, and 200 turns through ``Runner``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+pytest.importorskip("numpy")
+
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.items import ModelResponse
+from agents.memory import Session
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from contextmem.integrations.openai_agents import (
+    ContextMemSession,
+    agent_tool_specs,
+    items_to_messages,
+    messages_to_items,
+)
+from contextmem.memory import Workspace
+from contextmem.messages import SystemMessage, UserMessage, orphan_tool_messages
+from contextmem.runtime import ContextMem
+from contextmem.settings import Settings
+from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.tokens.counter import REPLY_PRIMING
+
+from .engine_helpers import GOOD_SUMMARY, small_settings
+
+
+def _runtime(tmp: Path, **settings: Any) -> ContextMem:
+    config: Settings = small_settings(workspace=tmp, **settings)
+    return ContextMem(
+        config,
+        store=MemoryStore(),
+        workspace=Workspace(tmp),
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        memory=None,
+    )
+
+
+# A turn as the Runner stores it: user input, a function call with its output, the final reply.
+TURN: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Need the weather tool."}],
+        "encrypted_content": "opaque-signature",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "weather",
+        "arguments": '{"city": "Paris"}',
+        "status": "completed",
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": "sunny, 21 C"},
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "It is sunny in Paris.", "annotations": []}],
+    },
+]
+
+
+async def test_session_satisfies_the_sdk_protocol(tmp_path: Path) -> None:
+    session = ContextMemSession(_runtime(tmp_path), "contract")
+    assert isinstance(session, Session)
+    assert session.session_id == "contract" and session.session_settings is None
+
+    assert await session.get_items() == []
+    assert await session.pop_item() is None
+
+    await session.add_items(TURN[:1])
+    await session.add_items(TURN[1:3])  # the Runner saves a tool call before its output exists
+    await session.add_items(TURN[3:])
+    assert await session.get_items() == TURN  # verbatim: ids, reasoning signature, statuses
+    assert await session.get_items(limit=2) == TURN[-2:]
+    assert await session.get_items(limit=100) == TURN
+    assert await session.get_items(limit=0) == []
+
+    # pop_item: the newest item, removed, the rest kept in order
+    assert await session.pop_item() == TURN[-1]
+    assert await session.get_items() == TURN[:-1]
+    assert await session.pop_item() == TURN[-2]
+    assert await session.pop_item() == TURN[-3]  # the call goes; the reasoning of its group stays
+    assert await session.get_items() == TURN[:2]
+    # popped items are archived, never lost
+    engine = await session.engine()
+    assert (await engine.verify()).lost == 0
+
+    # a fresh session object over the same store sees the same history
+    again = ContextMemSession(session.runtime, "contract")
+    assert await again.get_items() == TURN[:2]
+
+    await session.clear_session()
+    assert await session.get_items() == []
+    assert await again.get_items() == TURN[:2]  # a stale object keeps its loaded state until reloaded
+    assert await ContextMemSession(session.runtime, "contract").get_items() == []
+
+
+def test_items_map_to_messages_with_tool_pairs_intact() -> None:
+    messages = items_to_messages(TURN)
+    assert [m.kind for m in messages] == ["user", "assistant", "tool", "assistant"]
+    call = messages[1]
+    assert call.kind == "assistant" and call.reasoning == "Need the weather tool."
+    assert [c.id for c in call.tool_calls] == ["call_1"]
+    assert orphan_tool_messages(messages) == []
+    assert messages_to_items(messages) == TURN
+    # a message the engine rewrote is rebuilt from its fields (here, a cut tool result)
+    cut = messages[2].__class__("call_1", "sunny [cut]", extra=messages[2].extra)
+    assert messages_to_items([cut]) == [
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny [cut]"}
+    ]
+    assert messages_to_items([SystemMessage("summary")]) == [{"role": "developer", "content": "summary"}]
+    assert messages_to_items([UserMessage("hi")]) == [{"role": "user", "content": "hi"}]
+
+
+class ScriptedAgentModel(Model):
+    """An Agents SDK model: calls ``lookup`` once per turn, then answers; records every input."""
+
+    def __init__(self) -> None:
+        self.inputs: list[tuple[str | None, list[dict[str, Any]]]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else [dict(i) for i in input]
+        self.inputs.append((system_instructions, items))
+        n = len(self.inputs)
+        last = items[-1]
+        if last.get("role") == "user":
+            turn = text = str(last["content"]).split()[1]
+            output: Any = ResponseFunctionToolCall(
+                type="function_call",
+                id=f"fc_{n}",
+                call_id=f"call_{n}",
+                name="lookup",
+                arguments=json.dumps({"ticket": turn}),
+                status="completed",
+            )
+        else:
+            text = f"Ticket {n} is resolved; notes: " + "details " * 40
+            output = ResponseOutputMessage(
+                type="message",
+                id=f"msg_{n}",
+                role="assistant",
+                status="completed",
+                content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+            )
+        return ModelResponse(output=[output], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("this scripted model does not stream")
+
+
+@function_tool
+def lookup(ticket: str) -> str:
+    """Look up a support ticket."""
+    return f"ticket {ticket}: " + "log line with several words in it\n" * 30
+
+
+async def test_200_turns_through_runner_stay_within_budget(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path, context_window=4000, max_tokens=500, agent_max_context_turns=100)
+    model = ScriptedAgentModel()
+    agent = Agent(name="support", instructions="You resolve support tickets.", model=model, tools=[lookup])
+    session = ContextMemSession(
+        runtime, "runner", system_prompt=str(agent.instructions), tools=agent_tool_specs(agent)
+    )
+    for turn in range(200):
+        result = await Runner.run(
+            agent,
+            f"ticket {turn} needs attention",
+            session=session,
+            run_config=RunConfig(tracing_disabled=True),
+        )
+        assert "resolved" in str(result.final_output)
+
+    engine = await session.engine()
+    await engine.wait_idle()
+    window = engine.window
+    tools = agent_tool_specs(agent)
+    assert len(model.inputs) == 400
+    summaries = 0
+    prompts: list[int] = []
+    for instructions, items in model.inputs:
+        messages = items_to_messages(items)
+        head = [
+            m for m in messages if isinstance(m, UserMessage) and m.extra["agents_items"][0]["role"] != "user"
+        ]
+        summaries += bool(head)
+        body = [m for m in messages if m not in head]
+        assert orphan_tool_messages(body) == []
+        prompt = (
+            sum(engine.counter.count_messages([SystemMessage(instructions or ""), *messages]))
+            + engine.counter.count_tools(tools)
+            + REPLY_PRIMING
+        )
+        assert prompt + window.max_tokens <= window.context_window, prompt
+        prompts.append(prompt)
+    assert summaries > 100  # the summary was sent as a developer item once history had left the context
+    assert "Goal" in str(model.inputs[-1][1][0]["content"])
+    report = await engine.verify()
+    assert report.appended == 800 and report.lost == 0 and report.archived > 700

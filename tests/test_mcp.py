@@ -1,0 +1,217 @@
+"""The MCP server, driven by the official SDK's client over stdio and streamable HTTP (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+httpx = pytest.importorskip("httpx")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from contextmem.engine import ContextEngine  # noqa: E402
+from contextmem.errors import ConfigError  # noqa: E402
+from contextmem.mcp.server import check_host  # noqa: E402
+from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage  # noqa: E402
+from contextmem.settings import Settings  # noqa: E402
+from contextmem.store.open import open_store  # noqa: E402
+
+TOOLS = {"memory_search", "memory_get", "memory_write", "read_archive", "context_stats", "compact"}
+BOB_SECRET = "bob's vault code is 4711 (zebra-quartz)"
+
+
+def _env(workspace: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CONTEXTMEM_WORKSPACE": str(workspace),
+        "CONTEXTMEM_CONTEXT_WINDOW": "2000",
+        "CONTEXTMEM_MAX_TOKENS": "300",
+        **extra,
+    }
+
+
+async def _seed_session(workspace: Path, namespace: str, session_id: str, turns: int = 12) -> None:
+    """A stored session with tool calls, written through the engine, as an agent process would."""
+    settings = Settings(workspace=workspace, namespace=namespace, context_window=2000, max_tokens=300)
+    store = open_store(f"sqlite:///{workspace / 'sessions.sqlite'}")
+    ws_dir = workspace if namespace == "default" else workspace / "namespaces" / namespace
+    engine = await ContextEngine.open(session_id, store=store, settings=settings, workspace_dir=ws_dir)
+    for i in range(turns):
+        call = ToolCall(f"c{i}", "lookup", json.dumps({"q": i}))
+        await engine.add(UserMessage(f"turn {i}: please look up ticket TKT-{i:03d}"))
+        await engine.add(
+            AssistantMessage(None, tool_calls=(call,)), ToolMessage(call.id, f"ticket {i} is open")
+        )
+        await engine.add(AssistantMessage(f"ticket TKT-{i:03d} is open"))
+    await store.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    bob = tmp_path / "namespaces" / "bob"
+    bob.mkdir(parents=True)
+    (bob / "MEMORY.md").write_text(f"# Bob\n{BOB_SECRET}\n", encoding="utf-8")
+    return tmp_path
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def _exercise_every_tool(client: Client, *, session_id: str) -> None:
+    """Call all six tools in a namespace that has a seeded session; assert what each returns."""
+    assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+
+    written = await client.call_tool("memory_write", {"text": "Alice prefers green tea.", "target": "core"})
+    assert not written.is_error and _text(written) == "saved to MEMORY.md"
+    hits = json.loads(_text(await client.call_tool("memory_search", {"query": "green tea", "k": 3})))
+    assert hits and hits[0]["path"] == "MEMORY.md" and "green tea" in hits[0]["snippet"]
+    got = await client.call_tool("memory_get", {"path": "MEMORY.md", "from_line": 1, "lines": 5})
+    assert "Alice prefers green tea." in _text(got)
+
+    before = json.loads(_text(await client.call_tool("context_stats", {"session_id": session_id})))
+    assert before["messages"] == 48 and before["archived"] == 0
+    compacted = json.loads(_text(await client.call_tool("compact", {"session_id": session_id})))
+    assert compacted["compacted"] > 0 and "TKT-000" in compacted["summary"]
+    after = json.loads(_text(await client.call_tool("context_stats", {"session_id": session_id})))
+    assert after["archived"] == compacted["compacted"]
+    assert after["messages"] == before["messages"] - compacted["compacted"]
+
+    archive = f"dialog/{date.today().isoformat()}.jsonl"
+    read = await client.call_tool("read_archive", {"path": archive, "offset": 1, "limit": 2})
+    assert not read.is_error and "TKT-000" in _text(read) and f"[{archive} lines 1-2 of" in _text(read)
+
+
+async def _assert_confined(client: Client) -> None:
+    """Paths outside the namespace's workspace, and the other namespace's memory, are out of reach."""
+    for tool, path in [
+        ("memory_get", "../bob/MEMORY.md"),
+        ("memory_get", "/etc/passwd"),
+        ("memory_get", "dialog/x.jsonl"),  # memory_get reads memory files only
+        ("read_archive", "../../namespaces/bob/MEMORY.md"),
+        ("read_archive", "MEMORY.md"),  # read_archive reads dialog/ and tool_results/ only
+    ]:
+        result = await client.call_tool(tool, {"path": path})
+        assert result.is_error, (tool, path, _text(result))
+        assert "4711" not in _text(result)
+    hits = json.loads(_text(await client.call_tool("memory_search", {"query": "vault code zebra quartz"})))
+    assert all("4711" not in hit["snippet"] for hit in hits)
+    # The same size limits as the agent tools: the schema refuses more than MAX_READ_LINES lines.
+    too_many = await client.call_tool("memory_get", {"path": "MEMORY.md", "lines": 401})
+    assert too_many.is_error
+
+
+async def test_stdio_client_lists_and_calls_every_tool(workspace: Path) -> None:
+    await _seed_session(workspace, "alice", "s1")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextmem.mcp", "--embedder", "hash", "--no-llm"],
+        env=_env(workspace, CONTEXTMEM_NAMESPACE="alice"),
+    )
+    async with Client(params) as client:
+        await _exercise_every_tool(client, session_id="s1")
+        await _assert_confined(client)
+    assert "Alice prefers green tea." in (workspace / "namespaces/alice/MEMORY.md").read_text(
+        encoding="utf-8"
+    )
+    assert "green tea" not in (workspace / "namespaces/bob/MEMORY.md").read_text(encoding="utf-8")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(workspace: Path) -> Iterator[str]:
+    port = _free_port()
+    args = ["--transport", "http", "--port", str(port), "--embedder", "hash", "--no-llm"]
+    args += ["--namespace", "alice", "--namespace", "bob"]
+    proc = subprocess.Popen([sys.executable, "-m", "contextmem.mcp", *args], env=_env(workspace))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the MCP HTTP server did not start") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_http_client_lists_and_calls_every_tool(workspace: Path, http_server: str) -> None:
+    await _seed_session(workspace, "alice", "s1")
+    async with Client(f"{http_server}/ns/alice/mcp") as client:
+        await _exercise_every_tool(client, session_id="s1")
+        await _assert_confined(client)
+    # bob's connection sees bob's memory and not alice's; alice's session does not exist for bob.
+    async with Client(f"{http_server}/ns/bob/mcp") as bob:
+        hits = json.loads(_text(await bob.call_tool("memory_search", {"query": "vault code zebra quartz"})))
+        assert hits and "4711" in hits[0]["snippet"]
+        tea = json.loads(_text(await bob.call_tool("memory_search", {"query": "green tea"})))
+        assert all("green tea" not in hit["snippet"] for hit in tea)
+        stats = json.loads(_text(await bob.call_tool("context_stats", {"session_id": "s1"})))
+        assert stats["messages"] == 0
+
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def test_http_refuses_foreign_namespaces(http_server: str) -> None:
+    # A namespace the server was not started for: the official client cannot connect...
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the HTTP 403 in an ExceptionGroup
+        async with Client(f"{http_server}/ns/mallory/mcp") as client:
+            await client.list_tools()
+    async with httpx.AsyncClient() as http:
+        # ...and the HTTP layer says why.
+        refused = await http.post(f"{http_server}/ns/mallory/mcp", json=_INIT, headers=_HEADERS)
+        assert refused.status_code == 403 and "'mallory' is not served here" in refused.text
+        invalid = await http.post(f"{http_server}/ns/.hidden/mcp", json=_INIT, headers=_HEADERS)
+        assert invalid.status_code == 403 and "is not allowed" in invalid.text
+        assert (await http.post(f"{http_server}/other", json=_INIT, headers=_HEADERS)).status_code == 404
+
+        # A session opened in alice's namespace cannot be used on bob's URL.
+        opened = await http.post(f"{http_server}/ns/alice/mcp", json=_INIT, headers=_HEADERS)
+        assert opened.status_code == 200
+        session = {**_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-06-18"
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        hijack = await http.post(f"{http_server}/ns/bob/mcp", json=listing, headers=session)
+        assert hijack.status_code == 403 and "belongs to another namespace" in hijack.text
+        own = await http.post(f"{http_server}/ns/alice/mcp", json=listing, headers=session)
+        assert own.status_code == 200 and "memory_search" in own.text
+
+
+def test_http_binds_loopback_unless_told_otherwise() -> None:
+    assert check_host("127.0.0.1", allow_remote=False) == "127.0.0.1"
+    assert check_host("::1", allow_remote=False) == "::1"
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        check_host("0.0.0.0", allow_remote=False)
+    assert check_host("0.0.0.0", allow_remote=True) == "0.0.0.0"
