@@ -25,7 +25,8 @@ def test_defaults_match_the_seeds():
 def test_precedence_file_then_env_then_override(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('agent_max_context_turns = 30\nmodel = "openai:gpt-4o"\nagent_max_steps = 9\n')
-    s = Settings.load(f, env={"CONTEXTMEM_AGENT_MAX_CONTEXT_TURNS": "40", "OTHER": "x"}, agent_max_steps=3)
+    env = {"CONTEXTMEM_AGENT_MAX_CONTEXT_TURNS": "40", "OTHER": "x", "CONTEXTMEM_REQUIRE_PG": "1"}
+    s = Settings.load(f, env=env, agent_max_steps=3)
     assert s.agent_max_context_turns == 40 and s.model == "openai:gpt-4o" and s.agent_max_steps == 3
     src = s.sources
     assert src["agent_max_context_turns"] == "env:CONTEXTMEM_AGENT_MAX_CONTEXT_TURNS"

@@ -8,6 +8,7 @@ from, for ``/config``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tomllib
@@ -26,6 +27,8 @@ from pydantic import (
 )
 
 from .errors import ConfigError
+
+logger = logging.getLogger("contextmem.settings")
 
 ENV_PREFIX = "CONTEXTMEM_"
 DEFAULT_OUTPUT_RESERVE = 4096
@@ -134,7 +137,11 @@ class Settings(BaseModel):
         env: Mapping[str, str] | None = None,
         **overrides: Any,
     ) -> Settings:
-        """Defaults < file (JSON or TOML) < ``CONTEXTMEM_*`` variables of ``env`` < ``overrides``."""
+        """Defaults < file (JSON or TOML) < ``CONTEXTMEM_*`` variables of ``env`` < ``overrides``.
+
+        Unknown keys in the file or the overrides are errors; unknown ``CONTEXTMEM_*`` variables are
+        ignored, since the environment is shared with test switches and other tools.
+        """
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         if path is not None:
@@ -143,10 +150,15 @@ class Settings(BaseModel):
                 sources[key] = f"file:{path}"
         environ = os.environ if env is None else env
         for name, raw in environ.items():
-            if name.startswith(ENV_PREFIX):
-                key = name[len(ENV_PREFIX) :].lower()
-                values[key] = raw
-                sources[key] = f"env:{name}"
+            if not name.startswith(ENV_PREFIX):
+                continue
+            key = name[len(ENV_PREFIX) :].lower()
+            if key not in cls.model_fields:
+                # The environment is shared (test switches, other tools): unknown names are not ours.
+                logger.debug("ignoring %s: not a setting", name)
+                continue
+            values[key] = raw
+            sources[key] = f"env:{name}"
         for key, value in overrides.items():
             values[key] = value
             sources[key] = "override"
