@@ -1,0 +1,70 @@
+"""ContextMem: parts wired from settings; what leaves the context reaches daily memory and is searchable."""
+
+import asyncio
+
+from contextmem.messages import AssistantMessage, UserMessage
+from contextmem.runtime import ContextMem
+from contextmem.settings import Settings
+from contextmem.testing import MemoryStore, ScriptedLLM
+
+
+async def open_runtime(tmp_path, **kw):
+    settings = Settings(
+        workspace=tmp_path / "ws",
+        agent_max_context_turns=4,
+        summary_max_tokens=300,
+        context_window=20_000,
+        **kw,
+    )
+    return await ContextMem.open(settings, llm=ScriptedLLM(default="not a summary"), embedder="hash:64")
+
+
+async def test_left_context_is_written_to_daily_memory_and_found(tmp_path):
+    runtime = await open_runtime(tmp_path)
+    engine = await runtime.session("chat-1")
+    await engine.add(
+        UserMessage("My staging database lives at db-staging-7.internal:5432"), AssistantMessage("Noted.")
+    )
+    for i in range(6):
+        await engine.add(UserMessage(f"unrelated question {i}"), AssistantMessage(f"answer {i}"))
+    await engine.build("system")  # over 4 turns: the oldest half leaves the context
+    await engine.wait_idle()
+    await runtime.flush()
+    daily = list((tmp_path / "ws" / "memory").glob("*.md"))
+    assert daily and "db-staging-7.internal:5432" in daily[0].read_text()
+    hits = runtime.memory.search("staging database host", k=3)
+    assert any("db-staging-7.internal" in h.snippet for h in hits)
+    assert (await engine.verify()).lost == 0
+    await runtime.close()
+
+
+async def test_sqlite_store_in_workspace_by_default_and_sessions_survive(tmp_path):
+    runtime = await open_runtime(tmp_path)
+    engine = await runtime.session("s")
+    await engine.add(UserMessage("hello"), AssistantMessage("hi"))
+    await runtime.close()
+    assert (tmp_path / "ws" / "sessions.sqlite").exists()
+    again = await open_runtime(tmp_path)
+    engine = await again.session("s")
+    assert [m.content for m in engine.history.messages] == ["hello", "hi"]
+    await again.close()
+
+
+async def test_idle_sessions_are_cleaned_up_by_the_job(tmp_path):
+    now = [1_000_000.0]
+    store = MemoryStore(clock=lambda: now[0])
+    settings = Settings(workspace=tmp_path / "ws", session_retention_days=30)
+    runtime = await ContextMem.open(settings, llm=ScriptedLLM(), store=store, embedder="hash:64")
+    old = await runtime.session("old")
+    await old.add(UserMessage("x"))
+    now[0] += 31 * 86400
+    fresh = await runtime.session("fresh")
+    await fresh.add(UserMessage("y"))
+    store._clock = lambda: now[0]
+    runtime.start_jobs()  # runs a cleanup at once, then hourly
+    for _ in range(50):
+        if [s.session_id for s in await store.list_sessions("default")] == ["fresh"]:
+            break
+        await asyncio.sleep(0.02)
+    assert [s.session_id for s in await store.list_sessions("default")] == ["fresh"]
+    await runtime.close()  # stops the jobs
