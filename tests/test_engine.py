@@ -311,3 +311,18 @@ async def test_two_engines_on_one_session_never_lose_each_others_messages(tmp_pa
         assert report.lost == 0 and report.appended == 60
     live = [s.seq for s in await store.messages("default", "s1", state="live")]
     assert live == b.seqs or live == a.seqs  # whoever compacted last sees the store's live set
+
+
+async def test_summary_requests_fit_a_small_model_window(tmp_path):
+    """A local model reads 8k tokens per call: the previous summary, a chunk and the reply must fit."""
+    llm = ScriptedLLM(default=GOOD_SUMMARY, context_window=3000)
+    engine = await make_engine(tmp_path, llm=llm, window=60_000, summary_max_tokens=2000)
+    for i in range(40):
+        await engine.add(
+            UserMessage(f"step {i}: " + "部署 nginx 配置 " * 40), AssistantMessage(f"done {i} " * 30)
+        )
+    await engine.compact()
+    assert len(llm.requests) > 1  # the history was summarised in several chunks
+    for request, max_tokens in zip(llm.requests, llm.request_max_tokens, strict=True):
+        assert engine.counter.count_request(request) + (max_tokens or 0) <= 3000
+    assert (await engine.verify()).lost == 0

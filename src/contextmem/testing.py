@@ -46,8 +46,10 @@ class ScriptedLLM:
     script: list[Script] = field(default_factory=list)
     default: Script | None = None
     name: str = "scripted"
+    context_window: int | None = None  # set to act like a small local model
     requests: list[list[Message]] = field(default_factory=list)
     request_tools: list[list[ToolSpec]] = field(default_factory=list)
+    request_max_tokens: list[int | None] = field(default_factory=list)
 
     @classmethod
     def of(cls, *entries: Script, default: Script | None = None) -> ScriptedLLM:
@@ -78,6 +80,7 @@ class ScriptedLLM:
     ) -> ChatResponse:
         self.requests.append(list(messages))
         self.request_tools.append(list(tools))
+        self.request_max_tokens.append(max_tokens)
         step = self._next(messages)
         if step.delay:
             await asyncio.sleep(step.delay)

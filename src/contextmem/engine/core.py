@@ -89,17 +89,20 @@ class ContextEngine:
             max_tokens=settings.max_tokens,
             cap=settings.agent_max_context_tokens,
         )
+        # A model with a small window (the local one) gets summary requests sized to fit it: the
+        # previous summary, a chunk of history and the reply must all fit in one call.
+        llm_window: int | None = getattr(llm, "context_window", None)
+        summary_max = settings.summary_max_tokens
+        self._chunk_tokens = settings.summary_chunk_tokens
+        if llm_window is not None:
+            summary_max = max(200, min(summary_max, llm_window // 5))
+            self._chunk_tokens = max(500, min(self._chunk_tokens, llm_window - 3 * summary_max - 400))
         self.summarizer = (
-            Summarizer(
-                llm,
-                self.counter,
-                max_tokens=settings.summary_max_tokens,
-                timeout=settings.summary_timeout_seconds,
-            )
+            Summarizer(llm, self.counter, max_tokens=summary_max, timeout=settings.summary_timeout_seconds)
             if llm is not None
             else None
         )
-        self._extractor = Summarizer(_NoLLM(), self.counter, max_tokens=settings.summary_max_tokens)
+        self._extractor = Summarizer(_NoLLM(), self.counter, max_tokens=summary_max)
         self.archive = DialogArchive(self.workspace_dir, clock=clock)
         self._clock = clock
         self.history = CountedHistory(self.counter)
@@ -478,7 +481,7 @@ class ContextEngine:
         chunks: list[list[Message]] = []
         for m in messages:
             n = self.counter.count_message(m)
-            if chunk and size + n > self.settings.summary_chunk_tokens:
+            if chunk and size + n > self._chunk_tokens:
                 chunks.append(chunk)
                 chunk, size = [], 0
             chunk.append(m)

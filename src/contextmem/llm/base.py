@@ -71,7 +71,11 @@ class StreamEvent:
 
 @runtime_checkable
 class LLM(Protocol):
-    """A chat model. ``name`` identifies it for calibration and logs (e.g. ``"openai:gpt-4o"``)."""
+    """A chat model. ``name`` identifies it for calibration and logs (e.g. ``"openai:gpt-4o"``).
+
+    A model with a small window may also have a ``context_window`` attribute (tokens per call, prompt
+    and reply); the engine then sizes its summary requests to fit (the local model has one).
+    """
 
     name: str
 

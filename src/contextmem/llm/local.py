@@ -56,7 +56,7 @@ from .base import ChatResponse, StreamEvent, ToolSpec, Usage
 
 PROVIDER = "local"
 GGUF_MAGIC = b"GGUF"
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = 8192  # room for a summary prompt (previous summary + a chunk of history) and its reply
 DEFAULT_N_THREADS = 2
 DEFAULT_MAX_TOKENS = 512
 
@@ -482,6 +482,11 @@ class LocalLLM:
         self.repeat_penalty = repeat_penalty
         self.extra_buffers = not cpu_has_amx() if extra_buffers is None else extra_buffers
         _import_llama_cpp()  # fail now, with the extra to install, rather than on the first call
+
+    @property
+    def context_window(self) -> int:
+        """How many tokens one call may hold, prompt and reply (see :class:`~contextmem.llm.base.LLM`)."""
+        return self.n_ctx
 
     def _request(
         self,
