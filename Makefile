@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,local,mcp,openai-agents,langchain
+EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,memory-jieba,local,mcp,openai-agents,langchain
 
 .PHONY: run test lint bench setup clean
 

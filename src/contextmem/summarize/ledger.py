@@ -205,13 +205,16 @@ def extract_identifiers(text: str) -> list[tuple[str, Kind]]:
     Each match is blanked out before the next, more general pattern runs, so a span is taken once,
     by its most specific kind. Values longer than ``MAX_IDENTIFIER_CHARS`` are skipped.
     """
-    work = redact_secrets(text)
+    work = original = redact_secrets(text)
     found: list[tuple[int, str, Kind]] = []
     for pattern_kind, hint, pattern in _PATTERNS:
         if hint is not None and hint not in work:
             continue
 
         def take(m: re.Match[str], pattern_kind: Kind | Literal["relpath"] = pattern_kind) -> str:
+            start, end = m.span(1) if m.groups() else m.span(0)
+            if original[start:end] != m.string[start:end]:
+                return m.group(0)  # overlaps a span an earlier pattern took: not an identifier of its own
             value = (m.group(1) if m.groups() else m.group(0)).strip()
             kind: Kind = "path" if pattern_kind == "relpath" else pattern_kind
             if kind in ("url", "path", "host", "email"):
