@@ -6,6 +6,7 @@ from contextmem.messages import AssistantMessage, UserMessage
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
 from contextmem.testing import MemoryStore, ScriptedLLM
+from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 
 async def open_runtime(tmp_path, **kw):
@@ -68,3 +69,24 @@ async def test_idle_sessions_are_cleaned_up_by_the_job(tmp_path):
         await asyncio.sleep(0.02)
     assert [s.session_id for s in await store.list_sessions("default")] == ["fresh"]
     await runtime.close()  # stops the jobs
+
+
+async def test_postgres_url_puts_sessions_and_memory_in_postgres(tmp_path, pg_dsn):  # noqa: F811
+    from contextmem.memory import PgMemoryIndex
+    from contextmem.store.postgres import PostgresSessionStore
+
+    settings = Settings(
+        workspace=tmp_path / "ws", store=pg_dsn, agent_max_context_turns=2, context_window=20_000
+    )
+    runtime = await ContextMem.open(settings, llm=ScriptedLLM(default="not a summary"), embedder="hash:384")
+    assert isinstance(runtime.store, PostgresSessionStore) and isinstance(runtime.memory, PgMemoryIndex)
+    engine = await runtime.session("pg-chat")
+    await engine.add(UserMessage("The release train leaves on 2026-12-03"), AssistantMessage("Noted."))
+    for i in range(3):
+        await engine.add(UserMessage(f"other {i}"), AssistantMessage(f"ok {i}"))
+    await engine.build("system")
+    await runtime.flush()
+    hits = runtime.memory.search("release train date", k=3)
+    assert any("2026-12-03" in h.snippet for h in hits)
+    assert (await engine.verify()).lost == 0
+    await runtime.close()

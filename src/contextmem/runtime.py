@@ -22,7 +22,7 @@ from .store.base import SessionStore
 from .store.open import open_store
 
 if TYPE_CHECKING:
-    from .memory import Embedder, MemoryIndex, MemoryTools, Workspace
+    from .memory import Embedder, MemoryIndex, MemoryTools, PgMemoryIndex, Workspace
 
 logger = logging.getLogger("contextmem.runtime")
 
@@ -44,7 +44,7 @@ class ContextMem:
         store: SessionStore,
         workspace: Workspace,
         llm: LLM | None,
-        memory: MemoryIndex | None,
+        memory: MemoryIndex | PgMemoryIndex | None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -66,7 +66,7 @@ class ContextMem:
     ) -> ContextMem:
         """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given."""
         from .llm.registry import load_llm
-        from .memory import MemoryIndex, Workspace, embedder_from_spec
+        from .memory import MemoryIndex, PgMemoryIndex, Workspace, embedder_from_spec
 
         settings = settings or Settings.load()
         workspace = Workspace(settings.workspace_path, settings.namespace)
@@ -78,10 +78,14 @@ class ContextMem:
             llm = load_llm(
                 llm or settings.model, **({"base_url": settings.base_url} if settings.base_url else {})
             )
-        index = None
+        index: MemoryIndex | PgMemoryIndex | None = None
         if memory:
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-            index = MemoryIndex.from_settings(settings, emb)
+            url = settings.store
+            if url.startswith(("postgresql://", "postgres://")):  # one database for sessions and memory
+                index = PgMemoryIndex.from_settings(settings, url, emb)
+            else:
+                index = MemoryIndex.from_settings(settings, emb)
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index)
 
     @property
