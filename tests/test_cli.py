@@ -1,18 +1,94 @@
+"""The command line: every command is a thin adapter; these check what users see."""
+
 import json
 import subprocess
 import sys
+
+import pytest
 
 from contextmem.cli.main import main
 from contextmem.demo import run
 from contextmem.settings import Settings
 
 
-def test_demo_stays_within_budget_and_cuts_at_turns():
+def tool_call(i, name, args):
+    return {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def write_transcript(path, turns=30, huge_at=6):
+    lines = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(turns):
+        lines.append(
+            {
+                "role": "user",
+                "content": f"Turn {i}: check service {i} 请检查服务 {i}, config /etc/svc{i}.yaml",
+            }
+        )
+        if i % 3 == 0:
+            lines.append(
+                {"role": "assistant", "content": None, "tool_calls": [tool_call(i, "read_log", {"n": i})]}
+            )
+            size = 4000 if i == huge_at else 40
+            body = "\n".join(f"{k} ERROR timeout on shard {k % 7} 超时" for k in range(size))
+            lines.append({"role": "tool", "tool_call_id": f"c{i}", "content": body})
+        lines.append(
+            {"role": "assistant", "content": f"Fixed service {i}: timeout=30s in /etc/svc{i}.yaml. 已修复。"}
+        )
+    path.write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in lines), encoding="utf-8")
+    return len(lines) - 1
+
+
+def test_demo_fast_replays_the_bundled_conversation_and_loses_nothing(tmp_path):
     lines: list[str] = []
-    stats = run(Settings(agent_max_context_tokens=8_000), turns=60, echo=lines.append)
-    assert stats["cuts"] > 0
+    stats = run(Settings(), fast=True, keep=str(tmp_path), echo=lines.append)
+    text = "\n".join(lines)
+    assert stats["lost"] == 0 and lines[-1] == "lost: 0"
+    assert stats["offloads"] > 0 and stats["compactions"] > 0 and stats["archived"] > 0
     assert stats["sent"] < stats["full"]
-    assert any("history budget" in line for line in lines)
+    assert "offloaded a" in text and "compaction (turn trim)" in text and "folded" in text
+    assert text.count("▕") >= 24  # a gauge per turn
+    assert "5433" in text and "Priya" in text  # questions about earlier days answered from memory
+    assert (tmp_path / "MEMORY.md").exists() and list((tmp_path / "memory").glob("*.md"))
+
+
+def test_replay_reports_turns_and_proves_nothing_was_lost(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    write_transcript(path)
+    assert main(["replay", str(path), "--context-window", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith("lost: 0")
+    assert out.count("turn ") >= 30 and "compactions" in out and "offloads" in out
+
+
+def test_replay_json_shape(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    n = write_transcript(path)
+    assert main(["replay", str(path), "--context-window", "5000", "--max-tokens", "500", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["lost"] == 0 and report["messages"] == n
+    assert report["context_window"] == 5000 and report["max_tokens"] == 500
+    totals = report["totals"]
+    assert totals["turns"] == 30 == len(report["turns"])
+    assert totals["offloads"] >= 1 and totals["compactions"] >= 1 and totals["archived"] > 0
+    assert totals["archived"] + totals["live"] >= n
+    assert totals["tokens_sent"] < totals["tokens_full_history"]
+    turn = report["turns"][0]
+    assert set(turn) >= {"turn", "system", "summary", "history", "tool_defs", "max_tokens", "prompt"}
+    assert set(turn) >= {"compactions", "offloads", "archived", "sent", "full", "within_budget"}
+    assert all(t["within_budget"] for t in report["turns"])
+    assert sum(t["archived"] for t in report["turns"]) >= totals["archived"] - totals["offloads"]
+
+
+def test_replay_into_a_workspace_keeps_the_archive(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, turns=12)
+    ws = tmp_path / "ws"
+    assert main(["--workspace", str(ws), "replay", str(path), "--context-window", "8000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lost"] == 0
+    assert list((ws / "dialog").glob("*.jsonl"))
+    # The same session again is refused rather than mixed up.
+    assert main(["--workspace", str(ws), "replay", str(path), "--context-window", "8000"]) == 2
+    assert "not empty" in capsys.readouterr().err
 
 
 def test_count_command_reads_an_openai_transcript(tmp_path, capsys):
@@ -22,13 +98,7 @@ def test_count_command_reads_an_openai_transcript(tmp_path, capsys):
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path": "config.yaml"}'},
-                }
-            ],
+            "tool_calls": [tool_call(1, "read_file", {"path": "config.yaml"})],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "port: 8080"},
         {"role": "assistant", "content": "端口是 8080。"},
@@ -38,6 +108,97 @@ def test_count_command_reads_an_openai_transcript(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["messages"] == 4 and report["turns"] == 1 and report["context_window"] == 9000
     assert report["by_role"]["tool"] > 0 and report["tokens"] == sum(report["by_role"].values())
+
+
+def test_memory_index_and_search(tmp_path, capsys):
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "MEMORY.md").write_text("- The billing database moved to port 5433.\n")
+    (tmp_path / "memory" / "2026-01-05.md").write_text("# notes\n- 订单服务内存上限调到 1536Mi。\n")
+    common = ["--workspace", str(tmp_path), "--embedder", "hash"]
+    assert main([*common, "memory", "index"]) == 0
+    assert "2 added" in capsys.readouterr().out
+    assert main([*common, "memory", "search", "billing database port", "--k", "1", "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert len(hits) == 1 and hits[0]["path"] == "MEMORY.md" and "5433" in hits[0]["snippet"]
+    assert set(hits[0]) == {"path", "start_line", "end_line", "score", "snippet"}
+    assert main([*common, "memory", "search", "内存上限"]) == 0
+    out = capsys.readouterr().out
+    assert "memory/2026-01-05.md:" in out and "score" in out and "1536Mi" in out
+
+
+def test_sessions_commands_on_an_explicit_store(tmp_path, capsys):
+    import asyncio
+
+    from contextmem.engine import ContextEngine
+    from contextmem.messages import AssistantMessage, UserMessage
+    from contextmem.store.open import open_store
+
+    url = f"sqlite:///{tmp_path / 'elsewhere.sqlite'}"
+
+    async def seed():
+        store = open_store(url)
+        engine = await ContextEngine.open(
+            "alpha", store=store, settings=Settings(workspace=tmp_path), workspace_dir=tmp_path
+        )
+        await engine.add(UserMessage("hello 你好"), AssistantMessage("hi there"))
+        await store.close()
+
+    asyncio.run(seed())
+    common = ["--workspace", str(tmp_path), "--store", url]
+    assert main([*common, "sessions", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "alpha" in out and "live" in out
+    assert main([*common, "sessions", "show", "alpha"]) == 0
+    assert "hello 你好" in capsys.readouterr().out
+    out_file = tmp_path / "alpha.jsonl"
+    assert main([*common, "sessions", "export", "alpha", "-o", str(out_file)]) == 0
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+    assert main([*common, "sessions", "show", "nope"]) == 2
+    assert "no session 'nope'" in capsys.readouterr().err
+    assert main([*common, "sessions", "cleanup", "--days", "1"]) == 0
+    assert "removed 0 sessions" in capsys.readouterr().out
+    # The default store (SQLite in the workspace) is a different one: nothing there.
+    assert main(["--workspace", str(tmp_path), "sessions", "list"]) == 0
+    assert "no sessions" in capsys.readouterr().out
+
+
+def test_config_set_validates_and_persists(tmp_path, capsys):
+    ws = ["--workspace", str(tmp_path)]
+    assert main([*ws, "config", "set", "agent_max_steps", "7"]) == 0
+    assert json.loads((tmp_path / "config.json").read_text()) == {"agent_max_steps": 7}
+    capsys.readouterr()
+    assert main([*ws, "config", "get", "agent_max_steps"]) == 0
+    assert capsys.readouterr().out.strip() == "7"
+    assert main([*ws, "config"]) == 0
+    out = capsys.readouterr().out
+    assert "agent_max_steps" in out and f"file:{tmp_path / 'config.json'}" in out
+    assert main([*ws, "config", "set", "agent_max_steps", "-1"]) == 2
+    assert "agent_max_steps" in capsys.readouterr().err
+    assert main([*ws, "config", "set", "no_such_key", "1"]) == 2
+    assert "unknown setting" in capsys.readouterr().err
+    assert main([*ws, "config", "set", "agent_max_steps"]) == 2
+    assert "Fix" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["count", "/no/such/file.jsonl"], "No such file"),
+        (["--model", "nosuch:thing", "chat"], "Fix"),
+        (["--store", "mysql://x", "sessions", "list"], "Fix"),
+    ],
+)
+def test_errors_are_one_line_with_the_fix(tmp_path, argv, needle):
+    proc = subprocess.run(
+        [sys.executable, "-m", "contextmem.cli.main", "--workspace", str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and needle in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_bad_input_is_one_line_with_the_fix(tmp_path):

@@ -1,105 +1,529 @@
-"""``contextmem demo`` — what ``make run`` shows: the engine's parts on a long bilingual conversation.
+"""``contextmem demo`` — what ``make run`` shows: the engine under a real agent loop, offline.
 
-Offline, no API key. It grows with the project; today it shows the budget core: real token counts
-(and the heuristic's error), the window's regions, and budget fitting at turn boundaries as an agent
-conversation with tool calls grows far past its window.
+A bundled three-day conversation (English and Chinese, tool calls, one ~100 KB log) is replayed through
+the reference agent into a small window. The assistant's side is scripted — the demo shows the *engine*:
+every model request is assembled by ``build``, old tool output is offloaded, turns are trimmed and
+archived, summaries are written by the local model in the background (a bounded number of calls, then
+the extractive fallback), and what leaves the context lands in daily memory. A new session then answers
+questions about the first days through ``memory_search`` — answered by the local model from the hits —
+and the run ends with the totals and the proof that no message was lost.
+
+``--fast`` uses no model at all (extractive summaries, extractive answers): what the tests run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .budget import CountedHistory, resolve_window, turn_starts
-from .llm.base import ToolSpec
-from .messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, orphan_tool_messages
+from .agent import Agent, FunctionTool, TaskStep, Toolbox, memory_tools
+from .agent.replay import count_lost
+from .cli.render import describe_event, gauge
+from .engine import ContextEngine, EngineEvent
+from .errors import LLMError
+from .llm.base import LLM, ChatResponse, StreamEvent, ToolSpec, Usage
+from .messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage, text_of
 from .settings import Settings
-from .tokens import HeuristicCounter, MessageCounter, get_counter
 
-_EN = [
-    "Please refactor src/auth/login.ts to use the new session store and keep the tests green.",
-    "The deploy failed with error 502 on api.example.com; can you check the nginx logs?",
-    "Summarise what we decided about the billing migration last week.",
-]
-_ZH = [
-    "请帮我把订单服务迁移到 PostgreSQL 16，并保留原来的索引。",
-    "昨天的部署在 k8s 集群里报了 OOMKilled，帮我看看内存配置。",
-    "把会议纪要整理成要点，发给产品经理。",
-]
+if TYPE_CHECKING:
+    from .runtime import ContextMem
+
+Echo = Callable[[str], None]
+
+# A small window so that trimming, offloading and summaries all happen within a few turns.
+DEMO_SETTINGS: dict[str, Any] = {
+    "context_window": 6000,
+    "max_tokens": 800,
+    "agent_max_context_turns": 6,
+    "summary_max_tokens": 500,
+    "summary_chunk_tokens": 1500,
+    "summary_timeout_seconds": 600.0,
+    "pruning_old_msg_max_bytes": 2000,
+    "pruning_recent_msg_max_bytes": 12000,
+}
+ANSWER_SYSTEM = (
+    "Answer the question in one short sentence, using only the memory excerpts given. "
+    "Quote names, hosts, ports and numbers exactly. Answer in the question's language."
+)
 
 
-def sample_turn(i: int, rng: random.Random) -> list[Message]:
-    """One turn of a bilingual agent conversation; every third turn calls a tool with a large output."""
-    lang = _EN if i % 2 == 0 else _ZH
-    out: list[Message] = [UserMessage(f"{rng.choice(lang)} (#{i})")]
-    if i % 3 == 0:
-        call = ToolCall(f"call_{i}", "read_file", json.dumps({"path": f"src/module_{i}.py"}))
-        out.append(AssistantMessage(None, tool_calls=(call,)))
-        out.append(ToolMessage(call.id, "\n".join(f"line {k}: value = {k * i}  # 日志" for k in range(120))))
-    out.append(AssistantMessage(f"Done with step {i}. " + rng.choice(lang)))
-    return out
+# --- the bundled conversation -------------------------------------------------------------------
+
+
+def load_conversation() -> dict[str, Any]:
+    data = resources.files("contextmem").joinpath("data/demo_conversation.json").read_text(encoding="utf-8")
+    conversation: dict[str, Any] = json.loads(data)
+    return conversation
+
+
+def generate_output(kind: str, lines: int) -> str:
+    """Deterministic stand-ins for long tool outputs (logs, test runs), so the data file stays small."""
+    rng = random.Random(f"{kind}:{lines}")
+    rows: Iterator[str]
+    if kind == "error_log":
+        rows = (
+            f"2025-03-{14 + k // 600:02d}T23:{10 + k % 50:02d}:{k % 60:02d}Z ERROR recon-worker "
+            f"payments: Lock wait timeout exceeded; try restarting transaction (txn {rng.randrange(10**8)})"
+            for k in range(lines)
+        )
+    elif kind == "table_rows":
+        rows = (f"{name}_{k:02d}\t{rng.randrange(10_000, 990_000)}" for k, name in enumerate(["tbl"] * lines))
+    elif kind == "k8s_events":
+        rows = (
+            f"{k // 3 + 2}m Warning OOMKilled pod/order-service-7d9f-{k % 3} 容器内存超过限制 512Mi，已被终止"
+            for k in range(lines)
+        )
+    elif kind == "heap_log":
+        rows = (
+            f"02:{14 + k // 10:02d}:{k % 60:02d} heap_used={180 + 8 * k}Mi 缓存预热 page={k}"
+            for k in range(lines)
+        )
+    elif kind == "test_run":
+        rows = (
+            f"PASSED tests/test_case_{k:04d}.py::test_{rng.choice(['order', 'invoice', 'cart'])}"
+            for k in range(lines)
+        )
+    elif kind == "git_log":
+        rows = (
+            f"{rng.randrange(16**7):07x} Merge pull request #{1400 + k} from lumen/feature-{k}"
+            for k in range(lines)
+        )
+    else:  # pgloader and anything else: a progress table
+        rows = (
+            f"table_{k:02d}   rows {rng.randrange(10**6):>9}   est {rng.randrange(1, 60):>3} min"
+            for k in range(lines)
+        )
+    return "\n".join(rows)
+
+
+def _result_text(result: Any) -> str:
+    if isinstance(result, dict):
+        return generate_output(str(result["generate"]), int(result["lines"]))
+    return str(result)
+
+
+# --- the scripted assistant, and a bounded local model for summaries ----------------------------
+
+
+@dataclass
+class DemoLLM:
+    """Plays the scripted assistant messages; an ``answer`` entry asks ``answerer`` (or extracts)."""
+
+    answerer: LLM | None = None
+    name: str = "scripted-assistant"
+    script: list[AssistantMessage | str] = field(default_factory=list)
+    sent: list[AssistantMessage] = field(default_factory=list)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        response: ChatResponse | None = None
+        async for event in self.stream(messages, tools=tools, max_tokens=max_tokens):
+            response = event.response or response
+        assert response is not None
+        return response
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        entry = self.script.pop(0)
+        if isinstance(entry, AssistantMessage):
+            message = entry
+            if message.content:
+                yield StreamEvent("text", text_of(message.content))
+        else:  # a question: answer from the memory hits in the last tool result
+            hits = _hits(messages)
+            if self.answerer is None:
+                text = extractive_answer(entry, hits)
+                yield StreamEvent("text", text)
+            else:
+                prompt: list[Message] = [
+                    SystemMessage(ANSWER_SYSTEM),
+                    UserMessage(_excerpts(hits) + f"\n\nQuestion: {entry}"),
+                ]
+                parts: list[str] = []
+                async for event in self.answerer.stream(prompt, max_tokens=80, temperature=0.0):
+                    if event.kind == "text":
+                        parts.append(event.text)
+                        yield event
+                text = "".join(parts).strip()
+            message = AssistantMessage(text)
+        self.sent.append(message)
+        yield StreamEvent("done", response=ChatResponse(message, Usage(), "stop", self.name))
+
+
+def _hits(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    last = next((m for m in reversed(messages) if isinstance(m, ToolMessage)), None)
+    try:
+        hits = json.loads(text_of(last.content)) if last else []
+    except json.JSONDecodeError:
+        return []
+    return hits if isinstance(hits, list) else []
+
+
+def _excerpts(hits: Sequence[dict[str, Any]]) -> str:
+    return "Memory excerpts:\n" + "\n".join(
+        f"[{h['path']} lines {h['start_line']}-{h['end_line']}]\n{str(h['snippet'])[:500]}" for h in hits[:3]
+    )
+
+
+def extractive_answer(question: str, hits: Sequence[dict[str, Any]]) -> str:
+    """The line of the top hits sharing the most words with the question, with its source."""
+    from .memory import keyword_tokens
+
+    wanted = set(keyword_tokens(question))
+    best, source, score = "", "", -1
+    for hit in hits[:3]:
+        for line in str(hit["snippet"]).splitlines():
+            overlap = len(wanted & set(keyword_tokens(line)))
+            if overlap > score and line.strip(" -#"):
+                best, source, score = line.strip(" -"), f"{hit['path']}:{hit['start_line']}", overlap
+    return f"From memory ({source}): {best}" if best else "Nothing in memory about that."
+
+
+@dataclass
+class BoundedLLM:
+    """The local model for at most ``calls`` calls; after that it refuses, so the engine falls back to
+    its extractive summary (a documented path) and the demo's runtime stays bounded."""
+
+    inner: LLM
+    calls: int
+    name: str = ""
+    used: int = 0
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.name = self.inner.name
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        if self.used >= self.calls:
+            raise LLMError(f"the demo's budget of {self.calls} local-model summaries is used")
+        self.used += 1
+        started = time.monotonic()
+        try:
+            return await self.inner.complete(
+                messages, tools=tools, max_tokens=max_tokens, temperature=temperature
+            )
+        finally:
+            self.seconds += time.monotonic() - started
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        return self.inner.stream(messages, tools=tools, max_tokens=max_tokens, temperature=temperature)
+
+
+class ScriptedTools:
+    """The conversation's non-memory tools (shell, files): they return the recorded outputs, in order."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[str]] = {}
+
+    def load(self, steps: Sequence[dict[str, Any]]) -> None:
+        self.pending = {}
+        for step in steps:
+            if "result" in step:
+                self.pending.setdefault(step["tool"], []).append(_result_text(step["result"]))
+
+    def tool(self, name: str) -> FunctionTool:
+        def run(**_args: Any) -> str:
+            return self.pending[name].pop(0)
+
+        return FunctionTool(name, f"{name.replace('_', ' ')} (recorded)", run, {"type": "object"})
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    turns: int = 0
+    calls: int = 0
+    sent: int = 0
+    full: int = 0
+    offloads: int = 0
+    compactions: int = 0
+    folded: int = 0
+    lost: int = 0
+    archived: int = 0
+    live: int = 0
 
 
 def run(
-    settings: Settings | None = None, turns: int = 300, echo: Callable[[str], None] = print
+    settings: Settings | None = None,
+    *,
+    fast: bool = False,
+    llm_summaries: int = 2,
+    keep: str | None = None,
+    echo: Echo = print,
 ) -> dict[str, int]:
-    settings = settings or Settings()
-    counter = MessageCounter(get_counter(settings.tokenizer), image_tokens=settings.image_tokens)
-    window = resolve_window(
-        model=settings.model if settings.model != "local" else "",
-        context_window=settings.context_window,
-        max_tokens=settings.max_tokens,
-        cap=settings.agent_max_context_tokens,
-    )
-    system_prompt = "You are a helpful coding agent. 你是一个乐于助人的编程助手。"
-    tools = [
-        ToolSpec(
-            "read_file",
-            "Read a file in the workspace",
-            {"type": "object", "properties": {"path": {"type": "string"}}},
+    """Run the demo; returns the totals (``lost`` is 0 unless something is badly wrong)."""
+    return asyncio.run(_run(settings or Settings(), fast, llm_summaries, keep, echo))
+
+
+async def _run(
+    settings: Settings, fast: bool, llm_summaries: int, keep: str | None, echo: Echo
+) -> dict[str, int]:
+    from .llm.registry import load_llm
+    from .runtime import ContextMem
+    from .testing import ScriptedLLM
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="contextmem-demo-") as tmp:
+        root = Path(keep or tmp)
+        s = settings
+        for key, value in {**DEMO_SETTINGS, "workspace": str(root), "store": ""}.items():
+            s = s.with_value(key, value)
+        local = None if fast else BoundedLLM(load_llm(s.model), llm_summaries)
+        runtime = await ContextMem.open(s, llm=local or ScriptedLLM(), memory=True)
+        demo = Demo(runtime, local, echo)
+        if local is not None:
+            # Load the weights now, in the foreground: llama.cpp silences stdout while it loads (by
+            # redirecting the file descriptor), which would swallow lines printed meanwhile.
+            loading = time.monotonic()
+            await local.inner.complete([UserMessage("Say ok.")], max_tokens=1)
+            echo(f"loaded {local.name} in {time.monotonic() - loading:.0f}s")
+        echo(f"contextmem demo · workspace {root}")
+        echo(
+            f"window {s.context_window:,} tokens, output reserve {s.max_tokens}, "
+            f"max turns {s.agent_max_context_turns}"
         )
+        echo(
+            "summaries: "
+            + (f"{local.name}, at most {llm_summaries} calls" if local else "extractive (--fast)")
+        )
+        try:
+            sessions = demo.conversation["sessions"]
+            for number, session in enumerate(sessions):
+                await demo.session(session, fold=number == len(sessions) - 1)
+            await demo.questions()
+        finally:
+            await runtime.close()
+        demo.memory_files()
+        demo.final_table(time.monotonic() - started)
+    t = demo.totals
+    return {
+        "turns": t.turns,
+        "calls": t.calls,
+        "sent": t.sent,
+        "full": t.full,
+        "offloads": t.offloads,
+        "compactions": t.compactions,
+        "archived": t.archived,
+        "llm_summaries": local.used if local else 0,
+        "lost": t.lost,
+    }
+
+
+class Demo:
+    """The demo's state: the runtime, the scripted assistant and tools, and the running totals."""
+
+    def __init__(self, runtime: ContextMem, local: BoundedLLM | None, echo: Echo) -> None:
+        self.runtime = runtime
+        self.local = local
+        self.echo = echo
+        self.conversation = load_conversation()
+        self.tools = ScriptedTools()
+        self.assistant = DemoLLM(answerer=local.inner if local else None)
+        names = sorted(
+            {st["tool"] for se in self.conversation["sessions"] for t in se["turns"] for st in t["steps"]}
+        )
+        recorded = [self.tools.tool(n) for n in names if not n.startswith("memory_")]
+        self.box = Toolbox([*memory_tools(runtime.tools), *recorded])
+        self.totals = Totals()
+        self.notices: list[str] = []
+
+    async def _agent(self, session_id: str, *, fold: bool) -> Agent:
+        engine = await self.runtime.session(session_id)
+        engine.settings = engine.settings.with_value("fold_task_memory", fold)
+        if self.local is None:
+            engine.summarizer = None
+        engine.subscribe(self._notice)
+        return Agent(engine, self.assistant, self.box, self.conversation["system"])
+
+    async def session(self, session: dict[str, Any], *, fold: bool) -> None:
+        """Replay one session's turns through the agent, one gauge line per turn."""
+        folding = "on" if fold else "off"
+        self.echo(f"\n== session {session['id']}: {session['title']} (task folding {folding})")
+        agent = await self._agent(session["id"], fold=fold)
+        engine, transcript = agent.engine, []
+        full = engine.counter.count_text(agent.system_prompt) + engine.counter.count_tools(agent.tool_specs)
+        for index, turn in enumerate(session["turns"], start=1):
+            self.tools.load(turn["steps"])
+            self.assistant.script = _script(turn)
+            self.assistant.sent = []
+            result = await agent.ask(turn["user"])
+            messages = _turn_messages(turn["user"], self.assistant.sent, result.task.steps)
+            transcript.extend(messages)
+            counts = engine.counter.count_messages(messages)
+            at_calls = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
+            for request, at in zip(result.requests, at_calls, strict=True):
+                self.totals.sent += request.estimate.prompt
+                self.totals.full += full + sum(counts[:at])
+            full += sum(counts)
+            self.totals.turns += 1
+            self.totals.calls += len(result.requests)
+            est = max(result.requests, key=lambda r: r.estimate.prompt).estimate
+            values = [est.system, est.summary, est.history, est.tool_defs, est.max_tokens, max(est.free, 0)]
+            self.echo(
+                f"turn {index:>2} {gauge(values, 30)} "
+                f"{est.prompt + est.max_tokens:>5,}/{est.context_window:,}"
+                f"  summary {est.summary:>4} history {est.history:>5}  {turn['user'][:40]}"
+            )
+            self._show_notices()
+        await self._finish(engine, transcript)
+
+    async def questions(self) -> None:
+        """A new session asks about the first days: memory_search, then an answer from the hits."""
+        self.echo("\n== a new session asks about earlier days (memory_search → answer)")
+        agent = await self._agent("thu-questions", fold=True)
+        transcript: list[Message] = []
+        for number, q in enumerate(self.conversation["questions"], start=1):
+            args = json.dumps({"query": q["query"], "k": 3}, ensure_ascii=False)
+            call = ToolCall(f"q_{number}", "memory_search", args)
+            self.assistant.script = [AssistantMessage(None, tool_calls=(call,)), q["ask"]]
+            self.assistant.sent = []
+            self.echo(f"Q: {q['ask']}")
+            parts: list[str] = []
+            found = False
+            async for event in agent.run(q["ask"]):
+                if event.kind == "tool_result":
+                    hits = json.loads(event.text) if event.text.startswith("[") else []
+                    found = any(q["expect"] in str(h["snippet"]) for h in hits)
+                    where = ", ".join(f"{h['path']}:{h['start_line']}-{h['end_line']}" for h in hits)
+                    self.echo(f"   memory_search → {where or 'no hits'}")
+                elif event.kind == "text":
+                    parts.append(event.text)
+                elif event.result is not None:
+                    steps = event.result.task.steps
+                    transcript.extend(_turn_messages(q["ask"], self.assistant.sent, steps))
+                    self.totals.calls += len(event.result.requests)
+            answer = " ".join("".join(parts).split())
+            mark = "✓" if q["expect"] in answer else ("~" if found else "✗")
+            note = "" if found else ", not in the hits"
+            self.echo(f"A: {answer}  [{mark} expected {q['expect']!r}{note}]")
+            self._show_notices()
+        self.totals.turns += len(self.conversation["questions"])
+        await self._finish(agent.engine, transcript)
+
+    async def _finish(self, engine: ContextEngine, transcript: list[Message]) -> None:
+        """Wait for the background summary, then prove the session lost nothing."""
+        waited = time.monotonic()
+        await engine.wait_idle()
+        await self.runtime.flush()
+        self._show_notices()
+        if engine.summary is not None:
+            source = "local model" if engine.summary.source == "llm" else "extractive"
+            self.echo(f"   summary ({source}; ready {time.monotonic() - waited:.0f}s after the last turn):")
+            for line in engine.summary.text.strip().splitlines()[:6]:
+                self.echo(f"   │ {line[:100]}")
+        lost = await count_lost(engine, transcript)
+        report = await engine.verify()
+        self.totals.lost += lost
+        self.totals.archived += report.archived
+        self.totals.live += report.live
+        self.echo(
+            f"   check: {report.appended} messages = {report.live} live + {report.archived} archived;"
+            f" lost {lost}"
+        )
+        self.memory_files(brief=True)
+
+    def _notice(self, event: EngineEvent) -> None:
+        d, t = event.data, self.totals
+        if event.kind == "offload":
+            t.offloads += 1
+        elif event.kind == "compaction_finished" and d.get("archived"):
+            if d.get("reason") == "fold_task":
+                t.folded += int(d["archived"])
+            else:
+                t.compactions += 1
+        notice = describe_event(event)
+        if notice:
+            self.notices.append(notice)
+
+    def _show_notices(self) -> None:
+        for notice in self.notices:
+            self.echo(f"         ↳ {notice}")
+        self.notices.clear()
+
+    def memory_files(self, *, brief: bool = False) -> None:
+        directory = self.runtime.workspace.dir
+        files = [directory / "MEMORY.md", *sorted((directory / "memory").glob("*.md"))]
+        shown = [
+            (p.relative_to(directory), p.read_text(encoding="utf-8").count("\n")) for p in files if p.exists()
+        ]
+        text = ", ".join(f"{path} ({lines} lines)" for path, lines in shown) or "none yet"
+        self.echo(f"   memory files: {text}" if brief else f"\nmemory files written: {text}")
+
+    def final_table(self, seconds: float) -> None:
+        t, local = self.totals, self.local
+        rows = [
+            ("turns (incl. questions)", f"{t.turns}"),
+            ("model calls", f"{t.calls}"),
+            ("tokens sent", f"{t.sent:,}"),
+            ("tokens with full history", f"{t.full:,} ({t.full / max(t.sent, 1):.1f}x more)"),
+            ("tool results offloaded", f"{t.offloads}"),
+            ("compactions", f"{t.compactions}"),
+            ("task-step messages folded", f"{t.folded}"),
+            ("messages archived / live", f"{t.archived} / {t.live}"),
+            ("local-model summary calls", f"{local.used} ({local.seconds:.0f}s)" if local else "0 (--fast)"),
+            ("runtime", f"{seconds:.0f}s"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        self.echo("")
+        for key, value in rows:
+            self.echo(f"{key:<{width}}  {value}")
+        self.echo(f"lost: {t.lost}")
+
+
+def _script(turn: dict[str, Any]) -> list[AssistantMessage | str]:
+    """The assistant's side of one turn: one tool-calling step per recorded step, then the reply."""
+    steps = [
+        AssistantMessage(
+            None,
+            tool_calls=(ToolCall(f"call_{k}", step["tool"], json.dumps(step["args"], ensure_ascii=False)),),
+        )
+        for k, step in enumerate(turn["steps"])
     ]
-    system_t, tools_t = counter.count_text(system_prompt) + 3, counter.count_tools(tools)
-    budget = window.history_budget(system=system_t, tool_defs=tools_t)
-    echo(f"tokenizer: {counter.name}   window: {window.context_window}   output reserve: {window.max_tokens}")
-    echo(
-        f"regions: system {system_t} + tool defs {tools_t} + reserve {window.max_tokens}"
-        f" -> history budget {budget}"
-    )
-
-    rng = random.Random(7)
-    full = CountedHistory(counter)
-    kept_start = 0
-    sent_total = full_total = cuts = 0
-    for i in range(turns):
-        full.extend(sample_turn(i, rng))
-        cut = max(kept_start, full.fit_cut(budget))
-        if cut > kept_start:
-            cuts += 1
-            kept_start = cut
-        kept = full.messages[kept_start:]
-        if orphan_tool_messages(kept):
-            raise AssertionError("a cut orphaned a tool pair")  # cannot happen: cuts are turn starts
-        sent, whole = full.tokens_from(kept_start), full.total
-        sent_total += sent
-        full_total += whole
-        if i % 50 == 0 or i == turns - 1:
-            bar = _gauge(sent, budget)
-            echo(f"turn {i:4d}  {bar}  sent {sent:6d} / budget {budget}   full history {whole:7d} tokens")
-
-    heuristic = HeuristicCounter()
-    texts = [m.content for m in full.messages if isinstance(m.content, str)]
-    real = sum(counter.count_text(t) for t in texts)
-    est = sum(heuristic.count_text(t) for t in texts)
-    turns_total = len(turn_starts(full.messages))
-    echo("")
-    echo(f"turns: {turns_total}   messages: {len(full)}   cuts (always at turn starts): {cuts}")
-    echo(f"tokens sent over all turns: {sent_total}   vs full history each turn: {full_total}")
-    echo(f"heuristic vs {counter.name} on this conversation: {100 * (est - real) / real:+.1f}%")
-    return {"turns": turns_total, "messages": len(full), "cuts": cuts, "sent": sent_total, "full": full_total}
+    return [*steps, AssistantMessage(turn["reply"])]
 
 
-def _gauge(used: int, total: int, width: int = 30) -> str:
-    filled = min(width, round(width * used / max(total, 1)))
-    return "[" + "#" * filled + "." * (width - filled) + f"] {100 * used / max(total, 1):3.0f}%"
+def _turn_messages(user: str, sent: Sequence[AssistantMessage], steps: Sequence[TaskStep]) -> list[Message]:
+    """What the agent appended in one turn, rebuilt outside the engine (for the lost check)."""
+    out: list[Message] = [UserMessage(user)]
+    results = iter(steps)
+    for message in sent:
+        out.append(message)
+        if message.tool_calls:
+            out.extend(next(results).results)
+    return out

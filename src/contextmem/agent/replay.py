@@ -1,0 +1,198 @@
+"""Replay a recorded conversation through the engine, exactly as an agent would have sent it (issue 4).
+
+Every assistant message in the transcript marks one model call: before it, the engine builds the request
+(offloading, trimming and summarising as needed) and the request's regions are measured; then the
+assistant message and its tool results are appended. After each turn ``end_turn`` runs, as in the agent.
+
+At the end :func:`count_lost` compares the transcript, message by message, with what the session still
+holds plus what the dialog archive holds: the proof that nothing was lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from ..budget import turn_starts
+from ..engine import ContextEngine, EngineEvent
+from ..formats.openai import messages_from_openai, to_openai
+from ..llm.base import ToolSpec
+from ..messages import AssistantMessage, Message, SystemMessage, text_of
+
+__all__ = ["ReplayReport", "TurnReport", "count_lost", "load_transcript", "replay"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReport:
+    """One turn of a replay. Token regions are those of the turn's largest request."""
+
+    turn: int
+    messages: int
+    calls: int
+    system: int
+    summary: int
+    history: int
+    tool_defs: int
+    max_tokens: int
+    prompt: int
+    sent: int  # prompt tokens over all of this turn's calls
+    full: int  # what the same calls would have cost sending the whole transcript so far
+    compactions: int
+    offloads: int
+    archived: int  # messages that left the context during this turn
+    within_budget: bool
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    context_window: int
+    max_tokens: int
+    turns: list[TurnReport] = field(default_factory=list)
+    messages: int = 0
+    lost: int = 0
+    live: int = 0
+    archived_total: int = 0
+
+    @property
+    def sent(self) -> int:
+        return sum(t.sent for t in self.turns)
+
+    @property
+    def full(self) -> int:
+        return sum(t.full for t in self.turns)
+
+    @property
+    def compactions(self) -> int:
+        return sum(t.compactions for t in self.turns)
+
+    @property
+    def offloads(self) -> int:
+        return sum(t.offloads for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context_window": self.context_window,
+            "max_tokens": self.max_tokens,
+            "messages": self.messages,
+            "turns": [asdict(t) for t in self.turns],
+            "totals": {
+                "turns": len(self.turns),
+                "compactions": self.compactions,
+                "offloads": self.offloads,
+                "archived": self.archived_total,
+                "live": self.live,
+                "tokens_sent": self.sent,
+                "tokens_full_history": self.full,
+            },
+            "lost": self.lost,
+        }
+
+
+def load_transcript(path: str | Path) -> tuple[str, list[Message]]:
+    """An OpenAI-format JSONL transcript: (system prompt, the other messages). Blank lines are skipped."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    messages = messages_from_openai(json.loads(line) for line in lines if line.strip())
+    system = "\n\n".join(text_of(m.content) for m in messages if isinstance(m, SystemMessage))
+    return system, [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+def _groups(turn: Sequence[Message]) -> list[list[Message]]:
+    """A turn as appended: the leading user part, then each assistant message with its tool results."""
+    out: list[list[Message]] = []
+    for m in turn:
+        if isinstance(m, AssistantMessage) or not out:
+            out.append([m])
+        else:
+            out[-1].append(m)
+    return out
+
+
+async def replay(
+    engine: ContextEngine,
+    transcript: Sequence[Message],
+    *,
+    system_prompt: str = "",
+    tools: Sequence[ToolSpec] = (),
+    on_turn: Callable[[TurnReport], None] | None = None,
+) -> ReplayReport:
+    """Replay ``transcript`` into ``engine`` (a new, empty session); see the module docstring."""
+    if engine.history.messages or (await engine.verify()).appended:
+        raise ValueError(f"session {engine.session_id!r} is not empty. Fix: replay into a new session id")
+    counts: dict[str, int] = {"offload": 0, "compaction": 0, "archived": 0}
+
+    def listen(event: EngineEvent) -> None:
+        if event.kind == "offload":
+            counts["offload"] += 1
+        elif event.kind == "compaction_finished" and event.data.get("archived"):
+            counts["compaction"] += 1
+            counts["archived"] += int(event.data["archived"])
+
+    engine.subscribe(listen)
+    report = ReplayReport(engine.window.context_window, engine.window.max_tokens)
+    starts = [*turn_starts(transcript), len(transcript)]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    fixed = engine.counter.count_text(system_prompt) + engine.counter.count_tools(tools)
+    full_so_far = fixed
+    for number, (a, b) in enumerate(pairwise(starts), start=1):
+        before = dict(counts)
+        biggest = None
+        sent = full = calls = 0
+        for group in _groups(transcript[a:b]):
+            if isinstance(group[0], AssistantMessage):
+                request = await engine.build(system_prompt, tools)
+                est = request.estimate
+                calls += 1
+                sent += est.prompt
+                full += full_so_far
+                if biggest is None or est.prompt > biggest.prompt:
+                    biggest = est
+            await engine.add(*group)
+            full_so_far += sum(engine.counter.count_messages(group))
+        await engine.end_turn()
+        est = biggest or engine.estimate(system_prompt, tools)
+        turn = TurnReport(
+            turn=number,
+            messages=b - a,
+            calls=calls,
+            system=est.system,
+            summary=est.summary,
+            history=est.history,
+            tool_defs=est.tool_defs,
+            max_tokens=est.max_tokens,
+            prompt=est.prompt,
+            sent=sent,
+            full=full,
+            compactions=counts["compaction"] - before["compaction"],
+            offloads=counts["offload"] - before["offload"],
+            archived=counts["archived"] - before["archived"],
+            within_budget=est.prompt + est.max_tokens <= est.context_window,
+        )
+        report.turns.append(turn)
+        if on_turn is not None:
+            on_turn(turn)
+    await engine.wait_idle()
+    report.messages = len(transcript)
+    report.lost = await count_lost(engine, transcript)
+    report.live = len(engine.history)
+    report.archived_total = (await engine.verify()).archived
+    return report
+
+
+def _canonical(message: Message) -> str:
+    return json.dumps(to_openai(message), sort_keys=True, ensure_ascii=False)
+
+
+async def count_lost(engine: ContextEngine, transcript: Iterable[Message], first_seq: int = 1) -> int:
+    """Transcript messages found neither live in the session nor in the dialog archive (in their original
+    form), plus any the engine's own :meth:`~ContextEngine.verify` reports missing."""
+    live = await engine.store.messages(engine.namespace, engine.session_id, state="live")
+    found = {a.seq: _canonical(a.message) for a in engine.archive.read(engine.session_id)}
+    found.update((s.seq, _canonical(s.message)) for s in live)
+    lost = {seq for seq, m in enumerate(transcript, start=first_seq) if found.get(seq) != _canonical(m)}
+    lost.update((await engine.verify()).missing)
+    return len(lost)

@@ -1,0 +1,176 @@
+"""``contextmem chat``: the REPL — history, multi-line input, streaming replies, compaction notices.
+
+Input is read in a worker thread so the engine's background summaries keep running while the user types.
+Engine events are queued and shown as dim notices at the next quiet moment (before a reply streams,
+after it, or after a command), so they never cut through the user's typing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from ..agent import ONBOARDING_QUESTIONS, Agent, compose_system_prompt, needs_onboarding, save_user_facts
+from ..engine import EngineEvent
+from ..errors import ContextmemError
+from .commands import ChatCommands
+from .render import describe_event, paint
+
+if TYPE_CHECKING:
+    from ..runtime import ContextMem
+
+ReadLine = Callable[[str], str]
+BLOCK = '"""'
+HISTORY_FILE = ".chat_history"
+
+
+def enable_history(workspace_dir: Path) -> Callable[[], None]:
+    """Line editing and persistent history with readline, when the platform has it; returns a saver."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        return lambda: None
+    path = workspace_dir / HISTORY_FILE
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            readline.write_history_file(path)
+
+    return save
+
+
+class Chat:
+    """One chat on one agent. :meth:`run` is the whole REPL; ``read`` and ``out`` are injectable."""
+
+    def __init__(
+        self,
+        runtime: ContextMem,
+        agent: Agent,
+        commands: ChatCommands,
+        *,
+        read: ReadLine = input,
+        out: TextIO,
+        color: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        self.agent = agent
+        self.commands = commands
+        self.read = read
+        self.out = out
+        self.color = color
+        self.notices: list[str] = []
+        agent.engine.subscribe(self._on_event)
+
+    def _on_event(self, event: EngineEvent) -> None:
+        notice = describe_event(event)
+        if notice:
+            self.notices.append(notice)
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        self.out.write(text + end)
+        self.out.flush()
+
+    def show_notices(self) -> None:
+        notices, self.notices = self.notices, []
+        for notice in notices:
+            self.say(paint(f"  [{notice}]", "2", self.color))
+
+    async def ask(self, prompt: str) -> str | None:
+        """One logical input: continued lines (trailing ``\\``) or a triple-quote block; None at EOF."""
+        try:
+            line = await asyncio.to_thread(self.read, prompt)
+        except EOFError:
+            return None
+        if line.strip() == BLOCK:
+            lines: list[str] = []
+            while True:
+                try:
+                    more = await asyncio.to_thread(self.read, "... ")
+                except EOFError:
+                    break
+                if more.strip() == BLOCK:
+                    break
+                lines.append(more)
+            return "\n".join(lines)
+        while line.endswith("\\"):
+            try:
+                line = line[:-1] + "\n" + await asyncio.to_thread(self.read, "... ")
+            except EOFError:
+                break
+        return line
+
+    async def onboard(self) -> None:
+        """First launch (M1): ask the key facts and save them to user.md."""
+        workspace = self.runtime.workspace
+        if not needs_onboarding(workspace):
+            return
+        self.say("First launch: a few questions so I remember you across sessions (Enter skips).")
+        answers: dict[str, str] = {}
+        for key, question in ONBOARDING_QUESTIONS:
+            answer = await self.ask(f"{question}\n> ")
+            if answer is None:
+                break
+            answers[key] = answer
+        saved = save_user_facts(workspace, answers)
+        if saved is not None:
+            self.agent.system_prompt = compose_system_prompt(workspace)
+            self.say(f"Saved to {saved}. Edit it any time.")
+
+    async def turn(self, text: str) -> None:
+        self.show_notices()
+        started = False
+        async for event in self.agent.run(text):
+            if event.kind == "text":
+                if not started:
+                    self.out.write(paint("assistant> ", "1;36", self.color))
+                    started = True
+                self.out.write(event.text)
+                self.out.flush()
+            elif event.kind == "tool_call":
+                self.say(paint(f"  → {event.name}({event.text[:120]})", "2", self.color))
+            elif event.kind == "tool_result":
+                first = event.text.strip().splitlines()[0][:100] if event.text.strip() else ""
+                self.say(paint(f"  ← {first}", "2", self.color))
+            elif event.kind == "overflow":
+                self.say(
+                    paint(
+                        "  [the model reported a context overflow: compacting and retrying]", "33", self.color
+                    )
+                )
+            elif event.kind == "done" and not started and event.text:
+                self.say(paint("assistant> ", "1;36", self.color) + event.text, end="")
+        self.say()
+        self.show_notices()
+
+    async def run(self) -> int:
+        self.say(
+            f"contextmem chat · model {self.agent.llm.name} · session {self.agent.engine.session_id}"
+            f" · window {self.agent.engine.window.context_window:,} tokens · /help for commands"
+        )
+        await self.onboard()
+        self.show_notices()
+        while True:
+            text = await self.ask(paint("you> ", "1;32", self.color))
+            if text is None or text.strip() in ("/exit", "/quit"):
+                break
+            if not text.strip():
+                continue
+            try:
+                if text.startswith("/"):
+                    self.say(await self.commands.dispatch(text))
+                    self.show_notices()
+                else:
+                    await self.turn(text)
+            except ContextmemError as exc:
+                self.say(f"\nerror: {exc}")
+        self.say("saving…")
+        await self.agent.engine.wait_idle()
+        await self.runtime.flush()
+        self.show_notices()
+        return 0

@@ -1,0 +1,50 @@
+"""Settings for the CLI: where they are read from, and ``config set`` / ``/config KEY VALUE`` persistence.
+
+Load order: defaults < ``<workspace>/config.json`` (or ``--config FILE``) < ``CONTEXTMEM_*`` variables <
+command-line options. ``/config`` and ``contextmem config set`` validate a value, save it to the settings
+file, and return the settings in force.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..settings import Settings
+
+CONFIG_FILE = "config.json"
+
+# command-line option -> setting
+OPTION_KEYS = ("model", "base_url", "workspace", "namespace", "store", "context_window", "max_tokens")
+
+
+def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k in OPTION_KEYS if (v := getattr(args, k, None)) is not None}
+
+
+def config_path(args: argparse.Namespace) -> Path:
+    """``--config FILE``, else ``config.json`` in the workspace the other sources name."""
+    if getattr(args, "config", None):
+        return Path(args.config)
+    return Settings.load(**cli_overrides(args)).workspace_path / CONFIG_FILE
+
+
+def load_settings(args: argparse.Namespace) -> Settings:
+    path = config_path(args)
+    explicit = bool(getattr(args, "config", None))
+    return Settings.load(path if explicit or path.exists() else None, **cli_overrides(args))
+
+
+def save_setting(path: Path, key: str, value: str) -> Settings:
+    """Validate ``key = value`` and persist it in the settings file at ``path`` (only that file's values)."""
+    current = Settings.load(path if path.exists() else None, env={})
+    updated = current.with_value(key, value, f"file:{path}")
+    updated.save(path)
+    return updated
+
+
+def setting_rows(settings: Settings) -> list[tuple[str, str, str]]:
+    """(key, value, source) for every setting."""
+    values = settings.model_dump(mode="json")
+    return [(key, repr(values[key]), source) for key, source in settings.sources.items()]

@@ -1,0 +1,154 @@
+"""Terminal output: the context gauge, engine-event notices, tables and a progress bar. Plain ANSI, no deps.
+
+Colour is used when the stream is a terminal and ``NO_COLOR`` is unset; every region also has its own
+glyph, so the gauge reads the same without colour (and in tests).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..engine import ContextStats, EngineEvent
+
+if TYPE_CHECKING:
+    from ..memory import MemoryHit
+
+# region label, glyph, ANSI colour
+REGIONS: tuple[tuple[str, str, str], ...] = (
+    ("system", "▓", "34"),
+    ("summary", "▒", "35"),
+    ("history", "█", "32"),
+    ("tool defs", "▤", "33"),
+    ("output reserve", "░", "31"),
+    ("free", "·", "90"),
+)
+
+
+def use_color(stream: TextIO) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def paint(text: str, code: str, color: bool) -> str:
+    return f"\033[{code}m{text}\033[0m" if color else text
+
+
+def _cells(values: Sequence[int], width: int) -> list[int]:
+    """Split ``width`` cells proportionally; any non-zero value gets at least one cell."""
+    total = max(sum(values), 1)
+    cells = [max(1, round(width * v / total)) if v > 0 else 0 for v in values]
+    while sum(cells) > width:  # give back from the largest region
+        cells[cells.index(max(cells))] -= 1
+    while sum(cells) < width:
+        cells[cells.index(max(cells))] += 1
+    return cells
+
+
+def gauge(values: Sequence[int], width: int = 50, color: bool = False) -> str:
+    """One bar, a region per ``REGIONS`` entry."""
+    parts = [
+        paint(glyph * n, code, color)
+        for (_, glyph, code), n in zip(REGIONS, _cells(values, width), strict=True)
+        if n
+    ]
+    return "▕" + "".join(parts) + "▏"
+
+
+def context_report(stats: ContextStats, *, color: bool = False, width: int = 50) -> str:
+    """What ``/context`` prints: the gauge, tokens by region, and the session's messages."""
+    est = stats.estimate
+    window = est.context_window
+    values = [est.system, est.summary, est.history, est.tool_defs, est.max_tokens, max(est.free, 0)]
+    used = est.prompt + est.max_tokens
+    lines = [
+        f"context {gauge(values, width, color)} {used:,} / {window:,} tokens ({100 * used / window:.0f}%)"
+    ]
+    for (label, glyph, code), value in zip(REGIONS, values, strict=True):
+        lines.append(f"  {paint(glyph, code, color)} {label:<15}{value:>9,}  {100 * value / window:5.1f}%")
+    roles = ", ".join(f"{role} {n}" for role, n in sorted(stats.by_role.items())) or "none"
+    lines.append(
+        f"messages: {stats.messages} ({roles}) · turns: {stats.turns} · characters: {stats.characters:,}"
+        f" · archived: {stats.archived} · summary: {stats.summary_source or 'none'}"
+    )
+    return "\n".join(lines)
+
+
+def describe_event(event: EngineEvent) -> str | None:
+    """A one-line notice for an engine event, or ``None`` for events users need not see."""
+    d = event.data
+    if event.kind == "offload":
+        chars, kept = d.get("chars", 0), d.get("kept", 0)
+        return f"offloaded a tool result ({chars:,} chars, kept {kept:,}) → {d.get('path')}"
+    if event.kind == "compaction_finished" and d.get("reason") == "fold_task":
+        return f"task finished: its {d.get('archived', 0)} tool-step messages folded into the archive"
+    if event.kind == "compaction_finished" and d.get("archived"):
+        reason = str(d.get("reason", "")).replace("_", " ")
+        return (
+            f"compaction ({reason}): {d['archived']} messages archived, "
+            f"history {d.get('tokens_before', 0):,} → {d.get('tokens_after', 0):,} tokens"
+        )
+    if event.kind == "compaction_started" and d.get("reason") == "summarize":
+        return f"summarising {d.get('leaving', 0)} older messages"
+    if event.kind == "summary_fallback":
+        return f"summary: used the extractive fallback ({d.get('reason')})"
+    if event.kind == "overflow":
+        return "the model reported a context overflow: emergency compaction"
+    if event.kind in ("archive_failed", "offload_failed"):
+        return f"warning: {event.kind.replace('_', ' ')}: {d.get('error')} (nothing was removed)"
+    if event.kind == "restored":
+        return f"restored the previous conversation ({d.get('kept', 0)} messages kept)"
+    return None
+
+
+def hits_table(hits: Sequence[MemoryHit], width: int = 100) -> str:
+    """Memory search hits: path, line range, score and a one-line snippet."""
+    if not hits:
+        return "no matches"
+    lines = []
+    for hit in hits:
+        snippet = " ".join(hit.snippet.split())
+        if len(snippet) > width:
+            snippet = snippet[: width - 1] + "…"
+        lines.append(f"{hit.path}:{hit.start_line}-{hit.end_line}  score {hit.score:.3f}\n    {snippet}")
+    return "\n".join(lines)
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in cells
+    ]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+class ProgressBar:
+    """``[#####.....] 12/40`` redrawn in place on a terminal; one final line elsewhere."""
+
+    def __init__(self, label: str, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.label = label
+        self.stream = stream
+        self.width = width
+        self.tty = stream.isatty()
+        self._last = (-1, -1)
+
+    def __call__(self, done: int, total: int) -> None:
+        if (done, total) == self._last:
+            return
+        self._last = (done, total)
+        filled = self.width * done // max(total, 1)
+        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        if self.tty:
+            self.stream.write("\r" + line)
+            self.stream.flush()
+        elif done >= total:
+            self.stream.write(line + "\n")
+
+    def close(self) -> None:
+        if self.tty and self._last != (-1, -1):
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,161 @@
+"""Commands over stored state: ``memory index|search``, ``sessions list|show|export|cleanup``, ``config``.
+
+Each opens the one part it needs (the session store or the memory index — never a model) and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..engine.types import summary_from_json
+from ..formats.openai import to_openai
+from ..settings import Settings
+from ..store.base import SessionStore
+from ..store.open import open_store
+from .config import config_path, save_setting, setting_rows
+from .render import ProgressBar, hits_table, table
+
+if TYPE_CHECKING:
+    from ..memory import MemoryIndex
+
+
+def store_url(settings: Settings) -> str:
+    """The store a command touches: ``--store``/the ``store`` setting, else SQLite in the workspace."""
+    return settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _index(settings: Settings, args: argparse.Namespace) -> MemoryIndex:
+    from ..memory import MemoryIndex, embedder_from_spec
+
+    embedder = embedder_from_spec(args.embedder) if args.embedder else None
+    return MemoryIndex.from_settings(settings, embedder)
+
+
+def memory_index(settings: Settings, args: argparse.Namespace) -> int:
+    index = _index(settings, args)
+    bar = ProgressBar("embedding")
+    with index:
+        report = index.sync(progress=bar)
+        bar.close()
+        stats = index.stats()
+    print(
+        f"indexed {index.workspace.dir}: {len(report.added)} added, {len(report.updated)} updated, "
+        f"{len(report.removed)} removed, {report.chunks_embedded} chunks embedded; "
+        + ", ".join(f"{k} {v}" for k, v in stats.items())
+    )
+    return 0
+
+
+def memory_search(settings: Settings, args: argparse.Namespace) -> int:
+    index = _index(settings, args)
+    with index:
+        hits = index.search(args.query, args.k, mode=args.mode)
+    if args.json:
+        keys = ("path", "start_line", "end_line", "score", "snippet")
+        print(json.dumps([{k: h.to_dict()[k] for k in keys} for h in hits], ensure_ascii=False))
+    else:
+        print(hits_table(hits))
+    return 0
+
+
+async def _with_store(settings: Settings) -> SessionStore:
+    return open_store(store_url(settings))
+
+
+async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:
+    store = await _with_store(settings)
+    try:
+        infos = await store.list_sessions(settings.namespace)
+    finally:
+        await store.close()
+    rows = [
+        (i.session_id, i.live_count, i.archived_count, _when(i.created_at), _when(i.updated_at))
+        for i in infos
+    ]
+    print(table(rows, ("session", "live", "archived", "created", "updated")) if rows else "no sessions")
+    return 0
+
+
+async def _require(store: SessionStore, namespace: str, session_id: str) -> None:
+    if session_id not in {i.session_id for i in await store.list_sessions(namespace)}:
+        raise LookupError(
+            f"no session {session_id!r} in namespace {namespace!r}. Fix: see `contextmem sessions list`"
+        )
+
+
+async def sessions_show(settings: Settings, args: argparse.Namespace) -> int:
+    store = await _with_store(settings)
+    try:
+        await _require(store, settings.namespace, args.session)
+        state = await store.open_session(settings.namespace, args.session)
+        archived = await store.messages(settings.namespace, args.session, state="archived")
+    finally:
+        await store.close()
+    summary = summary_from_json(state.summary)
+    print(f"session {args.session}: {len(state.live)} live, {len(archived)} archived messages")
+    print(f"summary ({summary.source}):\n{summary.render()}" if summary else "summary: none")
+    for stored in state.live[-args.last :] if args.last else state.live:
+        text = json.dumps(to_openai(stored.message), ensure_ascii=False)
+        print(f"{stored.seq:>5} {text[:200]}")
+    return 0
+
+
+async def sessions_export(settings: Settings, args: argparse.Namespace) -> int:
+    """Every message, archived ones included, in original form: an OpenAI JSONL transcript."""
+    store = await _with_store(settings)
+    try:
+        await _require(store, settings.namespace, args.session)
+        messages = await store.messages(settings.namespace, args.session, state=args.state)
+    finally:
+        await store.close()
+    lines = "".join(json.dumps(to_openai(s.message), ensure_ascii=False) + "\n" for s in messages)
+    if args.output:
+        Path(args.output).write_text(lines, encoding="utf-8")
+        print(f"exported {len(messages)} messages to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0
+
+
+async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
+    days = args.days if args.days is not None else settings.session_retention_days
+    store = await _with_store(settings)
+    try:
+        gone = await store.cleanup_idle(days * 86400)
+    finally:
+        await store.close()
+    print(f"removed {len(gone)} sessions idle over {days} days (their dialog archives stay)")
+    for namespace, session_id in gone:
+        print(f"  {namespace}/{session_id}")
+    return 0
+
+
+def config_command(settings: Settings, args: argparse.Namespace) -> int:
+    path = config_path(args)
+    if args.action == "path":
+        print(path)
+    elif args.action == "get":
+        print(json.dumps(settings.model_dump(mode="json")[_known(settings, args.key)], ensure_ascii=False))
+    elif args.action == "set":
+        updated = save_setting(path, args.key, args.value)
+        print(f"{args.key} = {updated.model_dump(mode='json')[args.key]!r} (saved to {path})")
+    else:
+        print(table(setting_rows(settings), ("key", "value", "source")))
+    return 0
+
+
+def _known(settings: Settings, key: str | None) -> str:
+    if key not in type(settings).model_fields:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"unknown setting {key!r}. Fix: one of {sorted(type(settings).model_fields)}")
+    return key

@@ -1,0 +1,209 @@
+"""The chat REPL and its commands, driven in-process with a scripted model (the terminal test uses the
+real local model)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from contextmem.agent import Agent
+from contextmem.cli.chat import Chat
+from contextmem.cli.commands import ChatCommands
+from contextmem.cli.main import main
+from contextmem.cli.render import context_report, describe_event, gauge
+from contextmem.engine import EngineEvent
+from contextmem.memory import HashEmbedder
+from contextmem.runtime import ContextMem
+from contextmem.settings import Settings
+from contextmem.testing import MemoryStore, ScriptedLLM
+
+from .engine_helpers import GOOD_SUMMARY
+
+
+def feeder(lines: list[str], screen: io.StringIO) -> Any:
+    """``input()`` as a terminal shows it: the prompt, then what the user typed."""
+    it: Iterator[str] = iter(lines)
+
+    def read(prompt: str) -> str:
+        try:
+            line = next(it)
+        except StopIteration:
+            raise EOFError from None
+        screen.write(f"{prompt}{line}\n")
+        return line
+
+    return read
+
+
+async def run_chat(
+    tmp_path: Path, lines: list[str], model: ScriptedLLM, **settings: Any
+) -> tuple[str, Agent]:
+    base: dict[str, Any] = {"workspace": tmp_path, "context_window": 6000, "max_tokens": 500}
+    runtime = await ContextMem.open(
+        Settings(**{**base, **settings}),
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        store=MemoryStore(),
+        embedder=HashEmbedder(),
+    )
+    agent = await Agent.open(runtime, "chat", llm=model)
+    out = io.StringIO()
+    commands = ChatCommands(runtime, agent, tmp_path / "config.json")
+    code = await Chat(runtime, agent, commands, read=feeder(lines, out), out=out).run()
+    await runtime.close()
+    assert code == 0
+    return out.getvalue(), agent
+
+
+async def test_first_launch_asks_and_saves_key_facts(tmp_path):
+    screen, agent = await run_chat(
+        tmp_path,
+        ["Mei", "short answers, in English", "ship the v2 billing service", "hi"],
+        ScriptedLLM.of("Hi Mei!"),
+    )
+    assert "First launch" in screen and "What should I call you?" in screen
+    text = (tmp_path / "user.md").read_text()
+    assert "Mei" in text and "short answers" in text and "v2 billing" in text
+    assert "Hi Mei!" in screen and "Mei" in agent.system_prompt
+
+
+async def test_the_commands_show_their_effects(tmp_path):
+    (tmp_path / "user.md").write_text("- Name: Mei\n")
+    (tmp_path / "MEMORY.md").write_text("- Deploys happen on Tuesdays.\n")
+    filler = "We looked at the nginx logs and the 502 errors again. " * 30
+    turns = [f"question {i}: {filler}" for i in range(6)]
+    lines = [
+        *turns[:4],
+        "/context",
+        "/compact keep decisions only",
+        "/config agent_max_context_turns 2",
+        "/config agent_max_context_turns zero",
+        "/config",
+        *turns[4:],
+        "/memory deploy day",
+        "/context clear",
+        "/context",
+        "/nope",
+        "/help",
+        '"""',
+        "line one",
+        "line two",
+        '"""',
+        "first half \\",
+        "second half",
+        "/exit",
+    ]
+    model = ScriptedLLM(default="Understood.")
+    screen, agent = await run_chat(tmp_path, lines, model)
+    # /context: the gauge and the regions
+    assert "context ▕" in screen and "output reserve" in screen and "free" in screen
+    assert "messages: 8 (assistant 4, user 4)" in screen
+    # /compact with an instruction: how many and the summary; the summariser saw the instruction
+    assert "compacted " in screen and "## Goal" in screen
+    # /config: validated, persisted, applied (turn trimming to 2 turns on the next build)
+    assert "agent_max_context_turns = 2 (saved to" in screen
+    assert json.loads((tmp_path / "config.json").read_text()) == {"agent_max_context_turns": 2}
+    assert "error: invalid settings" in screen and "agent_max_context_turns: got 'zero'" in screen
+    assert f"file:{tmp_path / 'config.json'}" in screen
+    assert "compaction (turn trim)" in screen
+    # /memory
+    assert "MEMORY.md:1-1" in screen and "Tuesdays" in screen
+    # /context clear, then an empty context
+    assert "context cleared:" in screen and "messages: 0 (none)" in screen
+    assert "unknown command /nope" in screen and "/compact [instruction]" in screen
+    # multi-line input arrives as one message each
+    users = [m for m in model.requests[-1] if m.kind == "user"]
+    assert users[-1].content == "first half \nsecond half"
+    assert any(m.content == "line one\nline two" for r in model.requests for m in r if m.kind == "user")
+    assert (await agent.engine.verify()).lost == 0
+
+
+def test_gauge_and_notices_render():
+    bar = gauge([100, 0, 300, 50, 500, 50], width=20)
+    assert len(bar) == 22 and "▒" not in bar  # an empty region takes no cell
+    assert describe_event(EngineEvent("offload", "d", "s", {"chars": 90000, "kept": 3000, "path": "x"}))
+    notice = describe_event(
+        EngineEvent(
+            "compaction_finished", "d", "s", {"reason": "turn_trim", "archived": 4, "tokens_before": 9}
+        )
+    )
+    assert notice is not None and "4 messages archived" in notice
+    assert describe_event(EngineEvent("compaction_started", "d", "s", {"reason": "budget_trim"})) is None
+
+
+async def test_context_report_numbers_add_up(tmp_path):
+    runtime = await ContextMem.open(
+        Settings(workspace=tmp_path, context_window=6000, max_tokens=500),
+        llm=ScriptedLLM(),
+        store=MemoryStore(),
+        embedder=HashEmbedder(),
+    )
+    agent = await Agent.open(runtime, "c", llm=ScriptedLLM())
+    stats = agent.engine.stats(agent.system_prompt, agent.tool_specs)
+    report = context_report(stats)
+    est = stats.estimate
+    assert f"{est.prompt + est.max_tokens:,} / 6,000 tokens" in report
+    assert f"{est.tool_defs:>9,}" in report and est.tool_defs > 100
+    await runtime.close()
+
+
+SCRIPTED_CHAT = ["--model", "scripted", "--embedder", "hash", "chat"]
+
+
+def test_chat_command_end_to_end_without_a_model_call(tmp_path):
+    """``contextmem chat`` wiring: onboarding, a command and exit through stdin (no model call made)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "contextmem.cli.main", "--workspace", str(tmp_path), *SCRIPTED_CHAT],
+        input="Ana\n\n\n/context\n/exit\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "First launch" in proc.stdout and "context ▕" in proc.stdout
+    assert "Ana" in (tmp_path / "user.md").read_text()
+    assert main(["--workspace", str(tmp_path), "sessions", "list"]) == 0
+
+
+def test_chat_with_an_openai_compatible_endpoint_calls_tools(tmp_path):
+    """``--model openai:MODEL --base-url URL``: native tool calls through a real local HTTP server."""
+    import os
+    import subprocess
+    import sys
+
+    from contextmem.messages import ToolCall
+    from contextmem.testing_servers import FakeOpenAIServer, ServerReply
+
+    (tmp_path / "user.md").write_text("- Name: Ana\n")
+    (tmp_path / "MEMORY.md").write_text("- The staging cluster is called kestrel.\n")
+    search = ToolCall("call_1", "memory_search", json.dumps({"query": "staging cluster name"}))
+    script = [ServerReply(tool_calls=(search,)), ServerReply("It is called kestrel.")]
+    argv = ["--workspace", str(tmp_path), "--embedder", "hash", "--model", "openai:gpt-test"]
+    with FakeOpenAIServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "contextmem.cli.main", *argv, "--base-url", server.base_url, "chat"],
+            input="What is the staging cluster called?\n/exit\n",
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        )
+        requests = list(server.requests)
+    assert proc.returncode == 0, proc.stderr
+    assert "→ memory_search" in proc.stdout and "It is called kestrel." in proc.stdout
+    assert len(requests) == 2
+    tools = {t["function"]["name"] for t in requests[0].body["tools"]}
+    assert {"memory_search", "memory_get", "memory_write", "read_file"} <= tools
+    assert (
+        requests[0].body["messages"][0]["role"] == "system"
+        and "Ana" in requests[0].body["messages"][0]["content"]
+    )
+    sent = requests[1].body["messages"]
+    assert any(m["role"] == "tool" and "kestrel" in m["content"] for m in sent)
