@@ -326,3 +326,19 @@ async def test_summary_requests_fit_a_small_model_window(tmp_path):
     for request, max_tokens in zip(llm.requests, llm.request_max_tokens, strict=True):
         assert engine.counter.count_request(request) + (max_tokens or 0) <= 3000
     assert (await engine.verify()).lost == 0
+
+
+async def test_small_window_cuts_a_huge_current_result_instead_of_dropping_it(tmp_path):
+    """A 105 KB tool result in the running turn of a 5k window is cut to fit (full text one read_file
+    away), not dropped with its call — an agent that lost it would only call the tool again."""
+    engine = await make_engine(tmp_path, window=5000, reserve=500, pruning_recent_msg_max_bytes=50_000)
+    call = ToolCall("call_big", "fetch_logs", "{}")
+    huge = "".join(f"2026-11-22 01:{i % 60:02d} worker-{i} ok latency={i}ms\n" for i in range(2500))
+    await engine.add(UserMessage("why is the worker slow?"), AssistantMessage(None, tool_calls=(call,)))
+    await engine.add(ToolMessage("call_big", huge))
+    request = await engine.build("You are an SRE agent.")
+    assert request.estimate.prompt + request.max_tokens <= 5000
+    kept = [m for m in request.messages if isinstance(m, ToolMessage)]
+    assert len(kept) == 1 and "tool_results/" in kept[0].content and len(kept[0].content) < len(huge)
+    assert any(isinstance(m, AssistantMessage) and m.tool_calls for m in request.messages)
+    assert (await engine.verify()).lost == 0

@@ -1,6 +1,6 @@
 """Settings that follow the model in use, and applying changed settings to a live session.
 
-A local llama.cpp model has a real context of ``n_ctx`` tokens (4096 by default), far below the
+A local llama.cpp model has a real context of ``n_ctx`` tokens (8192 by default), far below the
 50,000-token budget cap: planning against the cap would overflow it on every long turn. Unless the user
 set them, the window, the output reserve and the summary sizes are fitted to the model.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..budget import resolve_window
 from ..engine import ContextEngine
 from ..llm.base import LLM
 from ..settings import Settings
@@ -41,13 +40,4 @@ def fit_settings(settings: Settings, llm: LLM) -> Settings:
 
 def apply_settings(engine: ContextEngine, settings: Settings) -> None:
     """Make a live session use ``settings`` from its next ``build`` on (window and summary sizes too)."""
-    engine.settings = settings
-    engine.window = resolve_window(
-        model="" if settings.model == "local" else settings.model,
-        context_window=settings.context_window,
-        max_tokens=settings.max_tokens,
-        cap=settings.agent_max_context_tokens,
-    )
-    for summarizer in (engine.summarizer, engine._extractor):
-        if summarizer is not None:
-            summarizer.max_tokens = settings.summary_max_tokens
+    engine.reconfigure(settings)

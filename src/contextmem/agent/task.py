@@ -13,14 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..budget import turn_starts
-from ..compaction.plans import Plan
+from ..compaction.plans import plan_fold_task
 from ..engine import ContextEngine
-from ..messages import AssistantMessage, Message, ToolCall, ToolMessage, text_of
+from ..messages import AssistantMessage, ToolCall, ToolMessage, text_of
 
 __all__ = ["TaskMemory", "TaskStep", "fold_task", "plan_fold_task"]
-
-FOLD_REASON = "fold_task"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,41 +46,10 @@ class TaskMemory:
         return [call for step in self.steps for call in step.calls]
 
 
-def plan_fold_task(history: Sequence[Message]) -> Plan:
-    """Pure: drop the newest turn's tool steps when that turn ended in a plain reply; keep the rest.
-
-    Only whole steps leave (an assistant tool call together with all its results), so no tool pair is
-    ever split; the user message and every plain assistant reply stay. An unfinished turn (its last
-    message is not a plain reply) is left alone.
-    """
-    starts = turn_starts(history)
-    if not starts or not history:
-        return Plan(tuple(range(len(history))), ())
-    last = history[-1]
-    if not isinstance(last, AssistantMessage) or last.tool_calls:
-        return Plan(tuple(range(len(history))), ())
-    first = starts[-1]
-    drop = tuple(
-        i
-        for i in range(first, len(history))
-        if isinstance(history[i], ToolMessage)
-        or (isinstance(history[i], AssistantMessage) and history[i].tool_calls)  # type: ignore[union-attr]
-    )
-    keep = tuple(i for i in range(len(history)) if i not in set(drop))
-    return Plan(keep, drop, steps=(FOLD_REASON,))
-
-
 async def fold_task(engine: ContextEngine) -> int:
     """Fold the finished task at the end of ``engine``'s history; returns how many messages left.
 
     The steps are archived (dialog/ + store) before they leave; with ``summarize=False`` they are not
     added to the running summary, because the reply that stays already carries the outcome.
     """
-    # The engine applies plans under its own lock; it has no public "apply this plan" method yet, so this
-    # is the one place outside the engine that reaches for it (see the agent's notes for the lead).
-    async with engine._lock:
-        plan = plan_fold_task(engine.history.messages)
-        if plan.empty:
-            return 0
-        applied = await engine._apply(plan, FOLD_REASON, summarize=False)
-    return len(plan.drop) if applied else 0
+    return await engine.fold_turn()

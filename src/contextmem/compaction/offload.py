@@ -4,7 +4,8 @@ Thresholds depend on recency. The newest ``pruning_recent_n`` tool results, and 
 current turn, may keep up to ``pruning_recent_msg_max_bytes``; older ones ``pruning_old_msg_max_bytes``.
 Results of past turns are also held to CowAgent's ``historical_tool_result_max_chars``. The current turn
 is never cut below the recent threshold: the agent may still need it, and the full text stays one
-``read_file`` away.
+``read_file`` away. With a small window ``cap_bytes`` bounds every threshold, so that no one result
+can take the whole budget.
 """
 
 from __future__ import annotations
@@ -82,24 +83,26 @@ def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
 
 
 def offload_limits(
-    history: Sequence[Message], current_turn_start: int, settings: Settings
+    history: Sequence[Message], current_turn_start: int, settings: Settings, cap_bytes: int | None = None
 ) -> list[OffloadLimit | None]:
-    """The limit for every message (``None`` for non-tool messages), newest results first in recency."""
+    """The limit for every message (``None`` for non-tool messages), by recency among tool results."""
     limits: list[OffloadLimit | None] = [None] * len(history)
+    cap = cap_bytes if cap_bytes is not None else 1 << 62
+    recent, old = (
+        min(settings.pruning_recent_msg_max_bytes, cap),
+        min(settings.pruning_old_msg_max_bytes, cap),
+    )
+    history_chars = settings.historical_tool_result_max_chars
     rank = 0
     for i in range(len(history) - 1, -1, -1):
         if not isinstance(history[i], ToolMessage):
             continue
         if i >= current_turn_start:
-            limits[i] = OffloadLimit(settings.pruning_recent_msg_max_bytes, None)
+            limits[i] = OffloadLimit(recent, None)
         elif rank < settings.pruning_recent_n:
-            limits[i] = OffloadLimit(
-                settings.pruning_recent_msg_max_bytes, settings.historical_tool_result_max_chars
-            )
+            limits[i] = OffloadLimit(recent, history_chars)
         else:
-            limits[i] = OffloadLimit(
-                settings.pruning_old_msg_max_bytes, settings.historical_tool_result_max_chars
-            )
+            limits[i] = OffloadLimit(old, history_chars)
         rank += 1
     return limits
 
@@ -109,6 +112,8 @@ def plan_offload(
     current_turn_start: int,
     settings: Settings,
     paths: Sequence[str],
+    *,
+    cap_bytes: int | None = None,
 ) -> list[Offload]:
     """Tool results whose current form is over its limit.
 
@@ -119,6 +124,6 @@ def plan_offload(
     """
     return [
         Offload(i, limit, paths[i])
-        for i, limit in enumerate(offload_limits(history, current_turn_start, settings))
+        for i, limit in enumerate(offload_limits(history, current_turn_start, settings, cap_bytes))
         if limit is not None and not fits(text_of(history[i].content), limit)
     ]

@@ -174,6 +174,30 @@ def plan_emergency(history: Sequence[Message], stage: int, *, max_chars: int, ma
     return Plan(tuple(keep), tuple(i for i in range(n) if i not in kept), rewrite, ("emergency_trim",))
 
 
+def plan_fold_task(history: Sequence[Message]) -> Plan:
+    """Pure: drop the newest turn's tool steps when that turn ended in a plain reply; keep the rest.
+
+    Only whole steps leave (an assistant tool call together with all its results), so no tool pair is
+    ever split; the user message and every plain assistant reply stay. An unfinished turn (its last
+    message is not a plain reply) is left alone.
+    """
+    starts = turn_starts(history)
+    if not starts or not history:
+        return Plan(tuple(range(len(history))), ())
+    last = history[-1]
+    if not isinstance(last, AssistantMessage) or last.tool_calls:
+        return Plan(tuple(range(len(history))), ())
+    first = starts[-1]
+    drop = tuple(
+        i
+        for i in range(first, len(history))
+        if isinstance(history[i], ToolMessage)
+        or (isinstance(history[i], AssistantMessage) and history[i].tool_calls)  # type: ignore[union-attr]
+    )
+    keep = tuple(i for i in range(len(history)) if i not in set(drop))
+    return Plan(keep, drop, steps=("fold_task",))
+
+
 def plan_restore(history: Sequence[Message], max_turns: int) -> Plan:
     """S1: after a restart keep the newest ``max(3, max_turns // 6)`` turns: user text and final reply."""
     turns = _turns(history, range(len(history)))

@@ -31,6 +31,7 @@ from ..compaction.plans import (
     Plan,
     plan_budget_trim,
     plan_emergency,
+    plan_fold_task,
     plan_restore,
     plan_summarize,
     plan_turn_trim,
@@ -83,26 +84,16 @@ class ContextEngine:
         self.counter = counter or MessageCounter(
             get_counter(settings.tokenizer), image_tokens=settings.image_tokens
         )
-        self.window = window or resolve_window(
-            model="" if settings.model == "local" else settings.model,
-            context_window=settings.context_window,
-            max_tokens=settings.max_tokens,
-            cap=settings.agent_max_context_tokens,
-        )
-        # A model with a small window (the local one) gets summary requests sized to fit it: the
-        # previous summary, a chunk of history and the reply must all fit in one call.
-        llm_window: int | None = getattr(llm, "context_window", None)
-        summary_max = settings.summary_max_tokens
-        self._chunk_tokens = settings.summary_chunk_tokens
-        if llm_window is not None:
-            summary_max = max(200, min(summary_max, llm_window // 5))
-            self._chunk_tokens = max(500, min(self._chunk_tokens, llm_window - 3 * summary_max - 400))
+        self.window = window or _window(settings)
+        self.llm = llm
         self.summarizer = (
-            Summarizer(llm, self.counter, max_tokens=summary_max, timeout=settings.summary_timeout_seconds)
+            Summarizer(llm, self.counter, timeout=settings.summary_timeout_seconds)
             if llm is not None
             else None
         )
-        self._extractor = Summarizer(_NoLLM(), self.counter, max_tokens=summary_max)
+        self._extractor = Summarizer(_NoLLM(), self.counter)
+        self._chunk_tokens = settings.summary_chunk_tokens
+        self._size_summaries()
         self.archive = DialogArchive(self.workspace_dir, clock=clock)
         self._clock = clock
         self.history = CountedHistory(self.counter)
@@ -156,6 +147,25 @@ class ContextEngine:
                 "cut": sorted(self.originals),
             }
         )
+
+    def _size_summaries(self) -> None:
+        """Summary budget and chunk size from the settings, shrunk to fit a model with a small window
+        (the local one): the previous summary, a chunk of history and the reply share one call."""
+        llm_window: int | None = getattr(self.llm, "context_window", None)
+        summary_max = self.settings.summary_max_tokens
+        self._chunk_tokens = self.settings.summary_chunk_tokens
+        if llm_window is not None:
+            summary_max = max(200, min(summary_max, llm_window // 5))
+            self._chunk_tokens = max(500, min(self._chunk_tokens, llm_window - 3 * summary_max - 400))
+        for summarizer in (self.summarizer, self._extractor):
+            if summarizer is not None:
+                summarizer.max_tokens = summary_max
+
+    def reconfigure(self, settings: Settings, *, window: Window | None = None) -> None:
+        """Use ``settings`` from the next ``build`` on (``/config``): window and summary sizes too."""
+        self.settings = settings
+        self.window = window or _window(settings)
+        self._size_summaries()
 
     async def close(self) -> None:
         await self.wait_idle()
@@ -216,7 +226,7 @@ class ContextEngine:
         user message alone cannot fit.
         """
         async with self._lock:
-            await self._offload()
+            await self._offload(self._history_budget(system_prompt, tools))
             if len(turn_starts(self.history.messages)) > self.settings.agent_max_context_turns:
                 await self._apply(
                     plan_turn_trim(self.history.messages, self.settings.agent_max_context_turns), "turn_trim"
@@ -232,7 +242,8 @@ class ContextEngine:
             for stage in (1, 2):
                 if self.history.total <= self._history_budget(system_prompt, tools):
                     break
-                await self._apply(self._emergency_plan(stage), "proactive_emergency")
+                budget = self._history_budget(system_prompt, tools)
+                await self._apply(self._emergency_plan(stage, budget), "proactive_emergency")
         return self.assemble(system_prompt, tools)
 
     def assemble(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
@@ -289,7 +300,7 @@ class ContextEngine:
             )
         self._emergency_stage = 0
 
-    async def _offload(self) -> None:
+    async def _offload(self, budget: int) -> None:
         """C5: cut old tool results to head + tail; full text to tool_results/ (and the original archived)."""
         msgs = self.history.messages
         starts = turn_starts(msgs)
@@ -298,7 +309,9 @@ class ContextEngine:
             offload_path(self.session_id, seq, getattr(m, "tool_call_id", ""))
             for seq, m in zip(self.seqs, msgs, strict=True)
         ]
-        for action in plan_offload(msgs, current, self.settings, paths):
+        # No single result may keep more than half the history budget (~3 bytes a token, conservatively).
+        cap = max(1_000, budget * 3 // 2)
+        for action in plan_offload(msgs, current, self.settings, paths, cap_bytes=cap):
             seq = self.seqs[action.index]
             original = self.originals.get(seq, msgs[action.index])
             assert isinstance(original, ToolMessage)
@@ -395,10 +408,22 @@ class ContextEngine:
             self._schedule()
         return True
 
-    def _emergency_plan(self, stage: int) -> Plan:
+    async def fold_turn(self) -> int:
+        """C14: once the newest turn ended in a reply, its tool steps leave the context (archived first,
+        not summarised: the reply carries the outcome). Returns how many messages left."""
+        async with self._lock:
+            plan = plan_fold_task(self.history.messages)
+            if plan.empty:
+                return 0
+            return len(plan.drop) if await self._apply(plan, "fold_task", summarize=False) else 0
+
+    def _emergency_plan(self, stage: int, budget: int) -> Plan:
+        """C11's caps (10,000 chars, 5 turns), but never more than half the history budget per message,
+        so a capped message leaves room for the rest (a character is at most about one token)."""
         s = self.settings
+        max_chars = max(400, min(s.emergency_max_chars, budget // 2))
         return plan_emergency(
-            self.history.messages, stage, max_chars=s.emergency_max_chars, max_turns=s.emergency_max_turns
+            self.history.messages, stage, max_chars=max_chars, max_turns=s.emergency_max_turns
         )
 
     # --- background summarisation (C8, C9) -------------------------------------------------------
@@ -530,7 +555,8 @@ class ContextEngine:
                 if stage == 1:
                     snapshot = self._extractor.extract(self.summary, self.history.messages)
                     self._emit("overflow", error=str(error)[:300], summary=snapshot.render())
-                await self._apply(self._emergency_plan(stage), f"emergency_{stage}")
+                budget = self._history_budget(system_prompt, tools)
+                await self._apply(self._emergency_plan(stage, budget), f"emergency_{stage}")
             try:
                 request = self.assemble(system_prompt, tools)
             except BudgetExceededError:
@@ -598,6 +624,15 @@ class ContextEngine:
                     path.unlink()
                     removed += 1
         return removed
+
+
+def _window(settings: Settings) -> Window:
+    return resolve_window(
+        model="" if settings.model == "local" else settings.model,
+        context_window=settings.context_window,
+        max_tokens=settings.max_tokens,
+        cap=settings.agent_max_context_tokens,
+    )
 
 
 def _write_durably(path: Path, text: str) -> None:
