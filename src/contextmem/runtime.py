@@ -72,7 +72,7 @@ class ContextMem:
         workspace = Workspace(settings.workspace_path, settings.namespace)
         workspace.ensure()
         if store is None or isinstance(store, str):
-            url = store or settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+            url = store or settings.store_url
             store = open_store(url)
         if llm is None or isinstance(llm, str):
             llm = load_llm(

@@ -123,6 +123,11 @@ class Settings(BaseModel):
         return self.workspace.expanduser()
 
     @property
+    def store_url(self) -> str:
+        """The session store: the ``store`` setting, else a SQLite file in the workspace."""
+        return self.store or f"sqlite:///{self.workspace_path / 'sessions.sqlite'}"
+
+    @property
     def sources(self) -> dict[str, str]:
         """Where each key's value came from: 'default', 'file:PATH', 'env:NAME' or 'override'."""
         return {name: self._sources.get(name, "default") for name in type(self).model_fields}

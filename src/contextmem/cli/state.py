@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def store_url(settings: Settings) -> str:
     """The store a command touches: ``--store``/the ``store`` setting, else SQLite in the workspace."""
-    return settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+    return settings.store_url
 
 
 def _when(ts: float) -> str:

@@ -51,7 +51,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
         raise ConfigError("a stdio server serves one namespace. Fix: give --namespace once")
     if args.transport == "http":
         check_host(args.host, allow_remote=args.allow_remote)
-    url = settings.store or f"sqlite:///{settings.workspace_path / 'sessions.sqlite'}"
+    url = settings.store_url
     base_url = {"base_url": settings.base_url} if settings.base_url else {}
     llm = None if args.no_llm else load_llm(settings.model, **base_url)
     namespaces = Namespaces(
