@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError, LLMError, TransientLLMError
 from contextmem.formats.openai import messages_from_openai
-from contextmem.messages import Message, assistant, text_of, tool_call, tool_result, user
+from contextmem.messages import (
+    Message,
+    SystemMessage,
+    UserMessage,
+    assistant,
+    text_of,
+    tool_call,
+    tool_result,
+    user,
+)
 from contextmem.summarize import (
     Ledger,
     Summarizer,
@@ -21,7 +30,9 @@ from contextmem.summarize import (
     merge_archive_refs,
     parse_sections,
     render_transcript,
+    summary_prompt,
 )
+from contextmem.summarize.prompts import SECTION_KEYS, summary_template
 from contextmem.testing import Reply, ScriptedLLM
 from contextmem.tokens import HeuristicCounter, MessageCounter, get_counter
 
@@ -180,13 +191,33 @@ async def test_incremental_prompt_carries_previous_summary_new_messages_and_inst
     assert "Never charge a customer twice" in body  # previous summary
     assert "Our staging site" in body  # new messages
     assert body.index("Current summary") < body.index("New part") < body.index("keep requirements")
+    assert body.index("keep requirements") < body.index("Fill in this template")
     for header in EN_HEADERS:
         assert f"## {header}" in body
-    assert system.kind == "system" and "never talk to the user" in text_of(system.content)
+    rules = text_of(system.content)
+    assert system.kind == "system" and "never talk to the user" in rules
+    assert "character for character" in rules and "Fold the new part" in rules
+
+
+def test_prompt_puts_rules_in_system_and_ends_the_user_message_with_the_template() -> None:
+    for lang, headers in (("en", EN_HEADERS), ("zh", ZH_HEADERS)):
+        system, prompt = summary_prompt(None, "user: hi", lang=lang, budget=321)
+        rules, body = text_of(system.content), text_of(prompt.content)
+        assert isinstance(system, SystemMessage) and isinstance(prompt, UserMessage)
+        assert "321" in rules and "user: hi" not in rules
+        assert body.endswith(summary_template(lang))
+        template = summary_template(lang)
+        assert [line.removeprefix("## ") for line in template.splitlines()[::2]] == headers
+        assert all(line.startswith("- ...") for line in template.splitlines()[1::2])
+        # no ready-made answer for a small model to copy
+        assert "(none)" not in rules + body and "（无）" not in rules + body
+    _, body = summary_prompt("## Goal\n- old goal", "user: hi", lang="en", budget=100)
+    # the previous summary goes in as a flat list of facts, not as a template filled in already
+    assert text_of(body.content).startswith("Current summary:\n- Goal: old goal\n\nNew part")
 
 
 async def test_incremental_summary_accumulates_coverage_refs_and_ledger() -> None:
-    llm = ScriptedLLM.of(EN_SUMMARY, default=EN_SUMMARY)
+    llm = ScriptedLLM.of(EN_SUMMARY, ZH_SUMMARY)
     summarizer = Summarizer(llm, COUNTER)
     first = await summarizer.summarize(
         None, load("en_deploy_debug"), archive_refs=["dialog/d.jsonl lines 1-11"]
@@ -197,7 +228,40 @@ async def test_incremental_summary_accumulates_coverage_refs_and_ledger() -> Non
     assert second.messages_covered == first.messages_covered + len(load("en_pipeline_secrets"))
     assert second.archive_refs == ("dialog/d.jsonl lines 1-18",)
     assert "/srv/cart/.env" in second.ledger and "OOMKilled" in second.ledger
-    assert EN_SUMMARY in text_of(llm.requests[1][-1].content)
+    assert "- Key decisions: Restore the missing setting" in text_of(llm.requests[1][-1].content)
+    assert second.text == ZH_SUMMARY and len(llm.requests) == 2
+
+
+async def test_a_reply_repeating_the_previous_summary_is_retried_on_the_new_part_and_merged() -> None:
+    new_part = EN_SUMMARY.replace("Fix the staging checkout outage.", "Add REDIS_URL to the checklist.")
+    llm = ScriptedLLM.of(PREVIOUS.text, new_part)
+    summary = await Summarizer(llm, COUNTER).summarize(PREVIOUS, load("en_deploy_debug"))
+    assert len(llm.requests) == 2
+    first, retry = (text_of(request[-1].content) for request in llm.requests)
+    assert "Never charge a customer twice" in first
+    assert "Never charge a customer twice" not in retry and "Our staging site" in retry
+    assert summary.source == "llm"
+    _, sections = parse_sections(summary.text)
+    assert sections["goal"] == (
+        "- Migrate billing to the Stripe API version 2023-10-16.\n- Add REDIS_URL to the checklist."
+    )
+    assert sections["constraints"].startswith("- Never charge a customer twice.\n- Do not restart")
+    assert_previous_kept(summary)
+
+
+async def test_a_merge_over_budget_is_recompressed_once() -> None:
+    llm = ScriptedLLM.of(PREVIOUS.text, huge_summary(), EN_SUMMARY)
+    summary = await Summarizer(llm, COUNTER, max_tokens=600).summarize(PREVIOUS, load("en_deploy_debug"))
+    assert len(llm.requests) == 3
+    assert "too long" in text_of(llm.requests[2][-1].content)
+    assert summary.source == "llm" and summary.text == EN_SUMMARY
+
+
+async def test_a_repeated_summary_then_junk_falls_back() -> None:
+    llm = ScriptedLLM.of(PREVIOUS.text, "Sure!", EN_SUMMARY)
+    summary = await Summarizer(llm, COUNTER).summarize(PREVIOUS, load("en_deploy_debug"))
+    assert len(llm.requests) == 2 and summary.source == "extractive"
+    assert_previous_kept(summary)
 
 
 async def test_no_new_messages_means_no_model_call() -> None:
@@ -252,6 +316,12 @@ JUNK = {
     "greeting": "Hello! How can I help you today?",
     "chinese chatty": "好的，以下是摘要：",
     "missing sections": "## Goal\n- Fix it.\n## Progress\n- Done.",
+    "three sections": "## Goal\n- Fix it.\n## Progress\n- Done.\n## Next steps\n- Ship.",
+    "bare none": "- (none)",
+    "template echo": summary_template("en"),
+    "template echo zh": summary_template("zh"),
+    "all none": "\n".join(f"## {h}\n- (none)" for h in EN_HEADERS),
+    "all dots": "\n".join(f"## {h}\n- ..." for h in ZH_HEADERS),
 }
 
 
@@ -264,6 +334,57 @@ async def test_junk_twice_falls_back_after_one_retry(junk: str) -> None:
     assert summary.source == "extractive"
     assert summary.fallback_reason
     assert_previous_kept(summary)
+
+
+FIVE_SECTIONS = EN_SUMMARY[: EN_SUMMARY.index("## Critical context")].strip()
+
+
+@pytest.mark.parametrize("dropped", [[], ["context"], ["constraints", "context"], ["goal", "decisions"]])
+async def test_four_or_more_sections_are_accepted_and_the_missing_say_none(dropped: list[str]) -> None:
+    _, sections = parse_sections(EN_SUMMARY)
+    reply = "\n".join(
+        f"## {title}\n{sections[key]}"
+        for key, title in zip(SECTION_KEYS, EN_HEADERS, strict=True)
+        if key not in dropped
+    )
+    summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(None, load("en_deploy_debug"))
+    assert summary.source == "llm"
+    _, got = parse_sections(summary.text)
+    assert list(got) == list(SECTION_KEYS)  # every header, in order
+    for key in SECTION_KEYS:
+        assert got[key] == ("- (none)" if key in dropped else sections[key])
+    if not dropped:
+        assert summary.text == EN_SUMMARY  # a complete reply is kept as written
+
+
+async def test_a_partly_filled_template_keeps_content_and_drops_placeholders() -> None:
+    reply = (
+        "## 目标\n- 把登录改为 JWT。\n## 约束\n- ...（要求、限制和禁止做的事）\n## 进展\n- 测试通过。\n"
+        "## 关键决策\n- 使用 RS256。\n## 下一步\n- ...\n"
+    )
+    summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(None, load("zh_auth_refactor"))
+    assert summary.source == "llm"
+    assert "..." not in summary.text and "要求、限制" not in summary.text
+    _, got = parse_sections(summary.text)
+    assert got == {
+        "goal": "- 把登录改为 JWT。",
+        "constraints": "- （无）",
+        "progress": "- 测试通过。",
+        "decisions": "- 使用 RS256。",
+        "next": "- （无）",
+        "context": "- （无）",
+    }
+    for header in ZH_HEADERS:
+        assert f"## {header}\n" in summary.text
+
+
+async def test_missing_sections_follow_the_reply_language() -> None:
+    # English headers for a Chinese conversation are accepted; the filled-in headers match them
+    summary = await Summarizer(ScriptedLLM.of(FIVE_SECTIONS), COUNTER).summarize(
+        None, load("zh_ops_incident")
+    )
+    assert summary.source == "llm" and summary.lang == "zh"
+    assert summary.text.endswith("## Critical context\n- (none)")
 
 
 async def test_retry_once_then_valid_uses_the_model() -> None:
@@ -296,8 +417,11 @@ async def test_over_budget_reply_is_recompressed_once() -> None:
     llm = ScriptedLLM.of(huge_summary(), EN_SUMMARY)
     summary = await Summarizer(llm, COUNTER, max_tokens=600).summarize(None, load("en_deploy_debug"))
     assert len(llm.requests) == 2
-    recompress = text_of(llm.requests[1][-1].content)
+    system, prompt = llm.requests[1]
+    recompress = text_of(prompt.content)
     assert "too long" in recompress and "step 399 done" in recompress
+    assert recompress.endswith(summary_template("en"))
+    assert "{" not in text_of(system.content) and "never talk to the user" in text_of(system.content)
     assert summary.source == "llm" and summary.text == EN_SUMMARY
 
 
@@ -316,8 +440,10 @@ async def test_chinese_conversation_gets_chinese_prompt_and_headers() -> None:
     messages = load("zh_auth_refactor")
     llm = ScriptedLLM.of(ZH_SUMMARY)
     summary = await Summarizer(llm, COUNTER).summarize(None, messages)
-    body = text_of(llm.requests[0][-1].content)
-    assert "请逐步总结" in body
+    system, prompt = llm.requests[0]
+    body = text_of(prompt.content)
+    assert "请逐步总结" in text_of(system.content) and "逐字照抄" in text_of(system.content)
+    assert body.startswith("当前摘要：") and body.endswith(summary_template("zh"))
     for header in ZH_HEADERS:
         assert f"## {header}" in body
     assert summary.source == "llm" and summary.lang == "zh"

@@ -30,11 +30,16 @@ __all__ = [
     "SECTION_KEYS",
     "SECTION_TITLES",
     "Lang",
+    "complete_sections",
     "detect_language",
+    "merge_sections",
     "parse_sections",
     "recompress_prompt",
     "render_transcript",
+    "repeats",
+    "section_has_content",
     "summary_prompt",
+    "summary_template",
 ]
 
 SECTION_KEYS: tuple[str, ...] = ("goal", "constraints", "progress", "decisions", "next", "context")
@@ -150,6 +155,77 @@ def parse_sections(text: str) -> tuple[str, dict[str, str]]:
     return preamble.strip(), sections
 
 
+_BULLET = re.compile(r"^[ \t]*(?:[-*•+][ \t]*)?")
+_NONE_MARKERS = frozenset({"", "(none)", "none", "n/a", "（无）", "(无)", "无", "none.", "无。"})
+
+
+def _is_placeholder(line: str) -> bool:
+    """A template placeholder left unfilled (``- ...``, ``- ... (hint)``, a bare hint) or a none marker."""
+    item = _BULLET.sub("", line).strip()
+    if item.lower() in _NONE_MARKERS or item.startswith(("...", "…")):
+        return True
+    bare = item.strip("()（）").strip()
+    return any(bare == hint for hints in _HINTS.values() for hint in hints.values())
+
+
+def section_has_content(body: str) -> bool:
+    """Whether a section body says anything beyond placeholders and "(none)"."""
+    return any(not _is_placeholder(line) for line in body.splitlines())
+
+
+def complete_sections(text: str, lang: Lang) -> str:
+    """``text`` with every section present, in order: missing or empty ones say "(none)".
+
+    A reply that already has all six sections, each with content, is returned unchanged. Otherwise the
+    summary is rebuilt in the canonical order, placeholder lines dropped, with the headers in the
+    language the reply used (``lang`` when it used none).
+    """
+    _, sections = parse_sections(text)
+    lines_of = {key: [line for line in body.splitlines() if line.strip()] for key, body in sections.items()}
+    if len(sections) == len(SECTION_KEYS) and all(
+        lines and not any(_is_placeholder(line) for line in lines) for lines in lines_of.values()
+    ):
+        return text
+    titles = [m.group("title") for m in _HEADER.finditer(text)]
+    zh_titles = set(SECTION_TITLES["zh"].values())
+    if titles:
+        lang = "zh" if sum(t in zh_titles for t in titles) * 2 > len(titles) else "en"
+    none = "（无）" if lang == "zh" else "(none)"
+    blocks = []
+    for key in SECTION_KEYS:
+        lines = [line for line in lines_of.get(key, []) if not _is_placeholder(line)]
+        body = "\n".join(lines).strip() or f"- {none}"
+        blocks.append(f"## {SECTION_TITLES[lang][key]}\n{body}")
+    return "\n\n".join(blocks)
+
+
+def _items(body: str) -> list[str]:
+    return [_BULLET.sub("", line).strip() for line in body.splitlines() if not _is_placeholder(line)]
+
+
+def repeats(reply: str, previous: str, share: float = 0.8) -> bool:
+    """Whether ``reply`` is (nearly) the previous summary again: ``share`` of its items were in it."""
+    _, new = parse_sections(reply)
+    _, old = parse_sections(previous)
+    items = [item for body in new.values() for item in _items(body)]
+    known = {item for body in old.values() for item in _items(body)}
+    return bool(items) and sum(item in known for item in items) >= share * len(items)
+
+
+def merge_sections(previous: str, new: str, lang: Lang) -> str:
+    """The previous summary with the new summary's items appended to each section, duplicates dropped."""
+    _, old_sections = parse_sections(previous)
+    _, new_sections = parse_sections(new)
+    merged: dict[str, list[str]] = {}
+    for key in SECTION_KEYS:
+        items: list[str] = []
+        for item in _items(old_sections.get(key, "")) + _items(new_sections.get(key, "")):
+            if item not in items:
+                items.append(item)
+        merged[key] = items
+    return format_sections(merged, lang)
+
+
 def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
     """Markdown with every section header, in order; an empty section says so rather than vanishing."""
     titles = SECTION_TITLES[lang]
@@ -163,52 +239,58 @@ def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
 
 
 # --- prompts ------------------------------------------------------------------------------------
+#
+# Shaped for small instruction-tuned models as much as for big hosted ones: the rules go in the system
+# message, the material (previous summary, new messages, the user's /compact instruction) in the user
+# message, and the user message *ends* with a fill-in template of the six headers. A 1.5B model given
+# the headers as a list inside the rules answered "- (none)" and stopped; given a template to fill as
+# the last thing it reads, it writes the sections. Every header carries a short hint of what goes there
+# (the last one most of all: without a hint small models drop it), and "(none)" is mentioned nowhere,
+# so there is no ready-made answer to copy.
 
 _SYSTEM: dict[Lang, str] = {
-    "en": (
-        "You maintain the running memory of a long conversation between a user and an AI assistant. "
-        "You never talk to the user; you only write the memory document."
-    ),
-    "zh": "你负责维护用户与 AI 助手之间长对话的记忆。你从不与用户对话，只输出记忆文档本身。",
-}
-
-_INSTRUCTIONS: dict[Lang, str] = {
-    "en": """Update the summary step by step: fold the new part of the conversation into the current \
-summary and return one complete new summary that replaces it.
+    "en": """You maintain the running memory of a long conversation between a user and an AI assistant. \
+You never talk to the user; you only write the memory document.
 
 Rules:
+- Fold the new part of the conversation into the current summary and write one complete new summary \
+that replaces it.
 - Keep every fact of the current summary that still matters; drop only what the new messages make obsolete.
 - Copy file paths, URLs, function and class names, commands, numbers, versions, IDs and error messages \
 exactly as written, character for character.
 - Record outcomes of tool calls, not their raw output.
-- Write in English, tersely, as bullet points under exactly these six headers, in this order:
-
-## Goal
-## Constraints
-## Progress
-## Key decisions
-## Next steps
-## Critical context
-
-Write "- (none)" under a header with nothing to say. Output only the summary: no greeting, no preface, \
-no closing remark. Stay under {budget} tokens.""",
-    "zh": """请逐步总结提供的对话内容，将其补充到当前摘要中，并返回一个完整的新摘要来替换它。
+- Write in English, tersely, as bullet points under the six headers of the template, in its order.
+- Output only the filled-in template: no greeting, no preface, no closing remark. \
+Stay under {budget} tokens.""",
+    "zh": """你负责维护用户与 AI 助手之间长对话的记忆。你从不与用户对话，只输出记忆文档本身。
 
 要求：
+- 请逐步总结提供的对话内容，将其补充到当前摘要中，写出一个完整的新摘要来替换它。
 - 保留当前摘要中仍然重要的所有信息，只删除被新对话推翻或已过时的内容。
 - 文件路径、URL、函数名和类名、命令、数字、版本号、编号和错误信息必须逐字照抄，不得改写。
 - 记录工具调用的结果，而不是原始输出。
-- 用中文简洁地分条书写，只使用以下六个标题，并保持顺序：
+- 用中文简洁地分条书写，使用模板中的六个标题，并保持顺序。
+- 只输出填好的模板：不要问候、不要开场白、不要结尾语。总长度不超过 {budget} 个 token。""",
+}
 
-## 目标
-## 约束
-## 进展
-## 关键决策
-## 下一步
-## 关键上下文
-
-某个标题下没有内容时写“- （无）”。只输出摘要本身：不要问候、不要开场白、不要结尾语。\
-总长度不超过 {budget} 个 token。""",
+# What each section holds, shown in the template as the placeholder bullet's hint.
+_HINTS: dict[Lang, dict[str, str]] = {
+    "en": {
+        "goal": "what the user wants to achieve",
+        "constraints": "requirements, limits and things not to do",
+        "progress": "what has been done and found, with outcomes",
+        "decisions": "choices made and why",
+        "next": "what remains to do",
+        "context": "exact errors, paths, values and facts needed to resume",
+    },
+    "zh": {
+        "goal": "用户想要达成什么",
+        "constraints": "要求、限制和禁止做的事",
+        "progress": "已完成的工作和发现，以及结果",
+        "decisions": "做出的选择及原因",
+        "next": "还要做什么",
+        "context": "继续工作所需的准确错误信息、路径、数值和事实",
+    },
 }
 
 _LABELS: dict[Lang, dict[str, str]] = {
@@ -217,16 +299,47 @@ _LABELS: dict[Lang, dict[str, str]] = {
         "empty": "(empty: this is the start of the conversation)",
         "new": "New part of the conversation:",
         "extra": "Additional instruction from the user for this summary:",
-        "answer": "New summary:",
+        "fill": "Now write the new summary. Fill in this template, replacing each ... with bullet points "
+        "taken from the current summary and the conversation above; write every one of the six sections:",
     },
     "zh": {
         "current": "当前摘要：",
         "empty": "（空：对话刚开始）",
         "new": "新的对话内容：",
         "extra": "用户对本次总结的额外要求：",
-        "answer": "新摘要：",
+        "fill": "现在写出新摘要。请填写下面的模板，把每个 ... 替换为来自当前摘要和上述对话的要点，"
+        "六个部分都要写：",
     },
 }
+
+PLACEHOLDER = "..."
+
+
+def _flatten(summary: str, lang: Lang) -> str:
+    """The previous summary as one list of ``- Section: fact`` bullets, not as a filled-in template.
+
+    Shown the previous summary in the template's own shape, a small model copies it back unchanged and
+    ignores the new messages; as a flat list of facts it has to rebuild the sections, new facts included.
+    """
+    preamble, sections = parse_sections(summary.strip())
+    if not sections:
+        return summary.strip()
+    names, sep = SECTION_TITLES[lang], "：" if lang == "zh" else ": "
+    lines = [preamble] if preamble else []
+    for key, body in sections.items():
+        lines += [
+            f"- {names[key]}{sep}{_BULLET.sub('', line).strip()}"
+            for line in body.splitlines()
+            if line.strip() and not _is_placeholder(line)
+        ]
+    return "\n".join(lines)
+
+
+def summary_template(lang: Lang) -> str:
+    """The six headers, each with a placeholder bullet and a hint: what the model fills in."""
+    titles, hints = SECTION_TITLES[lang], _HINTS[lang]
+    hint = "（{}）" if lang == "zh" else " ({})"
+    return "\n".join(f"## {titles[key]}\n- {PLACEHOLDER}{hint.format(hints[key])}" for key in SECTION_KEYS)
 
 
 def summary_prompt(
@@ -239,41 +352,57 @@ def summary_prompt(
 ) -> list[Message]:
     """The incremental prompt: previous summary + new messages → a complete new structured summary.
 
-    ``instruction`` is the text after ``/compact`` (e.g. "keep requirements and decisions only"); it is
-    appended as the user's extra requirement, after the fixed rules.
+    The system message holds the rules; the user message the current summary, the new messages,
+    ``instruction`` — the text after ``/compact`` (e.g. "keep requirements and decisions only"), as the
+    user's extra requirement — and, last, the template to fill in.
     """
     labels = _LABELS[lang]
     parts = [
-        _INSTRUCTIONS[lang].format(budget=budget),
-        f"{labels['current']}\n{redact_secrets(previous.strip()) if previous else labels['empty']}",
+        f"{labels['current']}\n{_flatten(redact_secrets(previous), lang) if previous else labels['empty']}",
         f"{labels['new']}\n{transcript}",
     ]
     if instruction and instruction.strip():
         parts.append(f"{labels['extra']}\n{redact_secrets(instruction.strip())}")
-    parts.append(labels["answer"])
-    return [SystemMessage(_SYSTEM[lang]), UserMessage("\n\n".join(parts))]
+    parts.append(f"{labels['fill']}\n\n{summary_template(lang)}")
+    return [SystemMessage(_SYSTEM[lang].format(budget=budget)), UserMessage("\n\n".join(parts))]
 
+
+_ROLE: dict[Lang, str] = {lang: text.split("\n\n", 1)[0] for lang, text in _SYSTEM.items()}
 
 _RECOMPRESS: dict[Lang, str] = {
     "en": """The summary below is too long: it must fit in {budget} tokens. Rewrite it shorter with the same \
-six headers in the same order (## Goal, ## Constraints, ## Progress, ## Key decisions, ## Next steps, \
-## Critical context). Merge related bullets, drop finished details and anything repeated; keep the goal, \
-the constraints, open problems and every path, name, number and error message exactly as written. \
-Output only the summary.
-
-Summary:
-{summary}""",
+six headers in the same order. Merge related bullets, drop finished details and anything repeated; keep the \
+goal, the constraints, open problems and every path, name, number and error message exactly as written. \
+Output only the filled-in template.""",
     "zh": """下面的摘要太长，必须压缩到 {budget} 个 token 以内。\
-请保留相同的六个标题并保持顺序（## 目标、## 约束、## 进展、## 关键决策、## 下一步、## 关键上下文），\
-合并相关条目，删去已完成的细节和重复内容；\
-目标、约束、未解决的问题，以及所有路径、名称、数字和错误信息必须原样保留。只输出摘要本身。
+请保留相同的六个标题并保持顺序，合并相关条目，删去已完成的细节和重复内容；\
+目标、约束、未解决的问题，以及所有路径、名称、数字和错误信息必须原样保留。只输出填好的模板。""",
+}
 
-摘要：
-{summary}""",
+_RECOMPRESS_LABELS: dict[Lang, dict[str, str]] = {
+    "en": {
+        "summary": "Summary:",
+        "fill": "Now write the shorter summary. Fill in this template, replacing each ... with bullet points "
+        "taken from the summary above:",
+    },
+    "zh": {
+        "summary": "摘要：",
+        "fill": "现在写出压缩后的摘要。请填写下面的模板，把每个 ... 替换为来自上述摘要的要点：",
+    },
 }
 
 
 def recompress_prompt(summary: str, *, lang: Lang, budget: int) -> list[Message]:
-    """Ask the model to shrink an over-budget summary, keeping its structure and identifiers."""
-    body = _RECOMPRESS[lang].format(budget=budget, summary=redact_secrets(summary.strip()))
-    return [SystemMessage(_SYSTEM[lang]), UserMessage(body)]
+    """Ask the model to shrink an over-budget summary, keeping its structure and identifiers.
+
+    Same shape as :func:`summary_prompt`: the task, the material, and the template to fill in last.
+    """
+    labels = _RECOMPRESS_LABELS[lang]
+    body = "\n\n".join(
+        [
+            _RECOMPRESS[lang].format(budget=budget),
+            f"{labels['summary']}\n{redact_secrets(summary.strip())}",
+            f"{labels['fill']}\n\n{summary_template(lang)}",
+        ]
+    )
+    return [SystemMessage(_ROLE[lang]), UserMessage(body)]

@@ -5,10 +5,12 @@ Order of work, and why:
 1. The ledger is computed first, deterministically, from the previous ledger and the messages — so no
    identifier depends on what the model chose to write.
 2. The model is asked for the new structured summary, under a timeout. Its reply is cleaned (a chatty
-   preface or a code fence is stripped, secrets redacted) and validated: empty, chatty, missing sections
-   or over budget is junk. Junk gets exactly one retry — the re-compression prompt when the reply was
-   only too long, the same prompt otherwise. Errors and timeouts are not retried here (the provider
-   adapter has its own retry policy).
+   preface or a code fence is stripped, secrets redacted) and validated: empty, chatty, fewer than four
+   of the six sections, a template echoed back unfilled, or over budget is junk. A reply with four or
+   five sections is kept, the missing ones filled with "(none)" (small local models tend to drop the
+   last section). Junk gets exactly one retry — the re-compression prompt when the reply was only too
+   long, the same prompt otherwise. Errors and timeouts are not retried here (the provider adapter has
+   its own retry policy).
 3. If the model still has nothing usable, the extractive fallback writes the summary, starting from the
    previous summary's items: the previous summary is never lost.
 4. The result is fitted to ``max_tokens``: ``render()`` — summary, ledger and archive guide together —
@@ -34,10 +36,14 @@ from .prompts import (
     SECTION_KEYS,
     SECTION_TITLES,
     Lang,
+    complete_sections,
     detect_language,
+    merge_sections,
     parse_sections,
     recompress_prompt,
     render_transcript,
+    repeats,
+    section_has_content,
     summary_prompt,
 )
 
@@ -143,20 +149,34 @@ def _clean(reply: str, secrets: Iterable[str]) -> str:
     return redact_secrets("\n".join(lines).strip(), secrets)
 
 
+MIN_SECTIONS = 4  # of the six: small models drop one or two; the rest are filled with "(none)"
+
+
 def _problem(text: str, budget: int, counter: MessageCounter) -> str | None:
-    """Why ``text`` is not a usable summary, or ``None``."""
-    if not text.strip():
-        return "empty reply"
-    _, sections = parse_sections(text)
-    if not sections and _CHATTY.search(text):
-        return f"chatty reply: {text[:60]!r}"
-    missing = [SECTION_TITLES["en"][k] for k in SECTION_KEYS if k not in sections]
-    if missing:
-        return f"missing sections {missing}"
+    """Why ``text`` is not a usable summary, or ``None``. ``text`` has been through :func:`_accept`."""
     tokens = counter.count_text(text)
     if tokens > budget:
         return f"over budget ({tokens} > {budget} tokens)"
     return None
+
+
+def _accept(text: str, lang: Lang) -> tuple[str | None, str]:
+    """The reply with every section present (missing ones say "(none)"), or ``None`` and why not.
+
+    Rejected: an empty reply, a chatty one with no sections, fewer than :data:`MIN_SECTIONS` sections,
+    and a template echoed back with nothing filled in.
+    """
+    if not text.strip():
+        return None, "empty reply"
+    _, sections = parse_sections(text)
+    if not sections and _CHATTY.search(text):
+        return None, f"chatty reply: {text[:60]!r}"
+    if len(sections) < MIN_SECTIONS:
+        missing = [SECTION_TITLES["en"][k] for k in SECTION_KEYS if k not in sections]
+        return None, f"missing sections {missing}"
+    if not any(section_has_content(body) for body in sections.values()):
+        return None, "template echoed back with nothing filled in"
+    return complete_sections(text, lang), ""
 
 
 # --- the summariser -----------------------------------------------------------------------------
@@ -275,22 +295,28 @@ class Summarizer:
         frame: _Frame,
         instruction: str | None,
     ) -> tuple[str | None, str]:
-        """The model's validated summary, or ``None`` and why not. At most two calls."""
+        """The model's validated summary, or ``None`` and why not.
+
+        At most two calls, except in one case: when the reply only repeats the previous summary (small
+        models do, ignoring the new messages), the retry asks for a summary of the new messages alone,
+        merged into the previous one section by section here, and a merge over budget gets one
+        re-compression call.
+        """
         lang, budget = frame.lang, frame.text_budget
         # Secrets seen in the input are scrubbed from the reply even where no pattern would spot them.
         texts = [text_of(m.content) for m in messages]
         texts += [c.arguments for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
         texts += [previous.text if previous else "", instruction or ""]
         secrets = {s for text in texts for s in find_secrets(text)}
-        prompt = summary_prompt(
-            previous.text if previous else None,
-            render_transcript(messages),
-            lang=lang,
-            budget=budget,
-            instruction=instruction,
-        )
+        transcript = render_transcript(messages)
+        old = previous.text if previous and previous.text.strip() else None
+        prompt = summary_prompt(old, transcript, lang=lang, budget=budget, instruction=instruction)
         problem = ""
-        for attempt in (1, 2):
+        merge = False
+        attempts = 2
+        attempt = 0
+        while attempt < attempts:
+            attempt += 1
             try:
                 reply = await asyncio.wait_for(
                     self.llm.complete(prompt, max_tokens=max(256, budget * 2)), self.timeout
@@ -299,12 +325,24 @@ class Summarizer:
                 return None, f"timed out after {self.timeout}s"
             except LLMError as exc:
                 return None, f"{type(exc).__name__}: {exc}"
-            text = _clean(text_of(reply.message.content), secrets)
-            problem = _problem(text, budget, self.counter) or ""
-            if not problem:
-                return text, ""
+            text, problem = _accept(_clean(text_of(reply.message.content), secrets), lang)
+            if text is not None and merge:
+                assert old is not None
+                text, merge = merge_sections(old, text, lang), False
+                attempts = 3  # the merge may need re-compressing
+            elif text is not None and old is not None and messages and repeats(text, old):
+                logger.info(
+                    "summary attempt %d repeats the previous summary; summarising the new part", attempt
+                )
+                problem, merge = "reply repeats the previous summary", True
+                prompt = summary_prompt(None, transcript, lang=lang, budget=budget, instruction=instruction)
+                continue
+            if text is not None:
+                problem = _problem(text, budget, self.counter) or ""
+                if not problem:
+                    return text, ""
             logger.info("summary attempt %d rejected: %s", attempt, problem)
-            if problem.startswith("over budget"):
+            if text is not None and problem.startswith("over budget"):
                 prompt = recompress_prompt(text, lang=lang, budget=budget)
         return None, problem
 

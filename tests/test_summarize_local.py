@@ -1,0 +1,67 @@
+"""One real summary with the packaged local model: the prompt must make a small model write the structure.
+
+Slow (a model call takes 30-120 s on a busy 2-core machine), so the transcript is short and the reply
+bounded. Skipped with ``CONTEXTMEM_SKIP_LOCAL_LLM=1`` or without llama-cpp-python / the model package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from contextmem.errors import LLMError
+from contextmem.messages import Message, assistant, tool_call, tool_result, user
+from contextmem.summarize import Summarizer, parse_sections
+from contextmem.tokens import MessageCounter, get_counter
+
+IDENTIFIERS = ["src/billing/invoice.py", "ZeroDivisionError", "v4.2.0"]
+
+CONVERSATION: list[Message] = [
+    user(
+        "After the v4.2.0 release, invoice generation crashes with ZeroDivisionError in "
+        "src/billing/invoice.py. Please fix it. Do not change the database schema."
+    ),
+    assistant(
+        "Reading the file.",
+        tool_calls=[tool_call("c1", "read_file", {"path": "src/billing/invoice.py"})],
+    ),
+    tool_result("c1", "def unit_price(total, qty):\n    return total / qty", name="read_file"),
+    assistant(
+        "unit_price() divides by qty, which is 0 for free items. I will return 0 when qty is 0 "
+        "instead of raising. Next: add a regression test."
+    ),
+]
+
+
+def _skip_reason() -> str | None:
+    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
+        return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'contextmem[local]')"
+    from contextmem.llm.local import resolve_local_model
+
+    try:
+        resolve_local_model("local")
+    except LLMError as exc:
+        return f"the packaged default model is not available: {exc}"
+    return None
+
+
+@pytest.mark.local_llm
+async def test_the_local_model_writes_a_structured_summary_that_keeps_identifiers() -> None:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from contextmem.llm.local import LocalLLM
+
+    llm = LocalLLM("local", n_ctx=2048, temperature=0.0)
+    summarizer = Summarizer(llm, MessageCounter(get_counter()), max_tokens=500, timeout=600)
+    summary = await summarizer.summarize(None, CONVERSATION)
+    assert summary.source == "llm", summary.fallback_reason
+    _, sections = parse_sections(summary.text)
+    assert len(sections) == 6
+    assert any(value in summary.text for value in IDENTIFIERS)  # the model itself kept some verbatim
+    for value in IDENTIFIERS:
+        assert value in summary.render()
