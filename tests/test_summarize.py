@@ -580,3 +580,24 @@ def test_settings_are_validated() -> None:
         Summarizer(ScriptedLLM(), COUNTER, timeout=0)
     with pytest.raises(ConfigError, match="ledger_share"):
         Summarizer(ScriptedLLM(), COUNTER, ledger_share=0.8, archive_share=0.3)
+
+
+async def test_a_reply_slightly_over_budget_is_kept_and_trimmed_not_retried() -> None:
+    counter = MessageCounter(get_counter())
+    messages: list[Message] = [user("Move billing to PostgreSQL 16"), assistant("Planned for Monday.")]
+    probe = Summarizer(ScriptedLLM(), counter, max_tokens=400)
+    budget = probe._frame(None, messages, ()).text_budget
+    filler = " ".join(f"step{i}" for i in range(400))
+    body = "\n".join(
+        f"## {t}\n- PostgreSQL 16 cutover on Monday" for t in ("Goal", "Constraints", "Progress")
+    )
+    body += "\n## Key decisions\n- Use pgloader\n## Next steps\n- Rehearse\n## Critical context\n- " + filler
+    words = body.split(" ")
+    while counter.count_text(" ".join(words)) > budget * 1.15:  # about 15% over budget
+        words.pop()
+    reply = " ".join(words)
+    assert budget < counter.count_text(reply) <= budget * 1.25
+    llm = ScriptedLLM.of(reply)
+    summary = await Summarizer(llm, counter, max_tokens=400).summarize(None, messages)
+    assert summary.source == "llm" and len(llm.requests) == 1  # no second call to re-compress
+    assert counter.count_text(summary.render()) <= 400

@@ -152,10 +152,15 @@ def _clean(reply: str, secrets: Iterable[str]) -> str:
 MIN_SECTIONS = 4  # of the six: small models drop one or two; the rest are filled with "(none)"
 
 
+OVER_BUDGET_SLACK = 1.25
+"""A reply up to 25% over its budget is kept and trimmed to it (by :meth:`Summarizer._finish`); only
+a longer one costs another model call to re-compress — small local models rarely hit a budget exactly."""
+
+
 def _problem(text: str, budget: int, counter: MessageCounter) -> str | None:
     """Why ``text`` is not a usable summary, or ``None``. ``text`` has been through :func:`_accept`."""
     tokens = counter.count_text(text)
-    if tokens > budget:
+    if tokens > budget * OVER_BUDGET_SLACK:
         return f"over budget ({tokens} > {budget} tokens)"
     return None
 
