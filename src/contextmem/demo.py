@@ -43,7 +43,7 @@ DEMO_SETTINGS: dict[str, Any] = {
     "context_window": 6000,
     "max_tokens": 800,
     "agent_max_context_turns": 6,
-    "summary_max_tokens": 500,
+    "summary_max_tokens": 800,
     "summary_chunk_tokens": 1500,
     "summary_timeout_seconds": 600.0,
     "pruning_old_msg_max_bytes": 2000,
@@ -212,6 +212,12 @@ class BoundedLLM:
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
+
+    @property
+    def context_window(self) -> int | None:
+        """The wrapped model's window, so the engine sizes summary requests to it."""
+        window: int | None = getattr(self.inner, "context_window", None)
+        return window
 
     async def complete(
         self,

@@ -366,7 +366,9 @@ class ContextEngine:
             except ArchiveError as exc:
                 self._emit("archive_failed", reason=reason, error=str(exc))
                 return False
-            dropped = [m for _, m in leaving]
+            # Summaries read what the model saw (a cut result keeps its head, tail and path); the
+            # originals went to the archive above.
+            dropped = [msgs[i] for i in plan.drop]
             refs = [str(ref)] if ref else []
             if summary is None and dropped and summarize:
                 summary = self._extractor.extract(self.summary, dropped, archive_refs=refs)

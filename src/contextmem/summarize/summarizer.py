@@ -302,7 +302,8 @@ class Summarizer:
     ) -> tuple[str | None, str]:
         """The model's validated summary, or ``None`` and why not.
 
-        At most two calls, except in one case: when the reply only repeats the previous summary (small
+        At most two calls (a reply still over budget after its re-compression is trimmed to fit rather
+        than thrown away), except in one case: when the reply only repeats the previous summary (small
         models do, ignoring the new messages), the retry asks for a summary of the new messages alone,
         merged into the previous one section by section here, and a merge over budget gets one
         re-compression call.
@@ -318,6 +319,7 @@ class Summarizer:
         prompt = summary_prompt(old, transcript, lang=lang, budget=budget, instruction=instruction)
         problem = ""
         merge = False
+        too_long: str | None = None  # the shortest well-formed reply that was over budget
         attempts = 2
         attempt = 0
         while attempt < attempts:
@@ -348,7 +350,14 @@ class Summarizer:
                     return text, ""
             logger.info("summary attempt %d rejected: %s", attempt, problem)
             if text is not None and problem.startswith("over budget"):
+                if too_long is None or self.counter.count_text(text) < self.counter.count_text(too_long):
+                    too_long = text
                 prompt = recompress_prompt(text, lang=lang, budget=budget)
+        if too_long is not None:
+            # Well-formed but long every time: the model's own words, trimmed to the budget by
+            # _finish, still beat the extractive summary.
+            logger.info("summary over budget after every attempt; trimming the shortest reply")
+            return too_long, ""
         return None, problem
 
     def _extractive(
