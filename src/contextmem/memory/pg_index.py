@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError, MissingExtraError, StoreError, StoreSchemaError
-from ..store.migrations import Migration, discover
+from ..store.migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
 from .embedders import Embedder
 from .index import (
     IntegrityReport,
@@ -108,11 +108,7 @@ def migrate_memory(conn: Connection[Any]) -> int:
         return len(migrations)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
-            "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL, "
-            "PRIMARY KEY (component, version))"
-        )
+        conn.execute(PG_MIGRATIONS_TABLE)
         current = version()
         if current > len(migrations):
             raise StoreSchemaError(
@@ -123,8 +119,7 @@ def migrate_memory(conn: Connection[Any]) -> int:
             for statement in m.statements:
                 conn.execute(statement)
             conn.execute(
-                "INSERT INTO cm_schema_migrations (component, version, name, applied_at) "
-                "VALUES (%s, %s, %s, %s)",
+                PG_RECORD_MIGRATION,
                 (MIGRATION_COMPONENT, m.version, m.name, time.time()),
             )
     return len(migrations)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..errors import MissingExtraError, StoreError, StoreSchemaError
 from ..messages import Message
 from .base import SessionInfo, SessionState, StoredMessage
-from .migrations import Migration, discover
+from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
 from .sqlite import (
     COMPONENT,
     MESSAGES_SQL,
@@ -421,11 +421,7 @@ async def migrate(conn: AsyncConnection[Any], upto: int | None = None) -> int:
         return target
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
-            "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL, "
-            "PRIMARY KEY (component, version))"
-        )
+        await conn.execute(PG_MIGRATIONS_TABLE)
         current = await _schema_version(conn)
         if current > len(MIGRATIONS):
             raise StoreSchemaError(
@@ -436,8 +432,7 @@ async def migrate(conn: AsyncConnection[Any], upto: int | None = None) -> int:
             for statement in m.statements:
                 await conn.execute(statement)
             await conn.execute(
-                "INSERT INTO cm_schema_migrations (component, version, name, applied_at) "
-                "VALUES (%s, %s, %s, %s)",
+                PG_RECORD_MIGRATION,
                 (COMPONENT, m.version, m.name, time.time()),
             )
     return max(current, target)

@@ -21,6 +21,16 @@ from ...errors import StoreSchemaError
 
 __all__ = ["Migration", "discover"]
 
+# PostgreSQL keeps every component's migrations (sessions, memory) in one table; both runners use these.
+PG_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
+    "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL, "
+    "PRIMARY KEY (component, version))"
+)
+PG_RECORD_MIGRATION = (
+    "INSERT INTO cm_schema_migrations (component, version, name, applied_at) VALUES (%s, %s, %s, %s)"
+)
+
 _NAME = re.compile(r"^m(\d{4})_([a-z0-9_]+)$")
 
 
