@@ -36,8 +36,7 @@ from contextmem.tokens import MessageCounter, TiktokenCounter
 def ours(history: list[Message], counts: list[int], settings: Settings, window: int) -> float:
     t = time.perf_counter()
     starts = turn_starts(history)
-    paths = [offload_path("s", i, "") for i in range(len(history))]
-    plan_offload(history, starts[-1], settings, paths)
+    plan_offload(history, starts[-1], settings, lambda i: offload_path("s", i, ""))
     plan_budget_trim(history, counts, window // 2)
     plan_summarize(history, counts, window=window, compact_ratio=0.8, reserve_ratio=0.1, message_threshold=50)
     return time.perf_counter() - t

@@ -11,7 +11,7 @@ can take the whole budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..messages import Message, ToolMessage, text_of
@@ -111,19 +111,20 @@ def plan_offload(
     history: Sequence[Message],
     current_turn_start: int,
     settings: Settings,
-    paths: Sequence[str],
+    path_of: Callable[[int], str],
     *,
     cap_bytes: int | None = None,
 ) -> list[Offload]:
     """Tool results whose current form is over its limit.
 
     A result cut earlier under the recent threshold is cut again, tighter, once it ages past
-    ``pruning_recent_n``; the new cut is made from ``originals[i]``, never from an earlier cut.
-    ``paths[i]`` is the offload path of message ``i``. Idempotent: a cut always fits its limit, so
+    ``pruning_recent_n``; the new cut is made from the original, never from an earlier cut.
+    ``path_of(i)`` names the offload file of message ``i`` (asked only for the results that are cut).
+    Idempotent: a cut always fits its limit, so
     planning again after applying yields nothing.
     """
     return [
-        Offload(i, limit, paths[i])
+        Offload(i, limit, path_of(i))
         for i, limit in enumerate(offload_limits(history, current_turn_start, settings, cap_bytes))
         if limit is not None and not fits(text_of(history[i].content), limit)
     ]

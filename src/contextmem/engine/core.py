@@ -227,7 +227,7 @@ class ContextEngine:
         """
         async with self._lock:
             await self._offload(self._history_budget(system_prompt, tools))
-            if len(turn_starts(self.history.messages)) > self.settings.agent_max_context_turns:
+            if len(self.history.starts) > self.settings.agent_max_context_turns:
                 await self._apply(
                     plan_turn_trim(self.history.messages, self.settings.agent_max_context_turns), "turn_trim"
                 )
@@ -303,15 +303,15 @@ class ContextEngine:
     async def _offload(self, budget: int) -> None:
         """C5: cut old tool results to head + tail; full text to tool_results/ (and the original archived)."""
         msgs = self.history.messages
-        starts = turn_starts(msgs)
+        starts = self.history.starts
         current = starts[-1] if starts else 0
-        paths = [
-            offload_path(self.session_id, seq, getattr(m, "tool_call_id", ""))
-            for seq, m in zip(self.seqs, msgs, strict=True)
-        ]
+
+        def path_of(i: int) -> str:
+            return offload_path(self.session_id, self.seqs[i], getattr(msgs[i], "tool_call_id", ""))
+
         # No single result may keep more than half the history budget (~3 bytes a token, conservatively).
         cap = max(1_000, budget * 3 // 2)
-        for action in plan_offload(msgs, current, self.settings, paths, cap_bytes=cap):
+        for action in plan_offload(msgs, current, self.settings, path_of, cap_bytes=cap):
             seq = self.seqs[action.index]
             original = self.originals.get(seq, msgs[action.index])
             assert isinstance(original, ToolMessage)
