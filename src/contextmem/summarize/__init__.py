@@ -3,7 +3,8 @@
 * :class:`Summarizer` asks a model for the new summary and falls back to :func:`extractive_summary`
   when the model fails, hangs or writes junk;
 * :class:`Ledger` keeps exact identifiers (paths, URLs, numbers, errors, names) verbatim, extracted
-  deterministically, with secrets redacted by :func:`redact_secrets`;
+  deterministically, with secrets redacted by :func:`redact_secrets` (re-exported from
+  :mod:`contextmem.redaction`, the one detector every sink uses);
 * :mod:`~contextmem.summarize.prompts` holds the English and Chinese prompts.
 """
 

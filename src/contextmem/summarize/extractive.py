@@ -4,15 +4,21 @@ Used when the model fails, times out or returns junk. It picks sentences by cue 
 Chinese) into the same six sections the model writes, keeps the previous summary's items first, and
 fits a token budget by keeping the head and the tail of each section (the oldest facts and the newest
 ones) and dropping the middle. Identifiers are not repeated here: the ledger keeps them verbatim.
+
+Nothing is written unredacted: every message text and the previous summary pass
+:func:`~contextmem.redaction.redact_secrets`, with the secret values found anywhere in them scrubbed
+everywhere (``known``), before a single item is picked, so Goal lines, error lines and the previous
+summary's items are all clean.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..messages import Message, ToolMessage, UserMessage, text_of
-from .ledger import Ledger, TextCounter, redact_secrets
+from ..redaction import redact_secrets
+from .ledger import Ledger, TextCounter, secrets_in
 from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
 
 __all__ = ["extractive_summary", "truncate_to_tokens"]
@@ -98,17 +104,17 @@ def _previous_items(previous: str, lang: Lang) -> dict[str, list[str]]:
     return items
 
 
-def _new_items(messages: Sequence[Message], ledger: Ledger) -> dict[str, list[str]]:
+def _new_items(messages: Sequence[Message], ledger: Ledger, known: Iterable[str]) -> dict[str, list[str]]:
     items: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
-    users = [redact_secrets(text_of(m.content)).strip() for m in messages if isinstance(m, UserMessage)]
+    texts = [redact_secrets(text_of(m.content), known) for m in messages]
+    users = [t.strip() for m, t in zip(messages, texts, strict=True) if isinstance(m, UserMessage)]
     users = [u for u in users if u]
     if users:
         items["goal"].append(_cap(users[0]))
         if len(users) > 1 and users[-1] != users[0]:
             items["goal"].append(_cap(users[-1]))
     errors = [e.value for e in ledger if e.kind == "error"]
-    for m in messages:
-        text = redact_secrets(text_of(m.content))
+    for m, text in zip(messages, texts, strict=True):
         # Errors verbatim: any line of a tool result that reads like one; a sentence people wrote only
         # when it names an error identifier.
         if isinstance(m, ToolMessage):
@@ -191,13 +197,20 @@ def extractive_summary(
     lang: Lang,
     budget: int,
     counter: TextCounter,
+    known: Iterable[str] | None = None,
 ) -> str:
     """A six-section summary of ``previous`` + ``messages`` within ``budget`` tokens, headers in ``lang``.
 
     The previous summary's items come first in every section and the fit keeps each section's head, so
-    what the previous summary said survives as long as the budget allows any of it.
+    what the previous summary said survives as long as the budget allows any of it. Secrets are
+    redacted first; ``known`` are the secret values already found in ``messages`` and ``previous``
+    (found here when not given).
     """
-    old = _previous_items(previous, lang) if previous else {k: [] for k in SECTION_KEYS}
-    new = _new_items(messages, ledger)
+    if known is None:
+        known = secrets_in(messages, previous or "")
+    old: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
+    if previous:
+        old = _previous_items(redact_secrets(previous, known), lang)
+    new = _new_items(messages, ledger, known)
     merged = {k: _dedupe(old[k] + new[k]) for k in SECTION_KEYS}
     return _fit(merged, lang, budget, counter)

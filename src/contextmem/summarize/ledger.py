@@ -4,9 +4,10 @@ A model that summarises paraphrases; an agent that resumes work needs ``src/auth
 exactly as they were. The ledger is extracted deterministically from the messages, whatever the model
 said, and merged with the previous summary's ledger, so no identifier is lost to paraphrase.
 
-Secrets are never written to memory: :func:`redact_secrets` runs before anything is extracted (and the
-summariser runs it on everything it sends to a model or keeps), so an API key, token or password can
-neither become an identifier nor reach a summary.
+Secrets are never written to memory: :func:`~contextmem.redaction.redact_secrets` (the one detector,
+re-exported here) runs before anything is extracted, and a secret found anywhere in the messages is
+scrubbed wherever else it appears (``known``), so an API key, token or password can neither become an
+identifier nor reach a summary. The summariser redacts everything it sends to a model or keeps.
 
 Eviction rule (documented invariant): a ledger holds at most ``max_entries`` entries, ordered by when
 each was last seen (a re-mention moves an entry to the end). When over the bound, the least recently seen
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from ..messages import AssistantMessage, Message, UserMessage, text_of
+from ..redaction import REDACTED, find_secrets, redact_secrets
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -35,71 +37,14 @@ __all__ = [
     "extract_identifiers",
     "find_secrets",
     "redact_secrets",
+    "secrets_in",
 ]
 
 Kind = Literal["path", "url", "host", "email", "error", "id", "number", "name"]
 Lang = Literal["en", "zh"]  # the language of a conversation, its summary and its headers
 
-REDACTED = "[REDACTED]"
 DEFAULT_MAX_ENTRIES = 150
 MAX_IDENTIFIER_CHARS = 200  # longer matches are data, not identifiers; they are not kept
-
-# --- secrets ------------------------------------------------------------------------------------
-
-_SECRET_KEYS = (
-    r"password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?"
-    r"|secret[_-]?access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?token|access[_-]?token"
-    r"|refresh[_-]?token|session[_-]?token|token"
-)
-# Whole-match secrets, replaced entirely; one alternation so a text is scanned once.
-_SECRET_WHOLE = re.compile(
-    "|".join(
-        [
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-            r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}",
-            r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-            r"\bgh[pousr]_[A-Za-z0-9]{20,}\b",
-            r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
-            r"\bglpat-[A-Za-z0-9_-]{20,}\b",
-            r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
-            r"\bAIza[0-9A-Za-z_-]{30,}\b",
-            r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWT
-        ]
-    ),
-    re.S,
-)
-# Secrets introduced by a word: the word stays, the value goes.
-_SECRET_AFTER = [
-    re.compile(r"(?i)\b((?:Bearer|Basic|Token)\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(rf"(?i)\b((?:{_SECRET_KEYS})[\"']?\s*(?:[=:]|\s+is\s+)\s*[\"']?)[^\s\"',;]+"),
-    re.compile(r"((?:密码|口令|密钥|令牌|私钥)\s*(?:是|为|[:：=])\s*)[^\s，。；,;]+"),
-    re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)"),  # scheme://user:password@host
-]
-
-
-def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
-    """Replace anything that looks like an API key, token or password with ``[REDACTED]``.
-
-    ``known`` are secret values found earlier (:func:`find_secrets`) to scrub wherever they appear,
-    even with no telltale word around them — e.g. a password a model repeats on its own.
-    Errs toward redacting: a harmless word after ``password is`` is lost; a secret never leaks.
-    """
-    for secret in sorted(set(known), key=len, reverse=True):
-        if secret and secret != REDACTED:
-            text = text.replace(secret, REDACTED)
-    text = _SECRET_WHOLE.sub(REDACTED, text)
-    for pattern in _SECRET_AFTER:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
-
-def find_secrets(text: str) -> set[str]:
-    """The secret values in ``text`` that :func:`redact_secrets` would remove."""
-    found = {m.group(0) for m in _SECRET_WHOLE.finditer(text)}
-    for pattern in _SECRET_AFTER:
-        found.update(m.group(0)[len(m.group(1)) :] for m in pattern.finditer(text))
-    return {s for s in found if len(s) >= 4 and REDACTED not in s}
-
 
 # --- extraction ---------------------------------------------------------------------------------
 
@@ -199,13 +144,14 @@ def _plausible_relative_path(value: str) -> bool:
     return value.endswith("/") or ext in _EXT_SET or value.count("/") >= 2
 
 
-def extract_identifiers(text: str) -> list[tuple[str, Kind]]:
-    """Exact identifiers in ``text`` (secrets redacted first), in order of first appearance.
+def extract_identifiers(text: str, known: Iterable[str] = ()) -> list[tuple[str, Kind]]:
+    """Exact identifiers in ``text`` (secrets, and the ``known`` secret values, redacted first), in order
+    of first appearance.
 
     Each match is blanked out before the next, more general pattern runs, so a span is taken once,
     by its most specific kind. Values longer than ``MAX_IDENTIFIER_CHARS`` are skipped.
     """
-    work = original = redact_secrets(text)
+    work = original = redact_secrets(text, known)
     found: list[tuple[int, str, Kind]] = []
     for pattern_kind, hint, pattern in _PATTERNS:
         if hint is not None and hint not in work:
@@ -387,21 +333,34 @@ def _message_texts(message: Message) -> list[str]:
     return texts
 
 
+def secrets_in(messages: Sequence[Message], *texts: str) -> frozenset[str]:
+    """Every secret value in ``messages`` (content and tool-call arguments) and ``texts``, to scrub
+    wherever it reappears (the ``known`` of :func:`~contextmem.redaction.redact_secrets`)."""
+    every = [t for m in messages for t in _message_texts(m)] + list(texts)
+    return frozenset(secret for text in every if text for secret in find_secrets(text))
+
+
 def build_ledger(
     messages: Sequence[Message],
     previous: Ledger | None = None,
     *,
     max_entries: int = DEFAULT_MAX_ENTRIES,
+    known: Iterable[str] | None = None,
 ) -> Ledger:
     """The previous ledger merged with every identifier in ``messages`` (content and tool-call arguments).
 
-    Pure and deterministic; secrets are redacted before extraction. System messages are read too, but
+    Pure and deterministic. Secrets are redacted before extraction, and a secret value found in any
+    message is scrubbed from every message (a password pasted bare once and as ``DB_PASS=…`` later is
+    caught both times); an entry of ``previous`` holding a secret is dropped. ``known``: the secrets
+    already found (:func:`secrets_in`), to save finding them again. System messages are read too, but
     tool-call ids are not: they name a message pair, not anything the user or the task refers to.
     """
     ledger = previous if previous is not None else Ledger(max_entries=max_entries)
-    for message in messages:
-        from_user = isinstance(message, UserMessage)
-        for text in _message_texts(message):
-            if text:
-                ledger = ledger.add(extract_identifiers(text), from_user=from_user)
+    texts = [(isinstance(m, UserMessage), text) for m in messages for text in _message_texts(m) if text]
+    known = secrets_in(messages) if known is None else frozenset(known)
+    kept = tuple(e for e in ledger.entries if redact_secrets(e.value, known) == e.value)
+    if len(kept) != len(ledger.entries):  # an older ledger may hold what the detector now knows better
+        ledger = replace(ledger, entries=kept)
+    for from_user, text in texts:
+        ledger = ledger.add(extract_identifiers(text, known), from_user=from_user)
     return ledger

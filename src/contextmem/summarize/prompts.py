@@ -6,14 +6,15 @@ fixed structure — Goal, Constraints, Progress, Key decisions, Next steps, Crit
 validated, merged and re-compressed. The language of the conversation (share of CJK characters) picks
 the prompt and the section headers.
 
-Everything that enters a prompt passes :func:`~contextmem.summarize.ledger.redact_secrets`: a secret a
-model never sees cannot end up in a summary.
+Everything that enters a prompt passes :func:`~contextmem.redaction.redact_secrets` (with ``known``,
+the secret values already found in the input, scrubbed wherever they reappear): a secret a model never
+sees cannot end up in a summary.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..messages import (
     AssistantMessage,
@@ -24,7 +25,8 @@ from ..messages import (
     image_count,
     text_of,
 )
-from .ledger import Lang, redact_secrets
+from ..redaction import redact_secrets
+from .ledger import Lang, secrets_in
 
 __all__ = [
     "SECTION_KEYS",
@@ -101,15 +103,20 @@ def render_transcript(
     *,
     tool_result_chars: int = 1500,
     message_chars: int = 6000,
+    known: Iterable[str] | None = None,
 ) -> str:
     """Messages as ``role: text`` lines; tool calls as ``→ tool(args)``; long texts cut to head + tail.
 
     Tool results are cut harder (``tool_result_chars``) than what people wrote (``message_chars``):
-    the archive keeps the full text, the summary needs only the outcome. Secrets are redacted.
+    the archive keeps the full text, the summary needs only the outcome. Secrets are redacted before
+    anything is cut (a cut must not split a key into pieces no pattern recognises), and a secret value
+    found in one message is scrubbed from all (``known``: those values, when already found).
     """
+    if known is None:
+        known = secrets_in(messages)
     lines: list[str] = []
     for m in messages:
-        text = text_of(m.content)
+        text = redact_secrets(text_of(m.content), known)
         images = image_count(m.content)
         if images:
             text = f"{text} [{images} image{'s' if images > 1 else ''}]".strip()
@@ -122,8 +129,9 @@ def render_transcript(
             lines.append(f"{role}: {_head_tail(text, message_chars)}")
         if isinstance(m, AssistantMessage):
             for call in m.tool_calls:
-                lines.append(f"assistant: → {call.name}({_head_tail(call.arguments, tool_result_chars)})")
-    return redact_secrets("\n".join(lines))
+                arguments = redact_secrets(call.arguments, known)
+                lines.append(f"assistant: → {call.name}({_head_tail(arguments, tool_result_chars)})")
+    return "\n".join(lines)
 
 
 # --- parsing the structure ----------------------------------------------------------------------
@@ -349,20 +357,23 @@ def summary_prompt(
     lang: Lang,
     budget: int,
     instruction: str | None = None,
+    known: Iterable[str] = (),
 ) -> list[Message]:
     """The incremental prompt: previous summary + new messages → a complete new structured summary.
 
     The system message holds the rules; the user message the current summary, the new messages,
     ``instruction`` — the text after ``/compact`` (e.g. "keep requirements and decisions only"), as the
-    user's extra requirement — and, last, the template to fill in.
+    user's extra requirement — and, last, the template to fill in. All three are redacted (``known``:
+    secret values to scrub wherever they appear).
     """
     labels = _LABELS[lang]
+    current = _flatten(redact_secrets(previous, known), lang) if previous else labels["empty"]
     parts = [
-        f"{labels['current']}\n{_flatten(redact_secrets(previous), lang) if previous else labels['empty']}",
-        f"{labels['new']}\n{transcript}",
+        f"{labels['current']}\n{current}",
+        f"{labels['new']}\n{redact_secrets(transcript, known)}",
     ]
     if instruction and instruction.strip():
-        parts.append(f"{labels['extra']}\n{redact_secrets(instruction.strip())}")
+        parts.append(f"{labels['extra']}\n{redact_secrets(instruction.strip(), known)}")
     parts.append(f"{labels['fill']}\n\n{summary_template(lang)}")
     return [SystemMessage(_SYSTEM[lang].format(budget=budget)), UserMessage("\n\n".join(parts))]
 
@@ -392,7 +403,7 @@ _RECOMPRESS_LABELS: dict[Lang, dict[str, str]] = {
 }
 
 
-def recompress_prompt(summary: str, *, lang: Lang, budget: int) -> list[Message]:
+def recompress_prompt(summary: str, *, lang: Lang, budget: int, known: Iterable[str] = ()) -> list[Message]:
     """Ask the model to shrink an over-budget summary, keeping its structure and identifiers.
 
     Same shape as :func:`summary_prompt`: the task, the material, and the template to fill in last.
@@ -401,7 +412,7 @@ def recompress_prompt(summary: str, *, lang: Lang, budget: int) -> list[Message]
     body = "\n\n".join(
         [
             _RECOMPRESS[lang].format(budget=budget),
-            f"{labels['summary']}\n{redact_secrets(summary.strip())}",
+            f"{labels['summary']}\n{redact_secrets(summary.strip(), known)}",
             f"{labels['fill']}\n\n{summary_template(lang)}",
         ]
     )

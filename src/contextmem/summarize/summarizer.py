@@ -4,8 +4,10 @@ Order of work, and why:
 
 1. The ledger is computed first, deterministically, from the previous ledger and the messages — so no
    identifier depends on what the model chose to write.
-2. The model is asked for the new structured summary, under a timeout. Its reply is cleaned (a chatty
-   preface or a code fence is stripped, secrets redacted) and validated: empty, chatty, fewer than four
+2. The model is asked for the new structured summary, under a timeout. Everything in the prompt is
+   redacted first (a secret the model never sees cannot come back), and so is the reply, with every
+   secret value found in the input scrubbed wherever the model repeats it. The reply is cleaned (a chatty
+   preface or a code fence is stripped) and validated: empty, chatty, fewer than four
    of the six sections, a template echoed back unfilled, or over budget is junk. A reply with four or
    five sections is kept, the missing ones filled with "(none)" (small local models tend to drop the
    last section). Junk gets exactly one retry — the re-compression prompt when the reply was only too
@@ -13,8 +15,9 @@ Order of work, and why:
    its own retry policy).
 3. If the model still has nothing usable, the extractive fallback writes the summary, starting from the
    previous summary's items: the previous summary is never lost.
-4. The result is fitted to ``max_tokens``: ``render()`` — summary, ledger and archive guide together —
-   never exceeds it as counted by the summariser's counter.
+4. The result is redacted once more and fitted to ``max_tokens``: ``render()`` — summary, ledger and
+   archive guide together — never exceeds it as counted by the summariser's counter. Whatever path wrote
+   the text (model, extractive, a previous summary kept as it was), no secret is kept.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from typing import Literal
 
 from ..errors import ConfigError, LLMError
 from ..llm.base import LLM
-from ..messages import AssistantMessage, Message, text_of
+from ..messages import Message, text_of
+from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
-from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, find_secrets, redact_secrets
+from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, secrets_in
 from .prompts import (
     SECTION_KEYS,
     SECTION_TITLES,
@@ -189,13 +193,18 @@ def _accept(text: str, lang: Lang) -> tuple[str | None, str]:
 
 @dataclass(frozen=True, slots=True)
 class _Frame:
-    """What surrounds the text in ``render()``, already fitted, and the tokens left for the text."""
+    """What surrounds the text in ``render()``, already fitted, and the tokens left for the text.
+
+    ``secrets``: every secret value in the input (messages, previous summary, instruction), scrubbed
+    from whatever is sent or kept even where no pattern would spot it.
+    """
 
     ledger: Ledger
     refs: tuple[str, ...]
     text_budget: int
     lang: Lang
     covered: int
+    secrets: frozenset[str] = frozenset()
 
 
 class Summarizer:
@@ -246,7 +255,7 @@ class Summarizer:
         archive_refs: Sequence[str] = (),
     ) -> Summary:
         """Fold ``messages`` into ``previous``. Never raises for a model failure: falls back instead."""
-        frame = self._frame(previous, messages, archive_refs)
+        frame = self._frame(previous, messages, archive_refs, instruction or "")
         if not messages and instruction is None and previous is not None:
             return self._finish(previous.text, frame, previous.source, previous.fallback_reason)
         text, problem = await self._ask_model(previous, messages, frame, instruction)
@@ -269,14 +278,19 @@ class Summarizer:
     # --- steps ---
 
     def _frame(
-        self, previous: Summary | None, messages: Sequence[Message], archive_refs: Sequence[str]
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        archive_refs: Sequence[str],
+        instruction: str = "",
     ) -> _Frame:
         """The ledger and archive guide, merged and fitted to their shares, and the text's budget."""
         lang = detect_language(messages, previous.text if previous else "")
+        secrets = secrets_in(messages, previous.text if previous else "", instruction)
         old = previous.ledger if previous else None
         if old is not None and old.max_entries != self.ledger_max_entries:
             old = replace(old, max_entries=self.ledger_max_entries).bounded()
-        ledger = build_ledger(messages, old, max_entries=self.ledger_max_entries)
+        ledger = build_ledger(messages, old, max_entries=self.ledger_max_entries, known=secrets)
         refs = merge_archive_refs(previous.archive_refs if previous else (), archive_refs)
         covered = (previous.messages_covered if previous else 0) + len(messages)
         count = self.counter.count_text
@@ -291,7 +305,8 @@ class Summarizer:
             kept = candidate
         empty = Summary("x", ledger, tuple(kept), lang=lang).render()
         margin = 8  # BPE counts are not additive across the joins
-        return _Frame(ledger, tuple(kept), max(0, self.max_tokens - count(empty) - margin), lang, covered)
+        text_budget = max(0, self.max_tokens - count(empty) - margin)
+        return _Frame(ledger, tuple(kept), text_budget, lang, covered, secrets)
 
     async def _ask_model(
         self,
@@ -308,15 +323,12 @@ class Summarizer:
         merged into the previous one section by section here, and a merge over budget gets one
         re-compression call.
         """
-        lang, budget = frame.lang, frame.text_budget
-        # Secrets seen in the input are scrubbed from the reply even where no pattern would spot them.
-        texts = [text_of(m.content) for m in messages]
-        texts += [c.arguments for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
-        texts += [previous.text if previous else "", instruction or ""]
-        secrets = {s for text in texts for s in find_secrets(text)}
-        transcript = render_transcript(messages)
+        lang, budget, secrets = frame.lang, frame.text_budget, frame.secrets
+        transcript = render_transcript(messages, known=secrets)
         old = previous.text if previous and previous.text.strip() else None
-        prompt = summary_prompt(old, transcript, lang=lang, budget=budget, instruction=instruction)
+        prompt = summary_prompt(
+            old, transcript, lang=lang, budget=budget, instruction=instruction, known=secrets
+        )
         problem = ""
         merge = False
         too_long: str | None = None  # the shortest well-formed reply that was over budget
@@ -342,7 +354,9 @@ class Summarizer:
                     "summary attempt %d repeats the previous summary; summarising the new part", attempt
                 )
                 problem, merge = "reply repeats the previous summary", True
-                prompt = summary_prompt(None, transcript, lang=lang, budget=budget, instruction=instruction)
+                prompt = summary_prompt(
+                    None, transcript, lang=lang, budget=budget, instruction=instruction, known=secrets
+                )
                 continue
             if text is not None:
                 problem = _problem(text, budget, self.counter) or ""
@@ -352,7 +366,7 @@ class Summarizer:
             if text is not None and problem.startswith("over budget"):
                 if too_long is None or self.counter.count_text(text) < self.counter.count_text(too_long):
                     too_long = text
-                prompt = recompress_prompt(text, lang=lang, budget=budget)
+                prompt = recompress_prompt(text, lang=lang, budget=budget, known=secrets)
         if too_long is not None:
             # Well-formed but long every time: the model's own words, trimmed to the budget by
             # _finish, still beat the extractive summary.
@@ -374,6 +388,7 @@ class Summarizer:
             lang=frame.lang,
             budget=frame.text_budget,
             counter=self.counter,
+            known=frame.secrets,
         )
         return self._finish(text, frame, "extractive", reason)
 
@@ -384,8 +399,11 @@ class Summarizer:
         source: SummarySource,
         reason: str | None,
     ) -> Summary:
-        """Assemble the summary and enforce the hard bound on ``render()``, whatever the parts cost."""
-        text = truncate_to_tokens(text, frame.text_budget, self.counter)
+        """Assemble the summary and enforce the hard bound on ``render()``, whatever the parts cost.
+
+        The one place every summary text passes: redacted here whichever path wrote it.
+        """
+        text = truncate_to_tokens(redact_secrets(text, frame.secrets), frame.text_budget, self.counter)
         summary = Summary(text, frame.ledger, frame.refs, source, frame.covered, frame.lang, reason)
         over = self.counter.count_text(summary.render()) - self.max_tokens
         while over > 0:
