@@ -5,7 +5,9 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
 
     ContextmemError
     ├── ConfigError                 a setting is unknown, mistyped or out of range
+    │   └── ToolArgumentError       a tool call's arguments break its schema (names them, with the Fix)
     ├── MessageFormatError          a message (OpenAI dict, Anthropic block, ...) is malformed
+    │   └── JsonlLineError          a line of a JSON Lines file is unreadable; names file:line[:column]
     ├── HistoryError                a history breaks an invariant (orphan tool call/result, ...)
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
     ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
@@ -14,6 +16,8 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     │   ├── StoreLockedError        the database stayed busy past the store's patience
     │   ├── StoreSchemaError        the schema is newer than this contextmem, or damaged
     │   ├── StoreURLError           open_store got a URL it cannot open (also ValueError)
+    │   ├── SessionConflictError    another writer appended first; reload the session and retry
+    │   ├── SessionBusyError        another writer's tool calls stayed open too long to append after them
     │   └── MessageStateError       a seq is unknown, or archived where a live one is needed
     ├── PathEscapeError             a path leaves the workspace (.., absolute, symlink): refused
     ├── ArchiveError                the archive could not be written durably (nothing was removed)
@@ -39,6 +43,10 @@ class ConfigError(ContextmemError, ValueError):
     """A setting is unknown, has the wrong type, or is out of range."""
 
 
+class ToolArgumentError(ConfigError):
+    """A tool was called with arguments its schema does not allow (the message names them and the Fix)."""
+
+
 class MessageFormatError(ContextmemError, ValueError):
     """A message could not be read: ``field`` names the offending field path, ``fix`` the remedy."""
 
@@ -47,6 +55,22 @@ class MessageFormatError(ContextmemError, ValueError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"{field}: {problem}. Fix: {fix}")
+
+
+class JsonlLineError(MessageFormatError):
+    """A line of a JSON Lines file could not be read: not UTF-8, not JSON, too deep, not an object, or not a
+    valid message. ``source`` and ``line`` (1-based) say where, ``column`` (1-based) too when known, else 0;
+    ``field`` reads ``source:line[:column]``, followed by ``: path`` when a field inside the line is at fault.
+    """
+
+    def __init__(
+        self, source: str, line: int, problem: str, fix: str, *, column: int = 0, path: str = ""
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.column = column
+        at = f"{source}:{line}:{column}" if column else f"{source}:{line}"
+        super().__init__(f"{at}: {path}" if path else at, problem, fix)
 
 
 class HistoryError(ContextmemError, ValueError):
@@ -101,6 +125,39 @@ class StoreSchemaError(StoreError):
 
 class StoreURLError(StoreError, ValueError):
     """``open_store`` was given a URL it cannot open."""
+
+
+class SessionConflictError(StoreError):
+    """An append expected the session to end at ``expected`` but another writer had moved it to ``actual``.
+
+    Nothing was written. The engine reloads the session and validates again (see ``ContextEngine.add``).
+    """
+
+    def __init__(self, namespace: str, session_id: str, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session ({namespace!r}, {session_id!r}) moved: expected next seq {expected}, found {actual}; "
+            "nothing was written. Fix: reload the session (ContextEngine does) and append again."
+        )
+
+
+class SessionBusyError(StoreError):
+    """Another writer's tool calls stayed without results for ``waited`` seconds; nothing was written.
+
+    Appending after them would have stored an orphan tool call, so :meth:`ContextEngine.add` waited (with
+    backoff) for their results and gave up. The engine stays reloaded and usable: call ``add`` again.
+    """
+
+    def __init__(self, namespace: str, session_id: str, calls: list[str], waited: float) -> None:
+        self.calls = calls
+        self.waited = waited
+        super().__init__(
+            f"session ({namespace!r}, {session_id!r}): tool calls {calls!r} of another writer still have no "
+            f"results after {waited:.1f} s, and appending now would separate them from their results; "
+            "nothing was written. Fix: retry once that writer has appended its tool results (if it is gone, "
+            "append results for those calls, e.g. an error result), or give each agent its own session."
+        )
 
 
 class MessageStateError(StoreError, LookupError):

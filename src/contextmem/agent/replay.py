@@ -19,7 +19,8 @@ from typing import Any
 
 from ..budget import turn_starts
 from ..engine import ContextEngine, EngineEvent
-from ..formats.openai import messages_from_openai, to_openai
+from ..formats.openai import to_openai
+from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
 
@@ -93,9 +94,12 @@ class ReplayReport:
 
 
 def load_transcript(path: str | Path) -> tuple[str, list[Message]]:
-    """An OpenAI-format JSONL transcript: (system prompt, the other messages). Blank lines are skipped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    messages = messages_from_openai(json.loads(line) for line in lines if line.strip())
+    """An OpenAI-format JSONL transcript (``-``: stdin): (system prompt, the other messages).
+
+    Read by :func:`~contextmem.jsonl.messages_from_jsonl`: blank lines are skipped, a BOM is fine, and a
+    line that cannot be read or stored raises :class:`~contextmem.errors.JsonlLineError` naming it.
+    """
+    messages = messages_from_jsonl(path, what="transcript")
     system = "\n\n".join(text_of(m.content) for m in messages if isinstance(m, SystemMessage))
     return system, [m for m in messages if not isinstance(m, SystemMessage)]
 

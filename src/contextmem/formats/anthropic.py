@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import MessageFormatError
 from ..messages import (
+    MAX_NESTING,
     AssistantMessage,
     Content,
     ImagePart,
@@ -45,6 +46,7 @@ from ..messages import (
     ToolMessage,
     UserMessage,
     check_arguments,
+    check_json_value,
     text_of,
 )
 
@@ -53,6 +55,12 @@ __all__ = ["from_anthropic", "to_anthropic"]
 RAW_BLOCKS = "anthropic_blocks"
 BLOCK_KEYS = "anthropic_block_keys"
 SIGNATURE = "thinking_signature"
+
+# Kept blocks and block keys are stored one level deeper than they sit on the wire ([index, block] pairs in
+# ``extra``; two levels for the ``system`` list), so the wire is held that much under MAX_NESTING and what
+# is read always passes check_message_text.
+_MESSAGE_NESTING = MAX_NESTING - 1
+_SYSTEM_NESTING = MAX_NESTING - 2
 
 _MAPPED_KEYS: dict[str, frozenset[str]] = {
     "text": frozenset({"type", "text"}),
@@ -367,10 +375,16 @@ def _system_messages(system: str | list[Any] | None) -> list[Message]:
 def from_anthropic(
     messages: Iterable[Mapping[str, Any]], system: str | list[Any] | None = None
 ) -> list[Message]:
-    """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages."""
+    """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages.
+
+    Each input is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate or too
+    deep a nesting is a :class:`MessageFormatError` naming the path, never a :class:`RecursionError`.
+    """
+    check_json_value(system, "system", limit=_SYSTEM_NESTING)
     out = _system_messages(system)
     for i, d in enumerate(messages):
         path = f"messages[{i}]"
+        check_json_value(d, path, limit=_MESSAGE_NESTING)
         if not isinstance(d, Mapping):
             raise MessageFormatError(path, f"must be a dict, got {d!r}", "pass a message dict")
         unknown = sorted(set(d) - {"role", "content"})

@@ -36,6 +36,7 @@ from ..messages import (
     ToolMessage,
     UserMessage,
     check_arguments,
+    check_json_value,
 )
 
 __all__ = [
@@ -219,8 +220,15 @@ def _optional_str(d: Mapping[str, Any], key: str, path: str) -> str | None:
 
 
 def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
-    """Read one OpenAI chat message dict. ``index`` only prefixes error paths as ``messages[index]``."""
+    """Read one OpenAI chat message dict. ``index`` only prefixes error paths as ``messages[index]``.
+
+    The dict is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate in any
+    string, or nesting deeper than :data:`~contextmem.messages.MAX_NESTING`, is a
+    :class:`MessageFormatError` naming the key path, so what is returned always passes
+    :func:`~contextmem.messages.check_message_text` and nothing here can raise :class:`RecursionError`.
+    """
     path = _where(index)
+    check_json_value(d, path)
     if not isinstance(d, Mapping):
         raise MessageFormatError(path, f"must be a dict, got {type(d).__name__} {d!r}", "pass a message dict")
     if "role" not in d:
@@ -291,7 +299,7 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
 
 
 def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """Read a list of OpenAI message dicts; errors name ``messages[i]``."""
+    """Read a list of OpenAI message dicts with :func:`from_openai`; errors name ``messages[i]``."""
     return [from_openai(d, index=i) for i, d in enumerate(items)]
 
 
