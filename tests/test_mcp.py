@@ -167,8 +167,9 @@ async def test_http_client_lists_and_calls_every_tool(workspace: Path, http_serv
         assert hits and "4711" in hits[0]["snippet"]
         tea = json.loads(_text(await bob.call_tool("memory_search", {"query": "green tea"})))
         assert all("green tea" not in hit["snippet"] for hit in tea)
-        stats = json.loads(_text(await bob.call_tool("context_stats", {"session_id": "s1"})))
-        assert stats["messages"] == 0
+        stats = await bob.call_tool("context_stats", {"session_id": "s1"})
+        assert stats.is_error and "no session 's1' in this namespace" in _text(stats)
+        assert (await bob.call_tool("compact", {"session_id": "s1"})).is_error
 
 
 _INIT = {

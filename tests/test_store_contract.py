@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from contextmem.errors import MessageStateError, StoreError, StoreURLError
+from contextmem.errors import (
+    ConfigError,
+    MessageFormatError,
+    MessageStateError,
+    SessionConflictError,
+    StoreError,
+    StoreURLError,
+)
 from contextmem.messages import (
     AssistantMessage,
     ImagePart,
@@ -101,7 +108,7 @@ def turn(n: int) -> list[Message]:
 
 
 # A spread of shapes that must come back equal: parts, images, tool calls, reasoning, extra keys, keys only
-# the Anthropic adapter keeps, Chinese, a NUL character and a lone surrogate.
+# the Anthropic adapter keeps, Chinese, a NUL character and astral-plane text.
 VARIED: list[Message] = [
     user("hello 你好"),
     UserMessage((TextPart("look"), ImagePart("data:image/png;base64,AAAA", "low")), name="ann"),
@@ -112,7 +119,7 @@ VARIED: list[Message] = [
         extra={"tool_call_extra": {"c1": {"extra_content": {"google": {"thought_signature": "x"}}}}},
     ),
     ToolMessage("c1", "file text\x00with nul", name="read_file", extra={"is_error": True}),
-    tool_result("c2", "search result \ud800 lone surrogate"),
+    tool_result("c2", "search result 𝄞 🎉 outside the BMP"),
     AssistantMessage(None, extra={"content": None, "refusal": None, "thinking_signature": "sig"}),
     assistant("done", tool_calls=[tool_call("c3", "x", {"k": [1, 2]})]),
 ]
@@ -150,6 +157,18 @@ async def test_messages_round_trip_exactly(store: SessionStore) -> None:
     await store.append("ns", "s", VARIED)
     assert [m.message for m in await store.messages("ns", "s")] == VARIED
     assert [m.message for m in (await store.open_session("ns", "s")).live] == VARIED
+
+
+async def test_messages_that_could_not_be_read_back_are_refused(store: SessionStore) -> None:
+    await store.append("ns", "s", turn(1))
+    lone = tool_result("c2", "search result \ud800 lone surrogate")
+    with pytest.raises(MessageFormatError, match="lone surrogate"):
+        await store.append("ns", "s", [user("fine"), lone])
+    with pytest.raises(MessageFormatError, match="lone surrogate"):
+        await store.replace("ns", "s", 1, lone)
+    assert [m.message for m in await store.messages("ns", "s")] == turn(1)  # nothing written
+    assert [m.message for m in (await store.open_session("ns", "s")).live] == turn(1)  # still readable
+    assert await store.integrity_check() == []
 
 
 async def test_concurrent_appends_get_disjoint_seqs(backend: Backend) -> None:
@@ -276,12 +295,101 @@ async def test_cleanup_idle_removes_only_idle_sessions(backend: Backend) -> None
     clock.now += 20 * day
     await store.set_meta("ns", "touched", meta="{}")  # activity keeps a session
     await store.append("ns", "new", turn(1))
-    removed = await store.cleanup_idle(30 * day, now=100 * day + 31 * day)
+    removed = await store.cleanup_idle(30 * day, namespace=None, now=100 * day + 31 * day)
     assert removed == [("ns", "old"), ("other", "old")]
     assert sorted(i.session_id for i in await store.list_sessions("ns")) == ["new", "touched"]
-    assert await store.cleanup_idle(30 * day, now=100 * day + 31 * day) == []
+    assert await store.cleanup_idle(30 * day, namespace=None, now=100 * day + 31 * day) == []
     clock.now = 200 * day
-    assert sorted(await store.cleanup_idle(30 * day)) == [("ns", "new"), ("ns", "touched")]  # store's clock
+    assert await store.cleanup_idle(30 * day, namespace="ns") == [
+        ("ns", "new"),
+        ("ns", "touched"),
+    ]  # its clock
+
+
+async def test_cleanup_idle_of_one_namespace_leaves_the_others(backend: Backend) -> None:
+    day = 86_400.0
+    clock = Clock(100 * day)
+    store = backend.open(clock=clock)
+    for ns in ("alice", "bob", "carol"):
+        await store.append(ns, "s", turn(1))
+        await store.append(ns, "t", turn(1))
+    clock.now += 40 * day
+    assert await store.cleanup_idle(30 * day, namespace="alice") == [("alice", "s"), ("alice", "t")]
+    assert await store.list_sessions("alice") == []
+    for ns in ("bob", "carol"):  # idle just as long, but not alice's: untouched, messages and all
+        assert [i.session_id for i in await store.list_sessions(ns)] == ["s", "t"]
+        assert [m.message for m in await store.messages(ns, "s")] == turn(1)
+    assert await store.cleanup_idle(30 * day, namespace="nobody") == []
+    assert await store.cleanup_idle(30 * day, namespace=None) == [
+        ("bob", "s"),
+        ("bob", "t"),
+        ("carol", "s"),
+        ("carol", "t"),
+    ]
+    assert await store.integrity_check() == []
+
+
+async def test_cleanup_idle_has_no_default_namespace(store: SessionStore) -> None:
+    with pytest.raises(TypeError, match="namespace"):
+        await store.cleanup_idle(0)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="Fix"):
+        await store.cleanup_idle(0, namespace="../x")
+
+
+async def test_conditional_append_writes_only_at_the_expected_seq(store: SessionStore) -> None:
+    # A session that does not exist yet is at next_seq 1.
+    assert await store.append("ns", "s", turn(1), expected_next_seq=1) == [1, 2]
+    assert await store.append("ns", "s", [user("three")], expected_next_seq=3) == [3]
+    with pytest.raises(SessionConflictError, match="Fix") as stale:
+        await store.append("ns", "s", [user("stale writer")], expected_next_seq=3)
+    assert (stale.value.expected, stale.value.actual) == (3, 4)
+    with pytest.raises(SessionConflictError) as ahead:
+        await store.append("ns", "s", [user("from the future")], expected_next_seq=9)
+    assert (ahead.value.expected, ahead.value.actual) == (9, 4)
+    # nothing of the refused appends was written, and the session still advances normally
+    assert [m.message for m in await store.messages("ns", "s")] == [*turn(1), user("three")]
+    assert (await store.open_session("ns", "s")).next_seq == 4
+    assert await store.append("ns", "s", [user("four")]) == [4]  # unconditional appends still work
+    assert await store.integrity_check() == []
+
+
+async def test_conditional_append_on_a_missing_session_creates_nothing(store: SessionStore) -> None:
+    with pytest.raises(SessionConflictError) as exc:
+        await store.append("ns", "ghost", turn(1), expected_next_seq=5)
+    assert (exc.value.expected, exc.value.actual) == (5, 1)
+    assert await store.list_sessions("ns") == []  # not even an empty session
+    await store.append("ns", "taken", turn(1))
+    with pytest.raises(SessionConflictError) as taken:  # "create it" is an expectation too
+        await store.append("ns", "taken", turn(2), expected_next_seq=1)
+    assert taken.value.actual == 3
+    assert len(await store.messages("ns", "taken")) == 2
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-session", "existing-session"])
+async def test_concurrent_conditional_appends_exactly_one_wins(backend: Backend, existing: bool) -> None:
+    writers = [backend.open() for _ in range(4)]
+    expected = 1
+    if existing:
+        expected = len(await writers[0].append("ns", "s", turn(0))) + 1
+    # Each writer appends a tool call with its result, all expecting the same next_seq: one wins, and
+    # the stored history never holds a call without its result (the orphans issue 12 saw).
+    calls = [
+        [assistant(None, tool_calls=[tool_call(f"w{i}", "lookup", {"i": i})]), tool_result(f"w{i}", f"r{i}")]
+        for i in range(len(writers))
+    ]
+    results = await asyncio.gather(
+        *(w.append("ns", "s", c, expected_next_seq=expected) for w, c in zip(writers, calls, strict=True)),
+        return_exceptions=True,
+    )
+    won = [r for r in results if isinstance(r, list)]
+    lost = [r for r in results if isinstance(r, SessionConflictError)]
+    assert len(won) == 1 and len(lost) == len(writers) - 1, results
+    assert won[0] == [expected, expected + 1]
+    assert all((e.expected, e.actual) == (expected, expected + 2) for e in lost)
+    stored = [m.message for m in await writers[0].messages("ns", "s")][expected - 1 :]
+    assert stored in calls
+    assert (await writers[0].open_session("ns", "s")).next_seq == expected + 2
+    assert await writers[0].integrity_check() == []
 
 
 async def test_namespaces_are_isolated(store: SessionStore) -> None:
@@ -294,9 +402,11 @@ async def test_namespaces_are_isolated(store: SessionStore) -> None:
     await store.delete_session("bob", "s")
     assert [m.message for m in await store.messages("alice", "s")] == [user("alice's secret")]
     # ids that would collide if namespace and session were simply joined
-    await store.append("a/b", "c", [user("one")])
-    await store.append("a", "b/c", [user("two")])
-    assert [m.message for m in await store.messages("a/b", "c")] == [user("one")]
+    await store.append("a.b", "c", [user("one")])
+    await store.append("a", "b.c", [user("two")])
+    await store.append("a", "b/c", [user("three")])
+    assert [m.message for m in await store.messages("a.b", "c")] == [user("one")]
+    assert [m.message for m in await store.messages("a", "b/c")] == [user("three")]
 
 
 async def test_lock_is_exclusive_between_stores(backend: Backend) -> None:

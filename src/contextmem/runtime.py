@@ -104,7 +104,7 @@ class ContextMem:
             restore=restore,
             store=self.store,
             settings=self.settings,
-            workspace_dir=self.workspace.dir,
+            files=self.workspace.files,
             llm=self.llm,
         )
         engine.subscribe(self._remember)
@@ -152,8 +152,15 @@ class ContextMem:
         self._jobs.append(asyncio.create_task(self._cleanup_forever(stop)))
 
     async def cleanup_sessions(self) -> list[tuple[str, str]]:
-        """Remove sessions idle longer than ``session_retention_days`` (their dialog archives stay)."""
-        return await self.store.cleanup_idle(self.settings.session_retention_days * 86400)
+        """Remove this namespace's sessions idle longer than ``session_retention_days`` (archives stay).
+
+        Only this runtime's namespace: a store may be shared by many tenants, and one tenant's retention
+        must never delete another's sessions (``contextmem sessions cleanup --all-namespaces`` is the
+        operator's tool for that).
+        """
+        return await self.store.cleanup_idle(
+            self.settings.session_retention_days * 86400, namespace=self.settings.namespace
+        )
 
     async def _cleanup_forever(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

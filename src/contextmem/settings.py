@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .errors import ConfigError
+from .namespace import DEFAULT_NAMESPACE, check_namespace
 
 logger = logging.getLogger("contextmem.settings")
 
@@ -43,7 +44,8 @@ class Settings(BaseModel):
     workspace: Path = Field(Path("~/.contextmem"), description="Memory files, dialog archive, tool results")
     store: str = Field("", description="sqlite:///path or postgresql://…; empty = SQLite in the workspace")
     namespace: str = Field(
-        "default", min_length=1, description="tenant/user/agent owning sessions and memory"
+        DEFAULT_NAMESPACE,
+        description="tenant/user/agent owning sessions and memory: 1-64 of a-z 0-9 . _ - @",
     )
 
     # The model
@@ -92,6 +94,19 @@ class Settings(BaseModel):
     session_retention_days: int = Field(30, gt=0)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        """Validate ``data``; a library user constructing settings directly gets the same
+        :class:`ConfigError` (with its Fix) as ``load``, ``parse``, the CLI and the environment."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+    @field_validator("namespace")
+    @classmethod
+    def _check_namespace(cls, value: str) -> str:
+        return check_namespace(value)  # the one grammar: settings, CLI, env, files, MCP URLs, stores
 
     @field_validator("daily_summary_time")
     @classmethod
@@ -174,10 +189,7 @@ class Settings(BaseModel):
     @classmethod
     def parse(cls, values: Mapping[str, Any]) -> Settings:
         """Validate ``values``; every problem becomes one line of a :class:`ConfigError`."""
-        try:
-            return cls.model_validate(dict(values))
-        except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from None
+        return cls(**{str(k): v for k, v in values.items()})  # __init__ turns errors into one ConfigError
 
     def with_value(self, key: str, value: Any, source: str = "override") -> Settings:
         """A copy with ``key`` set (strings are coerced as from the environment), validated."""
@@ -190,13 +202,12 @@ class Settings(BaseModel):
         return updated
 
     def save(self, path: str | Path) -> None:
-        """Write the non-default values as JSON (atomically: write then rename)."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        """Write the non-default values as JSON: atomically, durably, privately (0600; it may hold a
+        ``base_url`` with credentials or a ``store`` DSN with a password)."""
+        from .safefs import write_atomic_path
+
         data = self.model_dump(mode="json", exclude_defaults=True)
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomic_path(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -224,6 +235,10 @@ def _describe(exc: ValidationError) -> str:
         key = ".".join(str(p) for p in err["loc"]) or "settings"
         if err["type"] == "extra_forbidden":
             lines.append(f"unknown setting {key!r}. Fix: one of {sorted(Settings.model_fields)}")
+        elif err["type"] == "value_error" and isinstance(err.get("ctx", {}).get("error"), ConfigError):
+            lines.append(f"{key}: {err['ctx']['error']}")  # already says what was wrong and the Fix
         else:
             lines.append(f"{key}: got {err.get('input')!r}: {err['msg']}")
+    if len(lines) == 1:  # the usual case: one line, as the CLI prints errors
+        return f"invalid settings: {lines[0]}"
     return "invalid settings:\n  " + "\n  ".join(lines)

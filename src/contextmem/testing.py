@@ -13,8 +13,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .errors import SessionConflictError
 from .llm.base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .messages import AssistantMessage, Message, ToolCall, text_of
+from .messages import AssistantMessage, Message, ToolCall, check_message_text, text_of
+from .namespace import check_namespace
 from .store.base import SessionInfo, SessionState, StoredMessage
 
 
@@ -127,7 +129,7 @@ class MemoryStore:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def _get(self, namespace: str, session_id: str) -> _MemSession:
-        key = (namespace, session_id)
+        key = (check_namespace(namespace), session_id)
         if key not in self._sessions:
             now = self._clock()
             self._sessions[key] = _MemSession(created_at=now, updated_at=now)
@@ -142,7 +144,23 @@ class MemoryStore:
         )
         return SessionState(namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at)
 
-    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
+    async def append(
+        self,
+        namespace: str,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_next_seq: int | None = None,
+    ) -> list[int]:
+        check_namespace(namespace)
+        if not messages:
+            return []
+        for m in messages:  # what the durable stores could not read back, they refuse: so does this one
+            check_message_text(m)
+        existing = self._sessions.get((namespace, session_id))
+        actual = 1 if existing is None else len(existing.original) + 1
+        if expected_next_seq is not None and expected_next_seq != actual:
+            raise SessionConflictError(namespace, session_id, expected_next_seq, actual)
         s = self._get(namespace, session_id)
         seqs = []
         for m in messages:
@@ -154,6 +172,7 @@ class MemoryStore:
         return seqs
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
+        check_message_text(message)
         s = self._get(namespace, session_id)
         if seq not in s.original or seq in s.archived:
             raise KeyError(f"no live message {seq} in {namespace}/{session_id}")
@@ -201,11 +220,12 @@ class MemoryStore:
 
     @asynccontextmanager
     async def lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault((namespace, session_id), asyncio.Lock())
+        lock = self._locks.setdefault((check_namespace(namespace), session_id), asyncio.Lock())
         async with lock:
             yield
 
     async def list_sessions(self, namespace: str) -> list[SessionInfo]:
+        check_namespace(namespace)
         return [
             SessionInfo(
                 ns, sid, len(s.original) - len(s.archived), len(s.archived), s.created_at, s.updated_at
@@ -215,13 +235,17 @@ class MemoryStore:
         ]
 
     async def delete_session(self, namespace: str, session_id: str) -> None:
-        self._sessions.pop((namespace, session_id), None)
+        self._sessions.pop((check_namespace(namespace), session_id), None)
 
     async def cleanup_idle(
-        self, older_than_seconds: float, *, now: float | None = None
+        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
     ) -> list[tuple[str, str]]:
+        if namespace is not None:
+            check_namespace(namespace)
         cutoff = (self._clock() if now is None else now) - older_than_seconds
-        gone = [key for key, s in self._sessions.items() if s.updated_at < cutoff]
+        gone = sorted(
+            key for key, s in self._sessions.items() if s.updated_at < cutoff and namespace in (None, key[0])
+        )
         for key in gone:
             del self._sessions[key]
         return gone

@@ -15,11 +15,11 @@ import logging
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 from ..budget import resolve_window, turn_starts
 from ..errors import ContextmemError
-from ..formats.openai import messages_from_openai
+from ..jsonl import messages_from_jsonl
+from ..namespace import namespace_tree
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
 from . import state
@@ -77,9 +77,9 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
         if args.workspace is None:
             settings = settings.with_value("workspace", tmp)
         store = open_store(state.store_url(settings))
-        engine = await ContextEngine.open(
-            args.session, store=store, settings=settings, workspace_dir=settings.workspace_path
-        )
+        # The namespace's own confined tree: never another namespace's folders.
+        files = namespace_tree(settings.workspace_path, settings.namespace)
+        engine = await ContextEngine.open(args.session, store=store, settings=settings, files=files)
         color = use_color(sys.stdout)
 
         def show(t: TurnReport) -> None:
@@ -126,8 +126,7 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
     """Count an OpenAI-format transcript (one JSON message per line) against the configured window."""
-    lines = Path(args.transcript).read_text(encoding="utf-8").splitlines()
-    messages = messages_from_openai(json.loads(line) for line in lines if line.strip())
+    messages = messages_from_jsonl(args.transcript)
     counter = MessageCounter(get_counter(settings.tokenizer), image_tokens=settings.image_tokens)
     counts = counter.count_messages(messages)
     window = resolve_window(
@@ -258,6 +257,11 @@ def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     export.set_defaults(func=_async(state.sessions_export))
     cleanup = sessions.add_parser("cleanup", help="remove idle sessions (archives stay)")
     cleanup.add_argument("--days", type=int, help="idle days (default: session_retention_days)")
+    cleanup.add_argument(
+        "--all-namespaces",
+        action="store_true",
+        help="admin: clean idle sessions of every namespace, not only --namespace's",
+    )
     cleanup.set_defaults(func=_async(state.sessions_cleanup))
 
 

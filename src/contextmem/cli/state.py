@@ -52,6 +52,8 @@ def memory_index(settings: Settings, args: argparse.Namespace) -> int:
         f"{len(report.removed)} removed, {report.chunks_embedded} chunks embedded; "
         + ", ".join(f"{k} {v}" for k, v in stats.items())
     )
+    if report.skipped:
+        print(f"skipped (links are never followed): {', '.join(report.skipped)}")
     return 0
 
 
@@ -127,15 +129,21 @@ async def sessions_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
+    """Idle sessions of ``--namespace`` only; ``--all-namespaces`` (an operator's choice) of every tenant."""
     days = args.days if args.days is not None else settings.session_retention_days
+    namespace = None if args.all_namespaces else settings.namespace
     store = await _with_store(settings)
     try:
-        gone = await store.cleanup_idle(days * 86400)
+        gone = await store.cleanup_idle(days * 86400, namespace=namespace)
     finally:
         await store.close()
-    print(f"removed {len(gone)} sessions idle over {days} days (their dialog archives stay)")
-    for namespace, session_id in gone:
-        print(f"  {namespace}/{session_id}")
+    where = "in every namespace" if namespace is None else f"in namespace {namespace!r}"
+    print(f"removed {len(gone)} sessions idle over {days} days {where} (their dialog archives stay)")
+    if namespace is None:
+        touched = sorted({ns for ns, _ in gone})
+        print(f"namespaces touched: {', '.join(touched) if touched else 'none'}")
+    for ns, session_id in gone:
+        print(f"  {ns}/{session_id}")
     return 0
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PathEscapeError
 from ..llm.base import LLM
+from ..namespace import check_namespace
 from ..runtime import ContextMem
 from ..settings import Settings
 from ..store.base import SessionStore
@@ -54,8 +55,6 @@ class Namespaces:
         embedder: Embedder,
         allowed: Collection[str] = (),
     ) -> None:
-        from ..memory import check_namespace
-
         self.settings = settings
         self.default = check_namespace(settings.namespace)
         self.allowed = frozenset(allowed) or frozenset({self.default})
@@ -69,8 +68,6 @@ class Namespaces:
 
     def check(self, namespace: str) -> str:
         """``namespace`` if this server serves it, else :class:`PathEscapeError` (a refusal)."""
-        from ..memory import check_namespace
-
         check_namespace(namespace)
         if namespace not in self.allowed and ANY_NAMESPACE not in self.allowed:
             raise PathEscapeError(
@@ -122,20 +119,28 @@ class NamespaceRouter:
         self._sessions: dict[bytes, str] = {}  # mcp-session-id -> the namespace that created it
 
     def _namespace_of(self, path: str) -> str | None:
+        """The namespace a path names (unchecked), or None for a path that is no MCP endpoint.
+
+        ``path`` is the *raw* (still percent-encoded) path, so ``/ns/..%2Fx/mcp`` yields ``..%2Fx`` (refused
+        by the grammar), never a decoded ``../x`` that would change the path's shape; everything between
+        ``/ns/`` and the endpoint is the candidate name, so ``/ns/a/b/mcp`` yields ``a/b`` (refused too).
+        """
         if path.rstrip("/") == self.path:
             return self.namespaces.default
         parts = path.strip("/").split("/")
-        if len(parts) == 3 and parts[0] == "ns" and "/" + parts[2] == self.path:
-            return parts[1]
+        if len(parts) >= 3 and parts[0] == "ns" and "/" + parts[-1] == self.path:
+            return "/".join(parts[1:-1])
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: the MCP app starts its session manager
             await self.app(scope, receive, send)
             return
-        namespace = self._namespace_of(scope["path"])
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1") if isinstance(raw, bytes) else scope["path"]
+        namespace = self._namespace_of(path.split("?", 1)[0])
         if namespace is None:
-            await _refuse(send, 404, f"no MCP endpoint at {scope['path']!r}; use /mcp or /ns/<name>/mcp")
+            await _refuse(send, 404, f"no MCP endpoint at {path[:200]!r}; use /mcp or /ns/<name>/mcp")
             return
         try:
             self.namespaces.check(namespace)

@@ -3,7 +3,9 @@
 Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_archive`` (the agent's memory tools —
 same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same workspace
 confinement), plus ``context_stats`` and ``compact`` on a stored session. Each tool is a few lines that
-call one public method; errors a client can fix come back as an MCP tool error (``isError``).
+call one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error
+(``isError``) with a one-line message — contextmem's own errors with their text and Fix, anything else as
+``internal error: <Type>: <message>`` (logged here with its traceback) — never a traceback to the client.
 
 The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces`), never an argument.
 """
@@ -12,12 +14,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..errors import ConfigError, MissingExtraError
+from ..errors import ConfigError, ContextmemError, MissingExtraError
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
@@ -26,9 +31,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("mcp", "mcp") from exc
 
 from ..memory.tools import MAX_READ_LINES, TOOL_SCHEMAS
+from ..runtime import ContextMem
 from .namespaces import NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
 
-__all__ = ["build_server", "http_app", "serve_http", "serve_stdio"]
+__all__ = ["build_server", "http_app", "serve_http", "serve_stdio", "tool_errors"]
+
+logger = logging.getLogger("contextmem.mcp")
+MAX_ERROR_CHARS = 1000
 
 INSTRUCTIONS = (
     "Long-term memory and context control of contextmem. Search memory before answering questions about "
@@ -36,6 +45,25 @@ INSTRUCTIONS = (
     "conversations (dialog/*.jsonl) and offloaded tool results (tool_results/*.txt) are read with "
     "read_archive. context_stats and compact act on a stored session of this namespace."
 )
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_ERROR_CHARS else flat[: MAX_ERROR_CHARS - 1] + "…"
+
+
+@contextmanager
+def tool_errors(tool: str) -> Iterator[None]:
+    """The one wrapper around every tool body: any exception leaves as a one-line :class:`ToolError`."""
+    try:
+        yield
+    except ToolError as exc:
+        raise ToolError(_one_line(str(exc))) from exc
+    except ContextmemError as exc:  # says what was wrong and the Fix: the client may read it
+        raise ToolError(_one_line(str(exc))) from exc
+    except Exception as exc:
+        logger.exception("MCP tool %s failed unexpectedly", tool)
+        raise ToolError(_one_line(f"internal error: {type(exc).__name__}: {exc}")) from exc
 
 
 def _describe(tool: str) -> str:
@@ -62,13 +90,25 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             raise ToolError(text[len("error: ") :])
         return text
 
+    async def stored_session(ctx: Context, session_id: str) -> ContextMem:
+        """The namespace's parts, once ``session_id`` is known to exist there (it is never created here)."""
+        namespace = namespace_of(ctx)
+        runtime = await namespaces.get(namespace)
+        if session_id not in {i.session_id for i in await runtime.store.list_sessions(namespace)}:
+            raise ToolError(
+                f"no session {session_id[:200]!r} in this namespace. "
+                "Fix: pass the id of a session an agent stored in this namespace"
+            )
+        return runtime
+
     @server.tool(structured_output=False, description=_describe("memory_search"))
     async def memory_search(
         query: Annotated[str, Field(description="What to look for, in any language.")],
         ctx: Context,
         k: Annotated[int, Field(ge=1, le=50, description="How many passages to return.")] = 5,
     ) -> str:
-        return await memory_call(ctx, "memory_search", query=query, k=k)
+        with tool_errors("memory_search"):
+            return await memory_call(ctx, "memory_search", query=query, k=k)
 
     @server.tool(structured_output=False, description=_describe("memory_get"))
     async def memory_get(
@@ -77,7 +117,8 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         from_line: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
         lines: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 50,
     ) -> str:
-        return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
+        with tool_errors("memory_get"):
+            return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
 
     @server.tool(structured_output=False, description=_describe("memory_write"))
     async def memory_write(
@@ -85,7 +126,8 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         ctx: Context,
         target: Literal["core", "daily"] = "daily",
     ) -> str:
-        return await memory_call(ctx, "memory_write", text=text, target=target)
+        with tool_errors("memory_write"):
+            return await memory_call(ctx, "memory_write", text=text, target=target)
 
     @server.tool(structured_output=False, description=_describe("read_file"))
     async def read_archive(
@@ -94,7 +136,8 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         offset: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
         limit: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 200,
     ) -> str:
-        return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
+        with tool_errors("read_archive"):
+            return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
 
     @server.tool(
         structured_output=False,
@@ -103,9 +146,10 @@ def build_server(namespaces: Namespaces) -> MCPServer:
     async def context_stats(
         session_id: Annotated[str, Field(min_length=1, description="The session to inspect.")], ctx: Context
     ) -> str:
-        runtime = await namespaces.get(namespace_of(ctx))
-        engine = await runtime.session(session_id)
-        return json.dumps(asdict(engine.stats()), ensure_ascii=False)
+        with tool_errors("context_stats"):
+            runtime = await stored_session(ctx, session_id)
+            engine = await runtime.session(session_id)
+            return json.dumps(asdict(engine.stats()), ensure_ascii=False)
 
     @server.tool(
         structured_output=False,
@@ -116,12 +160,15 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         ctx: Context,
         instruction: Annotated[str | None, Field(description="What the summary must keep.")] = None,
     ) -> str:
-        runtime = await namespaces.get(namespace_of(ctx))
-        engine = await runtime.session(session_id)
-        result = await engine.compact(instruction)
-        await engine.close()
-        await runtime.flush()
-        return json.dumps(asdict(result), ensure_ascii=False)
+        with tool_errors("compact"):
+            runtime = await stored_session(ctx, session_id)
+            engine = await runtime.session(session_id)
+            try:
+                result = await engine.compact(instruction)
+            finally:
+                await engine.close()
+                await runtime.flush()
+            return json.dumps(asdict(result), ensure_ascii=False)
 
     return server
 

@@ -13,6 +13,20 @@ The invariant every implementation keeps, in one transaction per call: a message
 archived, never neither. :meth:`SessionStore.archive` moves messages and sets the new summary
 atomically, so a crash leaves either the old state or the new one.
 
+Tenancy and concurrency, also part of the contract (issue 12):
+
+* **Namespaces are validated at every method entry** with :func:`contextmem.namespace.check_namespace`
+  (a :class:`~contextmem.errors.ConfigError` before any I/O), even though settings, the CLI and the MCP
+  router validate them first: a store never stores, matches or deletes under a name outside the grammar.
+* **No method crosses namespaces** except :meth:`SessionStore.cleanup_idle` with ``namespace=None``,
+  which the caller must spell out: the argument has no default.
+* **Conditional appends.** ``append(..., expected_next_seq=n)`` writes only if the session's
+  ``next_seq`` is ``n`` when the write happens (a session that does not exist yet has ``next_seq`` 1),
+  compared and written in one transaction. Otherwise it raises
+  :class:`~contextmem.errors.SessionConflictError` and writes nothing (not even an empty session). Of
+  several writers appending with the same expectation, exactly one succeeds; the others reload and
+  retry. This is how concurrent writers keep a tool call and its result together.
+
 Implementations: :mod:`contextmem.store.sqlite` (default) and :mod:`contextmem.store.postgres`.
 One contract test suite (``tests/test_store_contract.py``) runs against both.
 """
@@ -66,8 +80,20 @@ class SessionStore(Protocol):
         """Load the session, creating it empty if it does not exist."""
         ...
 
-    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
-        """Append live messages; returns their seqs, consecutive and ascending."""
+    async def append(
+        self,
+        namespace: str,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_next_seq: int | None = None,
+    ) -> list[int]:
+        """Append live messages; returns their seqs, consecutive and ascending.
+
+        With ``expected_next_seq``, only if the session's ``next_seq`` equals it, else
+        :class:`~contextmem.errors.SessionConflictError` and nothing is written. An empty ``messages``
+        returns ``[]`` and touches nothing.
+        """
         ...
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
@@ -107,9 +133,13 @@ class SessionStore(Protocol):
     async def delete_session(self, namespace: str, session_id: str) -> None: ...
 
     async def cleanup_idle(
-        self, older_than_seconds: float, *, now: float | None = None
+        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
     ) -> list[tuple[str, str]]:
-        """Delete sessions idle longer than ``older_than_seconds``; returns ``(namespace, session_id)``s."""
+        """Delete sessions of ``namespace`` idle longer than ``older_than_seconds``.
+
+        ``namespace=None`` means every namespace: an operator's explicit choice, never a default.
+        Returns the removed ``(namespace, session_id)`` pairs, sorted. ``now`` defaults to the store's clock.
+        """
         ...
 
     async def integrity_check(self) -> list[str]:

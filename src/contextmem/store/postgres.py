@@ -6,11 +6,13 @@ Same contract, schema and message codec as :mod:`contextmem.store.sqlite`. Diffe
   to the event loop that first used it.
 * **Appends are one upsert**: ``INSERT … ON CONFLICT DO UPDATE SET next_seq = next_seq + n RETURNING``
   creates the session if needed and reserves the seqs under the session row's lock, so concurrent
-  appenders on any host get disjoint, consecutive seqs.
+  appenders on any host get disjoint, consecutive seqs. A **conditional append** (``expected_next_seq``)
+  adds ``WHERE next_seq = expected`` to that update: the row lock makes compare-and-reserve one step (a
+  second writer waiting on the lock re-reads the row, finds it moved and gets no row back: a conflict).
 * **Reads that span statements** (``open_session``, ``integrity_check``) run in ``REPEATABLE READ`` so
   they see one snapshot.
 * **Compaction locks** are session-level advisory locks, ``pg_advisory_lock(key)`` with a 64-bit key
-  derived from ``(namespace, session_id)`` (:func:`~contextmem.store.sqlite.session_lock_key`; 64 bits
+  derived from ``(namespace, session_id)`` (:func:`~contextmem.store.common.session_lock_key`; 64 bits
   rather than ``hashtext``'s 32, so unrelated sessions practically never share a lock). Each lock holds a
   dedicated connection for the duration of the ``async with``: the server releases it when that
   connection ends, so a crashed worker never leaves a session locked, on any host.
@@ -35,19 +37,21 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import MissingExtraError, StoreError, StoreSchemaError
 from ..messages import Message
+from ..namespace import check_namespace
 from .base import SessionInfo, SessionState, StoredMessage
-from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
-from .sqlite import (
+from .common import (
     COMPONENT,
     MESSAGES_SQL,
     SESSION_SEQS_SQL,
     MessageProblems,
+    check_expected_seq,
     decode_message,
     encode_message,
     not_live_error,
     session_lock_key,
     session_problems,
 )
+from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -177,6 +181,8 @@ class PostgresSessionStore:
     # -- SessionStore ----------------------------------------------------------------------------
 
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
+        check_namespace(namespace)
+
         async def load(conn: AsyncConnection[Any]) -> SessionState | None:
             cur = await conn.execute(
                 "SELECT id, summary, meta, next_seq, updated_at FROM cm_sessions "
@@ -214,22 +220,46 @@ class PostgresSessionStore:
             f"session ({namespace!r}, {session_id!r}) was deleted while being opened, repeatedly"
         )
 
-    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
+    async def append(
+        self,
+        namespace: str,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_next_seq: int | None = None,
+    ) -> list[int]:
+        check_namespace(namespace)
         if not messages:
             return []
         encoded = [encode_message(m) for m in messages]
         n = len(encoded)
+        expected = expected_next_seq
 
         async def run(conn: AsyncConnection[Any]) -> list[int]:
             now = self._clock()
-            cur = await conn.execute(
-                "INSERT INTO cm_sessions AS s (namespace, session_id, next_seq, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, session_id) "
-                "DO UPDATE SET next_seq = s.next_seq + %s, updated_at = %s RETURNING s.id, s.next_seq",
-                (namespace, session_id, 1 + n, now, now, n, now),
-            )
+            if expected is None or expected == 1:  # may create the session (a new one has next_seq 1)
+                cur = await conn.execute(
+                    "INSERT INTO cm_sessions AS s (namespace, session_id, next_seq, created_at, updated_at) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, session_id) "
+                    "DO UPDATE SET next_seq = s.next_seq + %s, updated_at = %s "
+                    "WHERE %s::bigint IS NULL OR s.next_seq = %s::bigint RETURNING s.id, s.next_seq",
+                    (namespace, session_id, 1 + n, now, now, n, now, expected, expected),
+                )
+            else:  # only an existing session can be at ``expected``
+                cur = await conn.execute(
+                    "UPDATE cm_sessions SET next_seq = next_seq + %s, updated_at = %s "
+                    "WHERE namespace = %s AND session_id = %s AND next_seq = %s RETURNING id, next_seq",
+                    (n, now, namespace, session_id, expected),
+                )
             row = await cur.fetchone()
-            assert row is not None
+            if row is None:  # the expectation failed, nothing was written: report where the session is
+                cur = await conn.execute(
+                    "SELECT next_seq FROM cm_sessions WHERE namespace = %s AND session_id = %s",
+                    (namespace, session_id),
+                )
+                found = await cur.fetchone()
+                check_expected_seq(namespace, session_id, expected, 1 if found is None else found[0])
+                raise AssertionError("unreachable: a failed conditional append must be a conflict")
             pk, next_seq = row
             seqs = list(range(next_seq - n, next_seq))
             await conn.execute(
@@ -242,6 +272,7 @@ class PostgresSessionStore:
         return await self._run("append", run)
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
+        check_namespace(namespace)
         encoded = encode_message(message)
 
         async def run(conn: AsyncConnection[Any]) -> None:
@@ -272,6 +303,7 @@ class PostgresSessionStore:
         summary: str | None = None,
         meta: str | None = None,
     ) -> None:
+        check_namespace(namespace)
         wanted = sorted(set(seqs))
 
         async def run(conn: AsyncConnection[Any]) -> None:
@@ -292,6 +324,8 @@ class PostgresSessionStore:
     async def set_meta(
         self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
     ) -> None:
+        check_namespace(namespace)
+
         async def run(conn: AsyncConnection[Any]) -> None:
             pk, _ = await self._ensure_session(conn, namespace, session_id)
             await _set_meta(conn, pk, summary, meta, self._clock())
@@ -301,6 +335,7 @@ class PostgresSessionStore:
     async def messages(
         self, namespace: str, session_id: str, *, state: Literal["live", "archived", "all"] = "all"
     ) -> list[StoredMessage]:
+        check_namespace(namespace)
         if state not in ("live", "archived", "all"):
             raise StoreError(f"state={state!r} is not a message state. Fix: use 'live', 'archived' or 'all'.")
 
@@ -333,9 +368,12 @@ class PostgresSessionStore:
 
     def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive compaction lock of one session, for every process on every host (``async with``)."""
+        check_namespace(namespace)
         return self._session_lock(namespace, session_id)
 
     async def list_sessions(self, namespace: str) -> list[SessionInfo]:
+        check_namespace(namespace)
+
         async def run(conn: AsyncConnection[Any]) -> list[SessionInfo]:
             cur = await conn.execute(
                 "SELECT s.session_id, s.created_at, s.updated_at, "
@@ -349,6 +387,8 @@ class PostgresSessionStore:
         return await self._run("list_sessions", run)
 
     async def delete_session(self, namespace: str, session_id: str) -> None:
+        check_namespace(namespace)
+
         async def run(conn: AsyncConnection[Any]) -> None:
             await conn.execute(
                 "DELETE FROM cm_sessions WHERE namespace = %s AND session_id = %s", (namespace, session_id)
@@ -357,14 +397,18 @@ class PostgresSessionStore:
         await self._run("delete_session", run)
 
     async def cleanup_idle(
-        self, older_than_seconds: float, *, now: float | None = None
+        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
     ) -> list[tuple[str, str]]:
         cutoff = (self._clock() if now is None else now) - older_than_seconds
+        where = "updated_at < %s"
+        args: tuple[float | str, ...] = (cutoff,)
+        if namespace is not None:  # None: every namespace, the operator's explicit choice
+            where += " AND namespace = %s"
+            args += (check_namespace(namespace),)
 
         async def run(conn: AsyncConnection[Any]) -> list[tuple[str, str]]:
-            cur = await conn.execute(
-                "DELETE FROM cm_sessions WHERE updated_at < %s RETURNING namespace, session_id", (cutoff,)
-            )
+            sql = f"DELETE FROM cm_sessions WHERE {where} RETURNING namespace, session_id"
+            cur = await conn.execute(sql, args)
             return sorted((ns, sid) for ns, sid in await cur.fetchall())
 
         return await self._run("cleanup_idle", run)

@@ -18,6 +18,10 @@ Choices, and why:
   them when the holder dies, so a SIGKILLed compactor never leaves a session locked; waiting polls without
   holding a thread, so a cancelled waiter leaves nothing behind. Locks are per machine, like the file
   (POSIX only: on Windows the rest of the store works, ``lock`` raises).
+* **Private files**: the database, its ``-wal``/``-shm`` and the lock files are 0600, the lock directory
+  0700, whatever the umask (:mod:`contextmem.safefs`, :mod:`contextmem.store.locks`).
+* **Conditional appends** (``expected_next_seq``) compare and write inside the one ``BEGIN IMMEDIATE``
+  transaction, so no other writer can move the session in between.
 * **Migrations** (:mod:`contextmem.store.migrations.sqlite`) are applied on first use, in one transaction.
 
 Messages are stored as JSON text of their OpenAI dict (:func:`encode_message`), which round-trips exactly.
@@ -26,8 +30,6 @@ Messages are stored as JSON text of their OpenAI dict (:func:`encode_message`), 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import random
 import sqlite3
@@ -35,117 +37,33 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace as dc_replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from ..errors import MessageStateError, StoreError, StoreLockedError, StoreSchemaError
-from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai, to_openai
+from ..errors import StoreError, StoreLockedError
 from ..messages import Message
+from ..namespace import check_namespace
+from ..safefs import ensure_private_file
 from .base import SessionInfo, SessionState, StoredMessage
-from .migrations import Migration, discover
+from .common import check_expected_seq, decode_message, encode_message, not_live_error, session_lock_key
+from .locks import try_flock
+from .sqlite_schema import MIGRATIONS, integrity_problems, migrate
+from .sqlite_schema import schema_version as _schema_version
 
-__all__ = ["SqliteSessionStore", "decode_message", "encode_message", "migrate", "session_lock_key"]
+__all__ = [
+    "MIGRATIONS",
+    "SqliteSessionStore",
+    "decode_message",
+    "encode_message",
+    "migrate",
+    "session_lock_key",
+]
 
 T = TypeVar("T")
 StateFilter = Literal["live", "archived", "all"]
 
-COMPONENT = "sessions"
-MIGRATIONS: tuple[Migration, ...] = discover("contextmem.store.migrations.sqlite")
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-# --- shared by both stores: message codec and lock keys -------------------------------------------
-
-
-def encode_message(message: Message) -> str:
-    """JSON text of ``to_openai(message)``; ``decode_message`` gives back an equal message.
-
-    Keys the OpenAI format never emits (those :mod:`contextmem.formats.anthropic` keeps in ``extra``) are
-    wrapped alongside: ``{"openai": {...}, "anthropic_extra": {...}}``. A plain OpenAI dict always has
-    ``role``, so the two shapes cannot be confused.
-    """
-    doc: dict[str, Any] = to_openai(message)
-    kept = {k: v for k, v in message.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
-    if kept:
-        doc = {"openai": doc, "anthropic_extra": kept}
-    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: keep them as \\u escapes, which JSON round-trips
-            text = json.dumps(doc, separators=(",", ":"))
-    return text
-
-
-def decode_message(text: str) -> Message:
-    """Inverse of :func:`encode_message`; raises ``ValueError`` (or a ``MessageFormatError``) if corrupt."""
-    doc = json.loads(text)
-    if not isinstance(doc, dict):
-        raise ValueError(f"stored message is not a JSON object: {text[:80]!r}")
-    if "role" in doc:
-        return from_openai(doc)
-    message = from_openai(doc["openai"])
-    return dc_replace(message, extra={**message.extra, **doc["anthropic_extra"]})
-
-
-def session_lock_key(namespace: str, session_id: str) -> int:
-    """A signed 64-bit key naming one session's compaction lock (unambiguous for any two strings)."""
-    raw = f"{len(namespace)}:{namespace}/{session_id}".encode()
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
-
-
-# --- migrations -----------------------------------------------------------------------------------
-
-
-def _schema_version(conn: sqlite3.Connection) -> int:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cm_schema_migrations'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = conn.execute(
-        "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = ?", (COMPONENT,)
-    ).fetchone()
-    return int(row[0])
-
-
-def migrate(conn: sqlite3.Connection, upto: int | None = None, *, now: float | None = None) -> int:
-    """Apply pending migrations (up to version ``upto``, default all) in one transaction; return the version.
-
-    ``conn`` must be in autocommit mode (``isolation_level=None``). Several processes may call this at
-    once: ``BEGIN IMMEDIATE`` serialises them and the second finds nothing left to do.
-    """
-    target = len(MIGRATIONS) if upto is None else upto
-    if _schema_version(conn) == target:
-        return target
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
-            "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at REAL NOT NULL, "
-            "PRIMARY KEY (component, version))"
-        )
-        current = _schema_version(conn)
-        if current > len(MIGRATIONS):
-            raise StoreSchemaError(
-                f"the database has session schema version {current}, but this contextmem only knows "
-                f"versions up to {len(MIGRATIONS)}. Fix: upgrade contextmem to open this database."
-            )
-        for m in MIGRATIONS[current:target]:
-            for statement in m.statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO cm_schema_migrations (component, version, name, applied_at) VALUES (?, ?, ?, ?)",
-                (COMPONENT, m.version, m.name, time.time() if now is None else now),
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return max(current, target)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -204,7 +122,7 @@ class SqliteSessionStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_private_file(self.path)  # before SQLite opens it: -wal and -shm inherit its mode
             conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
@@ -272,6 +190,8 @@ class SqliteSessionStore:
     # -- SessionStore ----------------------------------------------------------------------------
 
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
+        check_namespace(namespace)
+
         def load(conn: sqlite3.Connection, create: bool) -> SessionState | None:
             row = (
                 self._ensure_session(conn, namespace, session_id)
@@ -300,13 +220,23 @@ class SqliteSessionStore:
 
         return await self._call(run)
 
-    async def append(self, namespace: str, session_id: str, messages: Sequence[Message]) -> list[int]:
+    async def append(
+        self,
+        namespace: str,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_next_seq: int | None = None,
+    ) -> list[int]:
+        check_namespace(namespace)
         if not messages:
             return []
         encoded = [encode_message(m) for m in messages]
 
-        def run(conn: sqlite3.Connection) -> list[int]:
-            pk, _, _, first, _ = self._ensure_session(conn, namespace, session_id)
+        def run(conn: sqlite3.Connection) -> list[int]:  # BEGIN IMMEDIATE: no writer moves next_seq meanwhile
+            row = self._session_row(conn, namespace, session_id)
+            check_expected_seq(namespace, session_id, expected_next_seq, 1 if row is None else row[3])
+            pk, _, _, first, _ = row if row is not None else self._ensure_session(conn, namespace, session_id)
             now = self._clock()
             seqs = list(range(first, first + len(encoded)))
             conn.executemany(
@@ -321,6 +251,7 @@ class SqliteSessionStore:
         return await self._write_async("append", run)
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
+        check_namespace(namespace)
         encoded = encode_message(message)
 
         def run(conn: sqlite3.Connection) -> None:
@@ -350,6 +281,7 @@ class SqliteSessionStore:
         summary: str | None = None,
         meta: str | None = None,
     ) -> None:
+        check_namespace(namespace)
         wanted = sorted(set(seqs))
 
         def run(conn: sqlite3.Connection) -> None:
@@ -370,6 +302,8 @@ class SqliteSessionStore:
     async def set_meta(
         self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
     ) -> None:
+        check_namespace(namespace)
+
         def run(conn: sqlite3.Connection) -> None:
             pk = self._ensure_session(conn, namespace, session_id)[0]
             _set_meta(conn, pk, summary, meta, self._clock())
@@ -379,6 +313,7 @@ class SqliteSessionStore:
     async def messages(
         self, namespace: str, session_id: str, *, state: StateFilter = "all"
     ) -> list[StoredMessage]:
+        check_namespace(namespace)
         if state not in ("live", "archived", "all"):
             raise StoreError(f"state={state!r} is not a message state. Fix: use 'live', 'archived' or 'all'.")
 
@@ -398,10 +333,10 @@ class SqliteSessionStore:
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
-        path = self._lock_dir / f"{session_lock_key(namespace, session_id) & (2**64 - 1):016x}.lock"
+        path = self._lock_path(namespace, session_id)
         delay = 0.002
         while True:
-            fd = _try_flock(path)
+            fd = try_flock(path)
             if fd is not None:
                 break
             await asyncio.sleep(delay * (0.5 + random.random()))
@@ -413,9 +348,12 @@ class SqliteSessionStore:
 
     def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive compaction lock of one session, for every process on this machine (``async with``)."""
+        check_namespace(namespace)
         return self._session_lock(namespace, session_id)
 
     async def list_sessions(self, namespace: str) -> list[SessionInfo]:
+        check_namespace(namespace)
+
         def run(conn: sqlite3.Connection) -> list[SessionInfo]:
             rows = conn.execute(
                 "SELECT s.session_id, s.created_at, s.updated_at, "
@@ -429,6 +367,8 @@ class SqliteSessionStore:
         return await self._read_async("list_sessions", run)
 
     async def delete_session(self, namespace: str, session_id: str) -> None:
+        check_namespace(namespace)
+
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "DELETE FROM cm_sessions WHERE namespace = ? AND session_id = ?", (namespace, session_id)
@@ -438,17 +378,21 @@ class SqliteSessionStore:
         self._drop_lock_file(namespace, session_id)
 
     async def cleanup_idle(
-        self, older_than_seconds: float, *, now: float | None = None
+        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
     ) -> list[tuple[str, str]]:
         cutoff = (self._clock() if now is None else now) - older_than_seconds
+        where = "updated_at < ?"
+        args: tuple[float | str, ...] = (cutoff,)
+        if namespace is not None:  # None: every namespace, the operator's explicit choice
+            where += " AND namespace = ?"
+            args += (check_namespace(namespace),)
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             rows = conn.execute(
-                "SELECT namespace, session_id FROM cm_sessions WHERE updated_at < ? "
-                "ORDER BY namespace, session_id",
-                (cutoff,),
+                f"SELECT namespace, session_id FROM cm_sessions WHERE {where} ORDER BY namespace, session_id",
+                args,
             ).fetchall()
-            conn.execute("DELETE FROM cm_sessions WHERE updated_at < ?", (cutoff,))
+            conn.execute(f"DELETE FROM cm_sessions WHERE {where}", args)
             return [(ns, sid) for ns, sid in rows]
 
         removed = await self._write_async("cleanup_idle", run)
@@ -457,7 +401,7 @@ class SqliteSessionStore:
         return removed
 
     async def integrity_check(self) -> list[str]:
-        return await self._read_async("integrity_check", _integrity_problems)
+        return await self._read_async("integrity_check", integrity_problems)
 
     async def schema_version(self) -> int:
         """The session schema version of the database (after the migrations applied on open)."""
@@ -478,48 +422,18 @@ class SqliteSessionStore:
             self._closed = True
             self._executor.shutdown(wait=False)
 
+    def _lock_path(self, namespace: str, session_id: str) -> Path:
+        return self._lock_dir / f"{session_lock_key(namespace, session_id) & (2**64 - 1):016x}.lock"
+
     def _drop_lock_file(self, namespace: str, session_id: str) -> None:
         """Remove a deleted session's lock file if nobody holds it (holders re-check the inode)."""
-        path = self._lock_dir / f"{session_lock_key(namespace, session_id) & (2**64 - 1):016x}.lock"
-        fd = _try_flock(path, create=False)
+        path = self._lock_path(namespace, session_id)
+        fd = try_flock(path, create=False)
         if fd is not None:
             try:
                 path.unlink(missing_ok=True)
             finally:
                 os.close(fd)
-
-
-def _try_flock(path: Path, *, create: bool = True) -> int | None:
-    """An fd holding an exclusive flock on ``path``, or None if someone else holds it.
-
-    A lock file may be unlinked (session deleted) between our ``open`` and our ``flock``; we then hold a
-    lock on an orphaned inode that nobody else can see, so the inode is checked after locking.
-    """
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        raise StoreError(
-            "SQLite compaction locks need POSIX file locks (fcntl), which this platform lacks. "
-            "Fix: run on Linux or macOS, or use the PostgreSQL store."
-        ) from None
-    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-    try:
-        fd = os.open(path, flags, 0o666)
-    except FileNotFoundError:
-        if not create:
-            return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held = os.fstat(fd)
-        now = os.stat(path)
-        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
-            return fd
-    except (BlockingIOError, FileNotFoundError):
-        pass
-    os.close(fd)
-    return None
 
 
 def _set_meta(conn: sqlite3.Connection, pk: int, summary: str | None, meta: str | None, now: float) -> None:
@@ -528,89 +442,3 @@ def _set_meta(conn: sqlite3.Connection, pk: int, summary: str | None, meta: str 
         "WHERE id = ?",
         (summary, meta, now, pk),
     )
-
-
-def not_live_error(namespace: str, session_id: str, seq: int, state: str | None) -> MessageStateError:
-    where = f"session ({namespace!r}, {session_id!r})"
-    if state is None:
-        return MessageStateError(
-            f"seq {seq!r} does not exist in {where}. Fix: use a seq returned by append() for this session."
-        )
-    return MessageStateError(
-        f"seq {seq!r} of {where} is {state}, not live. Fix: only live messages can be replaced or archived."
-    )
-
-
-def _integrity_problems(conn: sqlite3.Connection) -> list[str]:
-    problems = [f"sqlite integrity_check: {r[0]}" for r in conn.execute("PRAGMA integrity_check")]
-    if problems == ["sqlite integrity_check: ok"]:
-        problems = []
-    problems += [
-        f"foreign key: row {rowid} of {table} points to a missing {parent} row"
-        for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
-    ]
-    version = _schema_version(conn)
-    if version != len(MIGRATIONS):
-        problems.append(f"schema version is {version}, expected {len(MIGRATIONS)}")
-    for row in conn.execute(SESSION_SEQS_SQL):
-        problems += session_problems(row)
-    bad = MessageProblems()
-    for row in conn.execute(MESSAGES_SQL):
-        bad.check(row)
-    return problems + bad.problems
-
-
-# Integrity checks shared by both stores (PostgreSQL runs the same two queries).
-SESSION_SEQS_SQL = (
-    "SELECT s.namespace, s.session_id, s.next_seq, COUNT(m.seq), MIN(m.seq), MAX(m.seq), "
-    "SUM(CASE WHEN m.seq IS NULL OR m.state IN ('live', 'archived') THEN 0 ELSE 1 END) "
-    "FROM cm_sessions AS s LEFT JOIN cm_messages AS m ON m.session = s.id "
-    "GROUP BY s.id, s.namespace, s.session_id, s.next_seq ORDER BY s.namespace, s.session_id"
-)
-MESSAGES_SQL = (
-    "SELECT s.namespace, s.session_id, m.seq, m.original, m.current FROM cm_messages AS m "
-    "JOIN cm_sessions AS s ON s.id = m.session ORDER BY s.id, m.seq"
-)
-
-
-def session_problems(row: Sequence[Any]) -> list[str]:
-    """Problems of one row of :data:`SESSION_SEQS_SQL`: seqs must be exactly 1..next_seq-1, states valid."""
-    ns, sid, next_seq, count, low, high, bad_states = row
-    where = f"session ({ns!r}, {sid!r})"
-    problems = []
-    if count != next_seq - 1 or (count and (low != 1 or high != next_seq - 1)):
-        problems.append(
-            f"{where}: seqs are not contiguous: {count} messages with seqs {low}..{high}, "
-            f"expected 1..{next_seq - 1}"
-        )
-    if bad_states:
-        problems.append(f"{where}: {bad_states} messages are neither live nor archived")
-    return problems
-
-
-class MessageProblems:
-    """Collects messages (rows of :data:`MESSAGES_SQL`) whose stored JSON does not decode."""
-
-    def __init__(self, limit: int = 50) -> None:
-        self.limit = limit
-        self.bad = 0
-        self._found: list[str] = []
-
-    def check(self, row: Sequence[Any]) -> None:
-        ns, sid, seq, original, current = row
-        for column, text in (("original", original), ("current", current)):
-            if text is None and column == "current":
-                continue
-            try:
-                decode_message(text)
-            except (ValueError, TypeError, KeyError) as exc:  # MessageFormatError is a ValueError
-                self.bad += 1
-                if self.bad <= self.limit:
-                    self._found.append(
-                        f"session ({ns!r}, {sid!r}) seq {seq}: {column} does not decode: {exc}"
-                    )
-
-    @property
-    def problems(self) -> list[str]:
-        more = self.bad - self.limit
-        return self._found + ([f"... and {more} more messages that do not decode"] if more > 0 else [])

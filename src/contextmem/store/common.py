@@ -1,0 +1,172 @@
+"""What both session stores share: the message codec, lock keys, integrity checks and shared errors.
+
+Kept apart from the stores so that neither imports the other, and so a third-party store can reuse the
+exact encoding (a database written by one store reads back equal through the other).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import replace as dc_replace
+from typing import Any
+
+from ..errors import MessageFormatError, MessageStateError, SessionConflictError
+from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai, to_openai
+from ..messages import Message, check_message_text
+
+__all__ = [
+    "COMPONENT",
+    "MESSAGES_SQL",
+    "SESSION_SEQS_SQL",
+    "MessageProblems",
+    "check_expected_seq",
+    "decode_message",
+    "encode_message",
+    "not_live_error",
+    "session_lock_key",
+    "session_problems",
+]
+
+COMPONENT = "sessions"
+"""The component name both stores record their migrations under."""
+
+
+def encode_message(message: Message) -> str:
+    """JSON text of ``to_openai(message)``; ``decode_message`` gives back an equal message.
+
+    Keys the OpenAI format never emits (those :mod:`contextmem.formats.anthropic` keeps in ``extra``) are
+    wrapped alongside: ``{"openai": {...}, "anthropic_extra": {...}}``. A plain OpenAI dict always has
+    ``role``, so the two shapes cannot be confused.
+
+    A message that could not be read back (a lone surrogate, nesting past ``MAX_NESTING``) is refused
+    here by :func:`~contextmem.messages.check_message_text` (a ``MessageFormatError``) before any write:
+    a store never acknowledges a message that would make its session unreadable.
+    """
+    check_message_text(message)
+    doc: dict[str, Any] = to_openai(message)
+    kept = {k: v for k, v in message.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
+    if kept:
+        doc = {"openai": doc, "anthropic_extra": kept}
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_message(text: str) -> Message:
+    """Inverse of :func:`encode_message`; raises ``ValueError`` (or a ``MessageFormatError``) if corrupt.
+
+    Rows written by older versions may hold lone surrogates (as ``\\udXXX`` escapes), which messages now
+    refuse. Such a row is read with each lone surrogate replaced by U+FFFD, so the session stays usable;
+    the replacement is the only change.
+    """
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError(f"stored message is not a JSON object: {text[:80]!r}")
+    try:
+        return _from_doc(doc)
+    except MessageFormatError:
+        scrubbed = _scrub_surrogates(doc)
+        if scrubbed == doc:
+            raise
+        return _from_doc(scrubbed)
+
+
+def _from_doc(doc: dict[str, Any]) -> Message:
+    if "role" in doc:
+        return from_openai(doc)
+    message = from_openai(doc["openai"])
+    return dc_replace(message, extra={**message.extra, **doc["anthropic_extra"]})
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scrub_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_scrub_surrogates(k): _scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_surrogates(v) for v in value]
+    return value
+
+
+def session_lock_key(namespace: str, session_id: str) -> int:
+    """A signed 64-bit key naming one session's compaction lock (unambiguous for any two strings)."""
+    raw = f"{len(namespace)}:{namespace}/{session_id}".encode()
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def not_live_error(namespace: str, session_id: str, seq: int, state: str | None) -> MessageStateError:
+    where = f"session ({namespace!r}, {session_id!r})"
+    if state is None:
+        return MessageStateError(
+            f"seq {seq!r} does not exist in {where}. Fix: use a seq returned by append() for this session."
+        )
+    return MessageStateError(
+        f"seq {seq!r} of {where} is {state}, not live. Fix: only live messages can be replaced or archived."
+    )
+
+
+def check_expected_seq(namespace: str, session_id: str, expected: int | None, actual: int) -> None:
+    """Raise :class:`SessionConflictError` when a conditional append's expectation is not the session's."""
+    if expected is not None and expected != actual:
+        raise SessionConflictError(namespace, session_id, expected, actual)
+
+
+# Integrity checks shared by both stores (PostgreSQL runs the same two queries).
+SESSION_SEQS_SQL = (
+    "SELECT s.namespace, s.session_id, s.next_seq, COUNT(m.seq), MIN(m.seq), MAX(m.seq), "
+    "SUM(CASE WHEN m.seq IS NULL OR m.state IN ('live', 'archived') THEN 0 ELSE 1 END) "
+    "FROM cm_sessions AS s LEFT JOIN cm_messages AS m ON m.session = s.id "
+    "GROUP BY s.id, s.namespace, s.session_id, s.next_seq ORDER BY s.namespace, s.session_id"
+)
+MESSAGES_SQL = (
+    "SELECT s.namespace, s.session_id, m.seq, m.original, m.current FROM cm_messages AS m "
+    "JOIN cm_sessions AS s ON s.id = m.session ORDER BY s.id, m.seq"
+)
+
+
+def session_problems(row: Sequence[Any]) -> list[str]:
+    """Problems of one row of :data:`SESSION_SEQS_SQL`: seqs must be exactly 1..next_seq-1, states valid."""
+    ns, sid, next_seq, count, low, high, bad_states = row
+    where = f"session ({ns!r}, {sid!r})"
+    problems = []
+    if count != next_seq - 1 or (count and (low != 1 or high != next_seq - 1)):
+        problems.append(
+            f"{where}: seqs are not contiguous: {count} messages with seqs {low}..{high}, "
+            f"expected 1..{next_seq - 1}"
+        )
+    if bad_states:
+        problems.append(f"{where}: {bad_states} messages are neither live nor archived")
+    return problems
+
+
+class MessageProblems:
+    """Collects messages (rows of :data:`MESSAGES_SQL`) whose stored JSON does not decode."""
+
+    def __init__(self, limit: int = 50) -> None:
+        self.limit = limit
+        self.bad = 0
+        self._found: list[str] = []
+
+    def check(self, row: Sequence[Any]) -> None:
+        ns, sid, seq, original, current = row
+        for column, text in (("original", original), ("current", current)):
+            if text is None and column == "current":
+                continue
+            try:
+                decode_message(text)
+            except (ValueError, TypeError, KeyError) as exc:  # MessageFormatError is a ValueError
+                self.bad += 1
+                if self.bad <= self.limit:
+                    self._found.append(
+                        f"session ({ns!r}, {sid!r}) seq {seq}: {column} does not decode: {exc}"
+                    )
+
+    @property
+    def problems(self) -> list[str]:
+        more = self.bad - self.limit
+        return self._found + ([f"... and {more} more messages that do not decode"] if more > 0 else [])
