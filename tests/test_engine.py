@@ -1,5 +1,4 @@
 import asyncio
-import errno
 import tempfile
 from pathlib import Path
 
@@ -7,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.archive import DialogArchive
 from contextmem.errors import CompactionError, ContextOverflowError, LLMError
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from contextmem.testing import MemoryStore, Reply, ScriptedLLM
@@ -189,14 +187,9 @@ async def test_summary_failures_fall_back_and_keep_the_previous_summary(tmp_path
     assert (await engine.verify()).lost == 0
 
 
-class FullDisk(DialogArchive):
-    def _write(self, fd, payload):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-
-async def test_full_disk_keeps_every_message_and_still_fits(tmp_path):
+async def test_unwritable_archive_keeps_every_message_and_still_fits(tmp_path):
     engine = await make_engine(tmp_path, window=3000, reserve=200)
-    engine.archive = FullDisk(tmp_path)
+    (tmp_path / "dialog").write_text("in the way")  # a real failure: mkdir/open of dialog/ fail
     events = []
     engine.subscribe(events.append)
     for i in range(40):
@@ -206,7 +199,8 @@ async def test_full_disk_keeps_every_message_and_still_fits(tmp_path):
     assert len(engine.history) == 80  # nothing removed: the archive could not take it
     assert any(e.kind == "archive_failed" for e in events)
     assert (await engine.verify()).lost == 0
-    engine.archive = DialogArchive(tmp_path)  # space is back: the next build compacts for real
+    assert all(str(tmp_path / "dialog") in e.data["error"] for e in events if e.kind == "archive_failed")
+    (tmp_path / "dialog").unlink()  # fixed: the next build compacts for real
     await engine.build("system")
     assert len(engine.history) < 80 and (await engine.verify()).lost == 0
 
@@ -340,3 +334,20 @@ async def test_small_window_cuts_a_huge_current_result_instead_of_dropping_it(tm
     assert len(kept) == 1 and "tool_results/" in kept[0].content and len(kept[0].content) < len(huge)
     assert any(isinstance(m, AssistantMessage) and m.tool_calls for m in request.messages)
     assert (await engine.verify()).lost == 0
+
+
+async def test_events_and_logs_carry_no_secrets(tmp_path, caplog):
+    import logging
+
+    engine = await make_engine(tmp_path, window=50000, agent_max_context_turns=2)
+    events = []
+    engine.subscribe(events.append)
+    key = "sk-proj-" + "abcdEFGH1234567890" * 2
+    for i in range(4):
+        await engine.add(UserMessage(f"q{i}: deploy with api key {key} please"), AssistantMessage(f"a{i}"))
+    with caplog.at_level(logging.INFO, logger="contextmem.engine"):
+        await engine.build()
+    finished = [e for e in events if e.kind == "compaction_finished"]
+    assert finished and "[REDACTED]" in finished[0].data["digest"]
+    assert key not in repr([e.data for e in events]) and key not in caplog.text
+    assert "compaction_finished" in caplog.text

@@ -10,11 +10,14 @@ can take the whole budget.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..messages import Message, ToolMessage, text_of
+from ..namespace import DEFAULT_NAMESPACE
 from ..settings import Settings
 
 NOTICE = (
@@ -22,6 +25,8 @@ NOTICE = (
     "read it with read_file(path, offset, limit). ...]\n\n"
 )
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]+")
+_PLAIN = re.compile(r"[a-z0-9_][a-z0-9_.]*")
+_READABLE_CHARS = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +44,31 @@ class Offload:
     path: str
 
 
-def offload_path(session_id: str, seq: int, tool_call_id: str) -> str:
-    """Where a result's full text lives, relative to the workspace: ``tool_results/{id}.txt``."""
-    ident = _SAFE_ID.sub("_", f"{session_id}-{seq}-{tool_call_id}")[:180]
-    return f"tool_results/{ident}.txt"
+def offload_path(namespace: str, session_id: str, seq: int, tool_call_id: str) -> str:
+    """Where a result's full text lives, relative to the namespace's tree: ``tool_results/<name>.txt``.
+
+    Distinct ``(namespace, session_id, seq, tool_call_id)`` always get distinct names, on case-sensitive
+    and case-insensitive file systems alike, and a name is at most 160 bytes (under the 255 limit):
+
+    * ``{session}-{seq}-{call}`` as it is when that spelling is unambiguous: the default namespace, and
+      session and call made only of ``[a-z0-9_.]`` (no ``-`` to blur where one part ends), short;
+    * otherwise a readable prefix (unsafe characters replaced by ``_``, cut to 120 characters) plus
+      ``-`` and 20 hex digits of a SHA-256 over an unambiguous encoding of all four parts, so ``a/b`` and
+      ``a_b``, ``A`` and ``a``, or two long ids sharing their first 120 characters never share a file.
+    """
+    readable = f"{session_id}-{seq}-{tool_call_id}"
+    plain = (
+        namespace == DEFAULT_NAMESPACE
+        and _PLAIN.fullmatch(session_id) is not None
+        and _PLAIN.fullmatch(tool_call_id) is not None
+        and len(readable) <= _READABLE_CHARS
+    )
+    if plain:
+        return f"tool_results/{readable}.txt"
+    key = json.dumps([namespace, session_id, seq, tool_call_id], ensure_ascii=True)
+    digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:20]
+    prefix = _SAFE_ID.sub("_", readable)[:_READABLE_CHARS]
+    return f"tool_results/{prefix}-{digest}.txt"
 
 
 def fits(text: str, limit: OffloadLimit) -> bool:

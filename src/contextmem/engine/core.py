@@ -15,17 +15,15 @@ task at a time; a second trigger while it runs is coalesced into its next round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from ..archive import DialogArchive
-from ..budget import CountedHistory, RequestEstimate, Window, resolve_window, turn_starts
+from ..archive import ArchiveProblem, DialogArchive
+from ..budget import CountedHistory, RequestEstimate, Window, turn_starts
 from ..compaction.offload import head_tail, offload_path, plan_offload
 from ..compaction.plans import (
     Plan,
@@ -36,15 +34,19 @@ from ..compaction.plans import (
     plan_summarize,
     plan_turn_trim,
 )
-from ..errors import ArchiveError, BudgetExceededError, CompactionError
+from ..errors import ArchiveError, BudgetExceededError, CompactionError, MessageStateError
 from ..formats.openai import from_openai
 from ..llm.base import LLM, ToolSpec, Usage
-from ..messages import Message, SystemMessage, TextPart, ToolMessage, UserMessage, text_of, validate_history
+from ..messages import Message, SystemMessage, TextPart, ToolMessage, UserMessage, check_message_text, text_of
+from ..redaction import redact_data
+from ..safefs import Confined
 from ..settings import Settings
 from ..store.base import SessionState, SessionStore
 from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMING
+from .files import cleanup_offloads, resolve_files, write_offload
+from .sizing import NoLLM, fold_in_chunks, summary_sizes, window_for
 from .types import (
     CompactResult,
     ContextStats,
@@ -55,6 +57,7 @@ from .types import (
     summary_from_json,
     summary_to_json,
 )
+from .writer import BUSY_TIMEOUT, append_after_tail
 
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
@@ -62,7 +65,15 @@ MAX_EMERGENCY_STAGE = 3
 
 
 class ContextEngine:
-    """Owns one session: history, summary, per-message counts, calibration. Use :meth:`open`."""
+    """Owns one session: history, summary, per-message counts, calibration. Use :meth:`open`.
+
+    Files (the dialog archive, offloaded tool results) go to one confined tree, the namespace's own
+    (:func:`~contextmem.engine.files.resolve_files`): ``files`` if given, else ``workspace_dir`` (the
+    namespace's directory), else the namespace's directory under ``settings.workspace_path``.
+    ``busy_timeout`` bounds how long :meth:`add` waits for another writer's open tool calls.
+    """
+
+    busy_timeout: float = BUSY_TIMEOUT
 
     def __init__(
         self,
@@ -70,7 +81,8 @@ class ContextEngine:
         store: SessionStore,
         session_id: str,
         settings: Settings,
-        workspace_dir: str | os.PathLike[str],
+        workspace_dir: str | os.PathLike[str] | None = None,
+        files: Confined | None = None,
         llm: LLM | None = None,
         counter: MessageCounter | None = None,
         window: Window | None = None,
@@ -80,21 +92,22 @@ class ContextEngine:
         self.session_id = session_id
         self.namespace = settings.namespace
         self.settings = settings
-        self.workspace_dir = Path(workspace_dir)
+        self.files = resolve_files(settings, workspace_dir, files)
+        self.workspace_dir = self.files.dir
         self.counter = counter or MessageCounter(
             get_counter(settings.tokenizer), image_tokens=settings.image_tokens
         )
-        self.window = window or _window(settings)
+        self.window = window or window_for(settings)
         self.llm = llm
         self.summarizer = (
             Summarizer(llm, self.counter, timeout=settings.summary_timeout_seconds)
             if llm is not None
             else None
         )
-        self._extractor = Summarizer(_NoLLM(), self.counter)
+        self._extractor = Summarizer(NoLLM(), self.counter)
         self._chunk_tokens = settings.summary_chunk_tokens
         self._size_summaries()
-        self.archive = DialogArchive(self.workspace_dir, clock=clock)
+        self.archive = DialogArchive(self.files, namespace=self.namespace, clock=clock)
         self._clock = clock
         self.history = CountedHistory(self.counter)
         self.seqs: list[int] = []
@@ -110,6 +123,8 @@ class ContextEngine:
         self._bg: asyncio.Task[None] | None = None
         self._bg_again = False
         self._last_cleanup = 0.0
+        self._own: set[int] = set()  # seqs this engine appended (its own open tool calls are not waited for)
+        self._archive_failure: ArchiveError | None = None  # the last one during the current build
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -131,6 +146,7 @@ class ContextEngine:
         self.history = CountedHistory(self.counter, (s.message for s in state.live))
         self.seqs = [s.seq for s in state.live]
         self._next_seq = state.next_seq
+        self._own.intersection_update(self.seqs)
         self.summary = self._base = summary_from_json(state.summary)
         meta = json.loads(state.meta) if state.meta else {}
         self.calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
@@ -152,11 +168,7 @@ class ContextEngine:
         """Summary budget and chunk size from the settings, shrunk to fit a model with a small window
         (the local one): the previous summary, a chunk of history and the reply share one call."""
         llm_window: int | None = getattr(self.llm, "context_window", None)
-        summary_max = self.settings.summary_max_tokens
-        self._chunk_tokens = self.settings.summary_chunk_tokens
-        if llm_window is not None:
-            summary_max = max(200, min(summary_max, llm_window // 5))
-            self._chunk_tokens = max(500, min(self._chunk_tokens, llm_window - 3 * summary_max - 400))
+        summary_max, self._chunk_tokens = summary_sizes(self.settings, llm_window)
         for summarizer in (self.summarizer, self._extractor):
             if summarizer is not None:
                 summarizer.max_tokens = summary_max
@@ -164,7 +176,7 @@ class ContextEngine:
     def reconfigure(self, settings: Settings, *, window: Window | None = None) -> None:
         """Use ``settings`` from the next ``build`` on (``/config``): window and summary sizes too."""
         self.settings = settings
-        self.window = window or _window(settings)
+        self.window = window or window_for(settings)
         self._size_summaries()
 
     async def close(self) -> None:
@@ -174,6 +186,8 @@ class ContextEngine:
         self._listeners.append(listener)
 
     def _emit(self, kind: EventKind, **data: Any) -> None:
+        """Log and publish an event; its data is redacted first, so no secret reaches logs or listeners."""
+        data = redact_data(data)
         event = EngineEvent(kind, self.namespace, self.session_id, data)
         logger.info("%s %s/%s %s", kind, self.namespace, self.session_id, data)
         for listener in list(self._listeners):
@@ -185,18 +199,41 @@ class ContextEngine:
     # --- appending -----------------------------------------------------------------------------
 
     async def add(self, *messages: Message | Mapping[str, Any]) -> None:
-        """Append user/assistant/tool messages (values or OpenAI dicts); validated, then stored."""
-        msgs = [m if not isinstance(m, Mapping) else from_openai(m) for m in messages]
-        async with self._lock:
-            starts = self.history.starts
-            validate_history([*self.history.messages[starts[-1] if starts else 0 :], *msgs])
-            seqs = await self.store.append(self.namespace, self.session_id, msgs)
-            if seqs and seqs[0] != self._next_seq:  # another process wrote to this session: reload
-                await self._load()
+        """Append user/assistant/tool messages (values or OpenAI dicts); validated, then stored.
+
+        Text UTF-8 cannot encode is a :class:`MessageFormatError` naming the message, before anything is
+        stored. Other processes may write the same session: see :mod:`contextmem.engine.writer`
+        (:class:`HistoryError`, :class:`SessionBusyError`; the engine stays reloaded and usable).
+        """
+        msgs: list[Message] = []
+        for i, m in enumerate(messages):
+            if isinstance(m, Mapping):
+                msgs.append(from_openai(m, index=i))
             else:
-                self.history.extend(msgs)
-                self.seqs.extend(seqs)
-                self._next_seq = seqs[-1] + 1 if seqs else self._next_seq
+                check_message_text(m, f"messages[{i}]")
+                msgs.append(m)
+        if not msgs:
+            return
+        async with self._lock:
+            seqs = await append_after_tail(
+                self.store,
+                self.namespace,
+                self.session_id,
+                msgs,
+                view=self._tail_view,
+                reload=self._load,
+                own=self._own,
+                busy_timeout=self.busy_timeout,
+            )
+            self.history.extend(msgs)
+            self.seqs.extend(seqs)
+            self._own.update(seqs)
+            self._next_seq = seqs[-1] + 1
+
+    def _tail_view(self) -> tuple[Sequence[Message], Sequence[int], int]:
+        starts = self.history.starts
+        first = starts[-1] if starts else 0
+        return self.history.messages[first:], self.seqs[first:], self._next_seq
 
     # --- building the request (C4, C5, C6, C7, C10) ---------------------------------------------
 
@@ -223,9 +260,11 @@ class ContextEngine:
         """What to send now: offload old tool results, then (if over budget) compact, then assemble.
 
         Raises :class:`BudgetExceededError` only when the system prompt, tools, reserve and the newest
-        user message alone cannot fit.
+        user message alone cannot fit, and :class:`ArchiveError` (path, cause, fix) when they could have
+        fit but the archive failed, so nothing could leave.
         """
         async with self._lock:
+            self._archive_failure = None
             await self._offload(self._history_budget(system_prompt, tools))
             if len(self.history.starts) > self.settings.agent_max_context_turns:
                 await self._apply(
@@ -244,7 +283,14 @@ class ContextEngine:
                     break
                 budget = self._history_budget(system_prompt, tools)
                 await self._apply(self._emergency_plan(stage, budget), "proactive_emergency")
-        return self.assemble(system_prompt, tools)
+            try:
+                return self.assemble(system_prompt, tools)
+            except BudgetExceededError as exc:
+                failure, self._archive_failure = self._archive_failure, None
+                if failure is None:
+                    raise
+                # Lead with the cause: the request would have fit had the archive taken what must leave.
+                raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
 
     def assemble(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
         """The one assembler: system prompt + summary + history + tools, in the request's order.
@@ -307,7 +353,8 @@ class ContextEngine:
         current = starts[-1] if starts else 0
 
         def path_of(i: int) -> str:
-            return offload_path(self.session_id, self.seqs[i], getattr(msgs[i], "tool_call_id", ""))
+            call_id = getattr(msgs[i], "tool_call_id", "")
+            return offload_path(self.namespace, self.session_id, self.seqs[i], call_id)
 
         # No single result may keep more than half the history budget (~3 bytes a token, conservatively).
         cap = max(1_000, budget * 3 // 2)
@@ -316,18 +363,22 @@ class ContextEngine:
             original = self.originals.get(seq, msgs[action.index])
             assert isinstance(original, ToolMessage)
             full = text_of(original.content)
-            target = self.workspace_dir / action.path
             try:
                 if seq not in self.originals:
-                    _write_durably(target, full)
+                    write_offload(self.files, action.path, full)
                     self.archive.append(self.session_id, [(seq, original)], "offload")
-            except (OSError, ArchiveError) as exc:
-                self._emit("offload_failed", seq=seq, error=str(exc))
+            except ArchiveError as exc:
+                self._archive_failure = exc
+                self._emit("offload_failed", seq=seq, path=action.path, error=str(exc))
                 continue
             cut = ToolMessage(
                 original.tool_call_id, head_tail(full, action.limit, action.path), name=original.name
             )
-            await self.store.replace(self.namespace, self.session_id, seq, cut)
+            try:
+                await self.store.replace(self.namespace, self.session_id, seq, cut)
+            except MessageStateError:  # another process archived it meanwhile: take its state
+                await self._load()
+                return
             self.originals[seq] = original
             self._replace_at(action.index, cut)
             await self.store.set_meta(self.namespace, self.session_id, meta=self._meta())
@@ -364,6 +415,7 @@ class ContextEngine:
             try:
                 ref = self.archive.append(self.session_id, unarchived, reason) if unarchived else None
             except ArchiveError as exc:
+                self._archive_failure = exc
                 self._emit("archive_failed", reason=reason, error=str(exc))
                 return False
             # Summaries read what the model saw (a cut result keeps its head, tail and path); the
@@ -474,7 +526,10 @@ class ContextEngine:
             base = self._base
         if not pending and not candidates and instruction is None:
             return 0
-        folded = await self._fold(base, pending + [m for _, m in candidates], instruction)
+        leaving = pending + [m for _, m in candidates]
+        folded = await fold_in_chunks(
+            self.summarizer, self.counter, self._chunk_tokens, base, leaving, instruction=instruction
+        )
         if folded.source != "llm":
             self._emit("summary_fallback", reason=folded.fallback_reason or "model unusable")
         async with self._lock:
@@ -496,31 +551,6 @@ class ContextEngine:
             self._base = folded
             self._pending = rest
         return len(pending) + len(still)
-
-    async def _fold(
-        self, base: Summary | None, messages: Sequence[Message], instruction: str | None
-    ) -> Summary:
-        """Incremental summary over ``messages`` in chunks that fit the summarising model."""
-        assert self.summarizer is not None
-        chunk: list[Message] = []
-        size = 0
-        summary = base
-        chunks: list[list[Message]] = []
-        for m in messages:
-            n = self.counter.count_message(m)
-            if chunk and size + n > self._chunk_tokens:
-                chunks.append(chunk)
-                chunk, size = [], 0
-            chunk.append(m)
-            size += n
-        if chunk or not chunks:
-            chunks.append(chunk)
-        for k, part in enumerate(chunks):
-            summary = await self.summarizer.summarize(
-                summary, part, instruction=instruction if k == len(chunks) - 1 else None
-            )
-        assert summary is not None
-        return summary
 
     async def wait_idle(self) -> None:
         """Wait for background summarisation to finish (tests, shutdown, ``/compact``)."""
@@ -605,10 +635,18 @@ class ContextEngine:
     async def verify(self) -> VerifyReport:
         """Prove nothing was lost: every appended message is live, or archived *and* in the dialog files."""
         every = await self.store.messages(self.namespace, self.session_id)
-        in_files = {a.seq for a in self.archive.read(self.session_id)}
+        corrupt: list[ArchiveProblem] = []
+        in_files = {a.seq for a in self.archive.read(self.session_id, report=corrupt)}
         archived = [s for s in every if s.state == "archived"]
         missing = tuple(s.seq for s in archived if s.seq not in in_files)
-        return VerifyReport(len(every), len(every) - len(archived), len(archived), missing)
+        return VerifyReport(
+            len(every),
+            len(every) - len(archived),
+            len(archived),
+            missing,
+            corrupt=tuple(corrupt),
+            quarantined=tuple(self.archive.quarantined()),
+        )
 
     def cleanup_offloads(self, *, throttle: float = 0.0) -> int:
         """Delete offloaded tool results older than ``offload_retention_days`` (their originals stay in
@@ -617,43 +655,4 @@ class ContextEngine:
         if throttle and now - self._last_cleanup < throttle:
             return 0
         self._last_cleanup = now
-        folder = self.workspace_dir / "tool_results"
-        cutoff = now - self.settings.offload_retention_days * 86400
-        removed = 0
-        for path in folder.glob("*.txt") if folder.exists() else ():
-            with contextlib.suppress(FileNotFoundError):
-                if path.stat().st_mtime < cutoff:
-                    path.unlink()
-                    removed += 1
-        return removed
-
-
-def _window(settings: Settings) -> Window:
-    return resolve_window(
-        model="" if settings.model == "local" else settings.model,
-        context_window=settings.context_window,
-        max_tokens=settings.max_tokens,
-        cap=settings.agent_max_context_tokens,
-    )
-
-
-def _write_durably(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-class _NoLLM:
-    """The extractive summariser needs no model; this satisfies the type and fails loudly if called."""
-
-    name = "none"
-
-    async def complete(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the extractive summariser called a model")
-
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the extractive summariser called a model")
+        return cleanup_offloads(self.files, now - self.settings.offload_retention_days * 86400)

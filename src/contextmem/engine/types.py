@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..archive import ArchiveProblem
 from ..budget import RequestEstimate
 from ..formats.openai import messages_to_openai
 from ..llm.base import ToolSpec
@@ -70,12 +71,19 @@ class ContextStats:
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """Every message ever appended is live or archived, and every archived one is in the archive files."""
+    """Every message ever appended is live or archived, and every archived one is in the archive files.
+
+    ``missing`` (and ``lost``): archived messages found in no readable archive line. ``corrupt``: lines of
+    the namespace's archive files that readers skip (damaged, torn, not an archive record); a corrupt line
+    costs nothing as long as ``lost`` is 0. ``quarantined``: files holding torn tails that appends cut off.
+    """
 
     appended: int
     live: int
     archived: int
     missing: tuple[int, ...]
+    corrupt: tuple[ArchiveProblem, ...] = ()
+    quarantined: tuple[str, ...] = ()
 
     @property
     def lost(self) -> int:
