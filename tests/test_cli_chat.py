@@ -178,7 +178,8 @@ def test_chat_with_an_openai_compatible_endpoint_calls_tools(tmp_path):
     import sys
 
     from contextmem.messages import ToolCall
-    from contextmem.testing_servers import FakeOpenAIServer, ServerReply
+
+    from .servers import FakeOpenAIServer, ServerReply
 
     (tmp_path / "user.md").write_text("- Name: Ana\n")
     (tmp_path / "MEMORY.md").write_text("- The staging cluster is called kestrel.\n")

@@ -18,7 +18,8 @@ from contextmem.llm.anthropic import AnthropicLLM
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
-from contextmem.testing_servers import Disconnect, FakeAnthropicServer, ServerReply, anthropic_error
+
+from .servers import Disconnect, FakeAnthropicServer, ServerReply, anthropic_error
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
 ONCE = RetryPolicy(max_attempts=1)

@@ -19,7 +19,8 @@ from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
-from contextmem.testing_servers import Disconnect, FakeOpenAIServer, ServerError, ServerReply, openai_error
+
+from .servers import Disconnect, FakeOpenAIServer, ServerError, ServerReply, openai_error
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
 ONCE = RetryPolicy(max_attempts=1)

@@ -13,7 +13,8 @@ from contextmem.llm.openai_compat import OpenAICompatLLM
 from contextmem.llm.registry import PROVIDERS, api_key_from_env, load_llm
 from contextmem.messages import text_of, user
 from contextmem.testing import ScriptedLLM
-from contextmem.testing_servers import FakeAnthropicServer, FakeOpenAIServer
+
+from .servers import FakeAnthropicServer, FakeOpenAIServer
 
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY")
 

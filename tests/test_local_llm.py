@@ -16,18 +16,16 @@ from pathlib import Path
 import pytest
 
 from contextmem.errors import ContextOverflowError, LLMError, MissingExtraError
+from contextmem.formats.llama import render_tools, to_llama_messages
 from contextmem.llm.base import LLM, ToolSpec
-from contextmem.llm.local import (
+from contextmem.llm.local import LocalLLM, _translate
+from contextmem.llm.local_files import (
     DEFAULT_LOCAL_MODEL,
     PACKAGED_MODELS,
-    LocalLLM,
     ModelPart,
     PackagedModel,
-    _translate,
     packaged_model_path,
-    render_tools,
     resolve_local_model,
-    to_llama_messages,
     verify_sha256,
 )
 from contextmem.messages import (

@@ -40,7 +40,7 @@ def _skip_reason() -> str | None:
         return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed (pip install 'contextmem[local]')"
-    from contextmem.llm.local import resolve_local_model
+    from contextmem.llm.local_files import resolve_local_model
 
     try:
         resolve_local_model("local")

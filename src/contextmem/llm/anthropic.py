@@ -6,24 +6,23 @@ as ``thinking`` blocks with their signature (all mapped by :mod:`contextmem.form
 
 Usage is normalised to what the other adapters report: Anthropic counts cache reads and cache writes
 *apart from* ``input_tokens``, so ``prompt_tokens = input + cache_read + cache_creation`` and
-``cached_tokens = cache_read``. SDK exceptions are translated in :meth:`AnthropicLLM._translate` only.
+``cached_tokens = cache_read``. SDK exceptions are translated in :meth:`AnthropicLLM._translate` only
+(from :mod:`.sdk`, which holds the skeleton this adapter shares with the OpenAI one).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, LLMError, MissingExtraError
 from ..formats.anthropic import from_anthropic, to_anthropic
-from ..messages import AssistantMessage, Message, TextPart
-from ._sdk_errors import guarded, translate_sdk_error
-from .base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .registry import api_key_from_env
-from .retry import RetryPolicy, call_with_retries
+from ..messages import AssistantMessage, TextPart
+from .base import ChatResponse, ModelCall, StreamEvent, Usage
+from .retry import RetryPolicy
+from .sdk import SDKAdapter
 
 __all__ = ["ANTHROPIC_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicLLM"]
 
@@ -34,23 +33,21 @@ DEFAULT_MAX_TOKENS = 4096
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
 
-def _import_sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as exc:
-        raise MissingExtraError("anthropic", "anthropic") from exc
-    return anthropic
-
-
-class AnthropicLLM:
+class AnthropicLLM(SDKAdapter):
     """An :class:`~.base.LLM` over ``POST {base_url}/v1/messages``.
 
     ``extra_body`` is merged into every request (e.g. ``{"thinking": {"type": "adaptive"}}``); a
     ``temperature`` goes there too, because the SDK no longer has a typed parameter for it.
 
-    Retries cover a whole ``complete`` call and the *opening* of a stream; an error after a stream has
-    yielded events is raised, translated, since the deltas already handed out cannot be taken back.
+    Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`).
     """
+
+    provider = "anthropic"
+    label = "Anthropic"
+    sdk_module = "anthropic"
+    client_class = "AsyncAnthropic"
+    create_path = "messages.create"
+    default_base_url = ANTHROPIC_BASE_URL
 
     def __init__(
         self,
@@ -64,99 +61,48 @@ class AnthropicLLM:
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
-        self._sdk = _import_sdk()
-        if api_key is None:
-            api_key = api_key_from_env("anthropic")
-        if api_key is None:
-            raise ConfigError(
-                f"no API key for Anthropic model {model!r}. Fix: pass api_key=... or set ANTHROPIC_API_KEY."
-            )
-        self.model = model
-        self.name = name or f"anthropic:{model}"
-        self.base_url = base_url or ANTHROPIC_BASE_URL
-        self.retry = retry or RetryPolicy()
         self.max_tokens = max_tokens
-        self.extra_body = dict(extra_body or {})
-        self._client = self._sdk.AsyncAnthropic(
-            api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=0
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            extra_body=extra_body,
+            name=name,
         )
 
-    def __repr__(self) -> str:
-        return f"AnthropicLLM({self.model!r}, base_url={self.base_url!r})"
-
-    def _translate(self, exc: Exception) -> LLMError | None:
-        """The one place where ``anthropic`` SDK exceptions become :mod:`contextmem.errors`."""
-        return translate_sdk_error(self._sdk, exc, self.name, self.base_url)
-
-    def _request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> dict[str, Any]:
-        system, wire = to_anthropic(messages)
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        system, wire = to_anthropic(call.messages)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": wire,
-            "max_tokens": max_tokens or self.max_tokens,
+            "max_tokens": call.max_tokens or self.max_tokens,
         }
         if system:
             body["system"] = system
-        if tools:
+        if call.tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in tools
+                for t in call.tools
             ]
-        extra = {**self.extra_body, **({"temperature": temperature} if temperature is not None else {})}
+        extra = dict(self.extra_body)
+        if call.temperature is not None:
+            extra["temperature"] = call.temperature
         if extra:
             body["extra_body"] = extra
         return body
 
-    async def _create(self, body: dict[str, Any]) -> Any:
-        create = self._client.messages.create
-        return await call_with_retries(lambda: guarded(lambda: create(**body), self._translate), self.retry)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        reply = (await self._create(self._request(messages, tools, max_tokens, temperature))).to_dict()
-        finish = reply.get("stop_reason")
+    def _reply(self, raw: Mapping[str, Any]) -> ChatResponse:
         return ChatResponse(
-            _assistant(reply.get("content") or []),
-            _usage(reply.get("usage") or {}),
-            _finish(finish),
-            reply.get("model", ""),
+            _assistant(raw.get("content") or []),
+            _usage(raw.get("usage") or {}),
+            _finish(raw.get("stop_reason")),
+            raw.get("model", ""),
         )
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        body = self._request(messages, tools, max_tokens, temperature)
-        events = await self._create({**body, "stream": True})
-        assembly = _Assembly()
-        try:
-            iterator = aiter(events)
-            while True:
-                try:
-                    event = await guarded(lambda: anext(iterator), self._translate)
-                except StopAsyncIteration:
-                    break
-                for out in assembly.feed(event.to_dict()):
-                    yield out
-        finally:
-            await events.close()
-        yield StreamEvent("done", response=assembly.response())
+    def _assembly(self) -> _Assembly:
+        return _Assembly()
 
 
 # --- reading responses --------------------------------------------------------------------------
@@ -230,6 +176,9 @@ class _Assembly:
         elif kind == "input_json_delta":
             self.partial_json.setdefault(index, []).append(delta.get("partial_json", ""))
         return []
+
+    def finish(self) -> list[StreamEvent]:
+        return []  # each tool call was handed out at its content_block_stop
 
     def _merge_usage(self, usage: Mapping[str, Any] | None) -> None:
         # message_delta carries cumulative counts; a null there means "unchanged".

@@ -7,7 +7,9 @@ translate their SDK's exceptions into :mod:`contextmem.errors` in one place each
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -96,6 +98,64 @@ class LLM(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> AsyncIterator[StreamEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One call as the caller asked for it, before an adapter turns it into its provider's request."""
+
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+class BaseLLM(ABC):
+    """The small shared base of contextmem's own adapters (the SDK adapters and the local model).
+
+    ``complete`` and ``stream`` turn a :class:`ModelCall` into the provider's request body with
+    :meth:`_request` and hand it to the transport, :meth:`_complete` or :meth:`_stream`. A stream builds
+    its request on its first step, so its errors surface there. Closing the stream closes :meth:`_stream`
+    at once, so a transport's ``finally`` (an HTTP response, a model's lock) is released when the consumer
+    stops.
+    """
+
+    name: str
+
+    @abstractmethod
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        """The provider's request body for ``call``."""
+
+    @abstractmethod
+    async def _complete(self, request: dict[str, Any]) -> ChatResponse:
+        """Send ``request`` and read the whole reply."""
+
+    @abstractmethod
+    def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        """Send ``request`` and yield the reply as it comes; the last event is ``done``."""
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResponse:
+        return await self._complete(self._request(ModelCall(messages, tools, max_tokens, temperature)))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        request = self._request(ModelCall(messages, tools, max_tokens, temperature))
+        async with aclosing(self._stream(request)) as events:
+            async for event in events:
+                yield event
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

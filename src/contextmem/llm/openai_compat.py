@@ -6,26 +6,23 @@ validation; its own retries are off (``max_retries=0``) because :func:`~.retry.c
 policy, and it never reads the environment (the key comes from :mod:`.registry`).
 
 Messages are mapped by :mod:`contextmem.formats.openai`; SDK exceptions are translated into the
-:mod:`contextmem.errors` tree in :meth:`OpenAICompatLLM._translate`, the one place for this provider.
+:mod:`contextmem.errors` tree in :meth:`OpenAICompatLLM._translate` (from :mod:`.sdk`), the one place for
+this provider. This module holds only what is OpenAI's own: the request, the reply, usage and the stream fold.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
-from ..errors import (
-    ConfigError,
-    LLMError,
-    MissingExtraError,
-)
 from ..formats.openai import from_openai, messages_to_openai
-from ..messages import AssistantMessage, Message
-from ._sdk_errors import error_from_response, guarded, translate_sdk_error
-from .base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .registry import api_key_from_env
-from .retry import RetryPolicy, call_with_retries
+from ..messages import AssistantMessage
+from ._sdk_errors import error_from_response
+from .base import ChatResponse, ModelCall, StreamEvent, Usage
+from .retry import RetryPolicy
+from .sdk import SDKAdapter
 
 __all__ = ["OPENAI_BASE_URL", "OpenAICompatLLM"]
 
@@ -38,27 +35,24 @@ NO_KEY = "no-key"
 _MESSAGE_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls", "name"})
 
 
-def _import_sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise MissingExtraError("openai", "openai") from exc
-    return openai
-
-
-# --- the adapter --------------------------------------------------------------------------------
-
-
-class OpenAICompatLLM:
+class OpenAICompatLLM(SDKAdapter):
     """An :class:`~.base.LLM` over ``POST {base_url}/chat/completions``.
 
     ``extra_body`` is merged into every request (e.g. ``{"enable_thinking": False}`` for Qwen);
     ``max_tokens_param`` is ``"max_completion_tokens"`` for OpenAI reasoning models. Without ``api_key``
     the key comes from ``OPENAI_API_KEY`` for OpenAI itself; a ``base_url`` server gets a placeholder.
 
-    Retries cover a whole ``complete`` call and the *opening* of a stream; an error after a stream has
-    yielded events is raised, translated, since the deltas already handed out cannot be taken back.
+    Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`).
     """
+
+    provider = "openai"
+    label = "OpenAI"
+    sdk_module = "openai"
+    client_class = "AsyncOpenAI"
+    create_path = "chat.completions.create"
+    default_base_url = OPENAI_BASE_URL
+    placeholder_key = NO_KEY
+    stream_params = MappingProxyType({"stream": True, "stream_options": {"include_usage": True}})
 
     def __init__(
         self,
@@ -72,63 +66,30 @@ class OpenAICompatLLM:
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         name: str | None = None,
     ) -> None:
-        self._sdk = _import_sdk()
-        if api_key is None and base_url is None:
-            api_key = api_key_from_env("openai")
-            if api_key is None:
-                raise ConfigError(
-                    f"no API key for OpenAI model {model!r}. Fix: pass api_key=..., set OPENAI_API_KEY, "
-                    "or pass base_url=... of a server that needs no key."
-                )
-        self.model = model
-        self.name = name or f"openai:{model}"
-        self.base_url = base_url or OPENAI_BASE_URL
-        self.retry = retry or RetryPolicy()
-        self.extra_body = dict(extra_body or {})
         self.max_tokens_param = max_tokens_param
-        self._client = self._sdk.AsyncOpenAI(
-            api_key=api_key or NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            extra_body=extra_body,
+            name=name,
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAICompatLLM({self.model!r}, base_url={self.base_url!r})"
-
-    def _translate(self, exc: Exception) -> LLMError | None:
-        """The one place where ``openai`` SDK exceptions become :mod:`contextmem.errors`."""
-        return translate_sdk_error(self._sdk, exc, self.name, self.base_url)
-
-    def _request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(messages)}
-        if tools:
-            body["tools"] = [t.to_openai() for t in tools]
-        if max_tokens is not None:
-            body[self.max_tokens_param] = max_tokens
-        if temperature is not None:
-            body["temperature"] = temperature
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(call.messages)}
+        if call.tools:
+            body["tools"] = [t.to_openai() for t in call.tools]
+        if call.max_tokens is not None:
+            body[self.max_tokens_param] = call.max_tokens
+        if call.temperature is not None:
+            body["temperature"] = call.temperature
         if self.extra_body:
             body["extra_body"] = self.extra_body
         return body
 
-    async def _create(self, body: dict[str, Any]) -> Any:
-        create = self._client.chat.completions.create
-        return await call_with_retries(lambda: guarded(lambda: create(**body), self._translate), self.retry)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        completion = await self._create(self._request(messages, tools, max_tokens, temperature))
-        raw: dict[str, Any] = completion.to_dict()
+    def _reply(self, raw: Mapping[str, Any]) -> ChatResponse:
         choices = raw.get("choices") or []
         if not choices:
             raise error_from_response(self.name, None, raw, {}, "the response has no choices")
@@ -137,32 +98,8 @@ class OpenAICompatLLM:
             message, _usage(raw.get("usage")), choices[0].get("finish_reason"), raw.get("model", "")
         )
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        body = self._request(messages, tools, max_tokens, temperature)
-        body.update(stream=True, stream_options={"include_usage": True})
-        chunks = await self._create(body)
-        assembly = _Assembly()
-        try:
-            iterator = aiter(chunks)
-            while True:
-                try:
-                    chunk = await guarded(lambda: anext(iterator), self._translate)
-                except StopAsyncIteration:
-                    break
-                for event in assembly.feed(chunk.to_dict()):
-                    yield event
-        finally:
-            await chunks.close()
-        for call in assembly.calls.values():
-            yield StreamEvent("tool_call", call.name)
-        yield StreamEvent("done", response=assembly.response())
+    def _assembly(self) -> _Assembly:
+        return _Assembly()
 
 
 # --- reading responses --------------------------------------------------------------------------
@@ -223,6 +160,10 @@ class _Assembly:
                 self._call_piece(piece)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return events
+
+    def finish(self) -> list[StreamEvent]:
+        """One ``tool_call`` event per call: its pieces are only complete once the stream has ended."""
+        return [StreamEvent("tool_call", call.name) for call in self.calls.values()]
 
     def _call_piece(self, piece: Mapping[str, Any]) -> None:
         index = piece.get("index", len(self.calls))

@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, TypeAlias
 
-from .llm.base import Usage
-from .messages import ToolCall
+from contextmem.llm.base import Usage
+from contextmem.messages import ToolCall
 
 
 def _no_headers() -> Mapping[str, str]:
