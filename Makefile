@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_budget.py
 	$(PY) bench/bench_compaction.py
 	$(PY) bench/bench_store.py
+	$(PY) bench/bench_redaction.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis
