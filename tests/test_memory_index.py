@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from contextmem.errors import ConfigError
-from contextmem.memory import HashEmbedder, MemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors
 
 
@@ -34,11 +34,11 @@ class CountingEmbedder:
         return self.inner.embed(texts, kind)
 
 
-def _index(root: Path, namespace: str = "default", **options: object) -> MemoryIndex:
-    return MemoryIndex(Workspace(root, namespace), HashEmbedder(128), **options)  # type: ignore[arg-type]
+def _index(root: Path, namespace: str = "default", **options: object) -> SqliteMemoryIndex:
+    return SqliteMemoryIndex(Workspace(root, namespace), HashEmbedder(128), **options)  # type: ignore[arg-type]
 
 
-def _paths(index: MemoryIndex, query: str, **options: object) -> list[tuple[str, int, int]]:
+def _paths(index: SqliteMemoryIndex, query: str, **options: object) -> list[tuple[str, int, int]]:
     return [(h.path, h.start_line, h.end_line) for h in index.search(query, 10, **options)]  # type: ignore[arg-type]
 
 
@@ -88,7 +88,7 @@ def test_only_changed_chunks_are_re_embedded_and_renames_embed_nothing(tmp_path:
     embedder = CountingEmbedder()
     ws = Workspace(tmp_path)
     ws.ensure()
-    index = MemoryIndex(ws, embedder)
+    index = SqliteMemoryIndex(ws, embedder)
     note = ws.daily_dir / "notes.md"
     note.write_text("# A\nalpha fact\n# B\nbeta fact\n# C\ngamma fact\n")
     report = index.sync()
@@ -115,7 +115,7 @@ def test_touching_a_file_without_changing_it_re_embeds_nothing(tmp_path: Path) -
     ws = Workspace(tmp_path)
     ws.ensure()
     ws.core_file.write_text("fact one\n")
-    index = MemoryIndex(ws, embedder)
+    index = SqliteMemoryIndex(ws, embedder)
     index.sync()
     embedder.passages.clear()
     _bump_mtime(ws.core_file)
@@ -127,9 +127,9 @@ def test_changing_the_embedder_re_embeds_everything(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     ws.ensure()
     ws.core_file.write_text("fact one\n\n# Two\nfact two\n")
-    MemoryIndex(ws, HashEmbedder(64)).sync()
+    SqliteMemoryIndex(ws, HashEmbedder(64)).sync()
     embedder = CountingEmbedder()
-    index = MemoryIndex(ws, embedder)
+    index = SqliteMemoryIndex(ws, embedder)
     assert index.sync().chunks_embedded == 2
     assert index.check().ok
     assert index.search("fact two", 1, mode="vector")[0].start_line == 3
@@ -283,26 +283,41 @@ def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> N
     from contextmem.settings import Settings
 
     settings = Settings(workspace=tmp_path, namespace="agent-7", vector_weight=0.5, daily_half_life_days=10)
-    index = MemoryIndex.from_settings(settings, HashEmbedder(16))
+    index = SqliteMemoryIndex.from_settings(settings, HashEmbedder(16))
     assert index.workspace.dir == tmp_path.resolve() / "namespaces" / "agent-7"
     assert (index.vector_weight, index.keyword_weight, index.half_life_days) == (0.5, 0.3, 10)
     assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"
 
 
+def _legacy_index(db_path: Path, user_version: int) -> sqlite3.Connection:
+    """An index file as the ``PRAGMA user_version`` scheme wrote it: its scripts were m0001 and m0002."""
+    from contextmem.store.migrations import discover
+
+    old = sqlite3.connect(db_path)
+    for migration in discover("contextmem.store.migrations.memory_sqlite")[:user_version]:
+        for statement in migration.statements:
+            old.execute(statement)
+    old.execute(f"PRAGMA user_version={user_version}")
+    old.commit()
+    return old
+
+
+def _memory_migrations(db_path: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(db_path) as db:
+        sql = "SELECT version, name FROM cm_schema_migrations WHERE component='memory' ORDER BY version"
+        return db.execute(sql).fetchall()
+
+
 def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> None:
     """An index file written by the first schema (one shared FTS table, WITHOUT ROWID vectors) opens,
     migrates, re-derives its chunks from the files and reuses the stored vectors: nothing is re-embedded."""
-    from contextmem.memory.index import _MIGRATIONS
     from contextmem.memory.text import content_hash
 
     ws = Workspace(tmp_path)
     ws.ensure()
     ws.core_file.write_text("# A\nalpha fact\n")
     db_path = tmp_path / "old.sqlite"
-    old = sqlite3.connect(db_path)
-    for statement in _MIGRATIONS[0].split(";"):
-        if statement.strip():
-            old.execute(statement)
+    old = _legacy_index(db_path, 1)
     embedder = CountingEmbedder()
     vector = embedder.inner.embed(["# A\nalpha fact"], "passage")[0]
     old.execute(
@@ -312,13 +327,46 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
     old.execute(
         "INSERT INTO namespaces(namespace, generation, embedder) VALUES ('default', 1, ?)", (embedder.name,)
     )
-    old.execute("PRAGMA user_version=1")
     old.commit()
     old.close()
-    index = MemoryIndex(ws, embedder, db_path=db_path)
+    index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
     assert index.sync().added == ["MEMORY.md"] and embedder.passages == []
     assert _paths(index, "alpha", mode="keyword") == [("MEMORY.md", 1, 2)]
     assert index.check().ok
+    assert _memory_migrations(db_path) == [(1, "initial (adopted)"), (2, "fts_per_namespace")]
+
+
+def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: Path) -> None:
+    """A file of ``user_version`` 2 (the schema the numbered migrations start from) is adopted without
+    running anything: its chunks, vectors and files stay, and the next sync has nothing to do."""
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("# A\nalpha fact\n\n# B\nbeta fact\n")
+    db_path = tmp_path / "v2.sqlite"
+    _legacy_index(db_path, 2).close()
+    embedder = CountingEmbedder()
+    first = SqliteMemoryIndex(ws, embedder, db_path=db_path)  # adopts 1 and 2, then indexes
+    assert first.sync().chunks_embedded == 2
+    first.close()
+    with sqlite3.connect(db_path) as db:  # back to what the old scheme left: no migration table
+        db.execute("DROP TABLE cm_schema_migrations")
+    embedder.passages.clear()
+    index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
+    assert _memory_migrations(db_path) == [(1, "initial (adopted)"), (2, "fts_per_namespace (adopted)")]
+    assert not index.sync().changed and embedder.passages == []
+    assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]
+    assert index.check().ok
+
+
+def test_an_index_from_a_newer_contextmem_is_refused(tmp_path: Path) -> None:
+    from contextmem.errors import StoreSchemaError
+
+    db_path = tmp_path / "future.sqlite"
+    SqliteMemoryIndex(Workspace(tmp_path), HashEmbedder(16), db_path=db_path).close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
+    with pytest.raises(StoreSchemaError, match="memory schema version 99"):
+        SqliteMemoryIndex(Workspace(tmp_path), HashEmbedder(16), db_path=db_path)
 
 
 def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) -> None:
@@ -341,7 +389,7 @@ def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) ->
         return cache.ids[keep], cache.matrix[keep]
 
     def same_as_cold_load() -> bool:
-        cold = live(MemoryIndex(ws, HashEmbedder(128))._vectors())
+        cold = live(SqliteMemoryIndex(ws, HashEmbedder(128))._vectors())
         warm = live(index._vectors())
         return np.array_equal(cold[0], warm[0]) and np.array_equal(cold[1], warm[1])
 
@@ -368,7 +416,7 @@ def test_a_repeated_query_is_embedded_once(tmp_path: Path) -> None:
                 QueryCounting.queries += len(texts)
             return super().embed(texts, kind)
 
-    index = MemoryIndex(Workspace(tmp_path), QueryCounting())
+    index = SqliteMemoryIndex(Workspace(tmp_path), QueryCounting())
     index.workspace.ensure()
     index.workspace.core_file.write_text("cached query vectors\n")
     for _ in range(3):
@@ -378,7 +426,7 @@ def test_a_repeated_query_is_embedded_once(tmp_path: Path) -> None:
 
 
 def test_dot_rows_matches_the_matrix_product_on_both_paths() -> None:
-    from contextmem.memory.index import _BLAS_THREADS_FROM, dot_rows
+    from contextmem.memory.vector_cache import _BLAS_THREADS_FROM, dot_rows
 
     rng = np.random.default_rng(5)
     for rows in (0, 1, 255, 257, 1000, _BLAS_THREADS_FROM + 3):

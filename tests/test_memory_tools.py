@@ -6,11 +6,11 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryIndex, MemoryTools, Workspace
+from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
 
 
 def _tools(root: Path, namespace: str = "default") -> MemoryTools:
-    index = MemoryIndex(Workspace(root, namespace), HashEmbedder(128))
+    index = SqliteMemoryIndex(Workspace(root, namespace), HashEmbedder(128))
     index.workspace.ensure()
     return MemoryTools(index, clock=lambda: datetime(2026, 3, 8, 14, 30))
 

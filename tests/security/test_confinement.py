@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from contextmem.memory import DailySummaryJob, HashEmbedder, MemoryIndex, MemoryTools, Workspace
+from contextmem.memory import DailySummaryJob, HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors
 from contextmem.memory.pg_index import tsquery_text
 from contextmem.memory.text import MAX_QUERY_CHARS, MAX_QUERY_TERMS, chunk_markdown, fts_query
@@ -73,7 +73,7 @@ def tools_for(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tools]
         ws.ensure()
         emb = embedder or HashEmbedder(DIM)
         if dsn is None:
-            index: Any = MemoryIndex(ws, emb, db_path=tmp_path / "index.sqlite")
+            index: Any = SqliteMemoryIndex(ws, emb, db_path=tmp_path / "index.sqlite")
         else:
             from contextmem.memory.pg_index import PgMemoryIndex
 
@@ -228,7 +228,7 @@ def test_read_file_follows_no_link_and_reads_no_hard_link(tmp_path: Path) -> Non
 def _sqlite_tools(tmp_path: Path, embedder: Any = None, namespace: str = "default") -> MemoryTools:
     ws = Workspace(tmp_path / "ws", namespace)
     ws.ensure()
-    index = MemoryIndex(ws, embedder or HashEmbedder(64), db_path=tmp_path / "index.sqlite")
+    index = SqliteMemoryIndex(ws, embedder or HashEmbedder(64), db_path=tmp_path / "index.sqlite")
     return MemoryTools(index, clock=lambda: DAY)
 
 
@@ -352,7 +352,7 @@ def test_secrets_typed_into_memory_files_never_reach_the_index(tools_for: Tools)
 
 
 def _stored_chunk_texts(index: Any) -> list[str]:
-    if isinstance(index, MemoryIndex):
+    if isinstance(index, SqliteMemoryIndex):
         return [r[0] for r in index._db.execute("SELECT text FROM chunks")]
     return [r[0] for r in index._db.execute("SELECT text FROM cm_memory_chunks").fetchall()]
 
@@ -363,18 +363,17 @@ def test_an_index_built_before_redaction_is_rederived_and_its_secret_vectors_dro
     ws = Workspace(tmp_path / "ws")
     ws.ensure()
     ws.core_file.write_text(f"The AWS key is {AWS_KEY}.\n")
-    import contextmem.memory.index as index_module
+    import contextmem.memory.sync as sync_module
     from contextmem.memory.text import content_hash
 
     with monkeypatch.context() as patch:  # what an index of the previous scheme stored
-        patch.setattr(index_module, "index_chunks", chunk_markdown)
-        patch.setattr(index_module, "KEYWORD_SCHEME", "2")
-        old = MemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "index.sqlite")
+        patch.setattr(sync_module, "index_chunks", chunk_markdown)
+        old = SqliteMemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "index.sqlite")
         old._keywords = old._keywords.rsplit("|", 1)[0] + "|2"
         old.sync()
         assert AWS_KEY in "".join(_stored_chunk_texts(old))
         old.close()
-    index = MemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "index.sqlite")
+    index = SqliteMemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "index.sqlite")
     index.sync()
     assert AWS_KEY not in "".join(_stored_chunk_texts(index))
     leaked = content_hash(f"The AWS key is {AWS_KEY}.")
@@ -469,5 +468,5 @@ def test_an_unexpected_failure_inside_a_tool_is_logged_and_returned_as_text(
 
 def test_search_of_a_missing_namespace_dir_and_date_is_empty_not_an_error(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "never-created", "carol")
-    index = MemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "i.sqlite")
+    index = SqliteMemoryIndex(ws, HashEmbedder(64), db_path=tmp_path / "i.sqlite")
     assert index.search("anything", 3) == [] and index.sync().skipped == []

@@ -9,11 +9,11 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..engine.types import summary_from_json
 from ..formats.openai import to_openai
+from ..safefs import write_atomic_path
 from ..settings import Settings
 from ..store.base import SessionStore
 from ..store.open import open_store
@@ -34,10 +34,10 @@ def _when(ts: float) -> str:
 
 
 def _index(settings: Settings, args: argparse.Namespace) -> MemoryIndex:
-    from ..memory import MemoryIndex, embedder_from_spec
+    from ..memory import embedder_from_spec, open_memory_index
 
     embedder = embedder_from_spec(args.embedder) if args.embedder else None
-    return MemoryIndex.from_settings(settings, embedder)
+    return open_memory_index(settings, embedder)
 
 
 def memory_index(settings: Settings, args: argparse.Namespace) -> int:
@@ -121,7 +121,7 @@ async def sessions_export(settings: Settings, args: argparse.Namespace) -> int:
         await store.close()
     lines = "".join(json.dumps(to_openai(s.message), ensure_ascii=False) + "\n" for s in messages)
     if args.output:
-        Path(args.output).write_text(lines, encoding="utf-8")
+        write_atomic_path(args.output, lines.encode("utf-8"))  # private: it holds the raw conversation
         print(f"exported {len(messages)} messages to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(lines)

@@ -78,7 +78,7 @@ class Namespaces:
 
     async def get(self, namespace: str) -> ContextMem:
         """The parts of one (allowed) namespace: workspace, memory index and sessions."""
-        from ..memory import MemoryIndex, Workspace
+        from ..memory import Workspace, open_memory_index
 
         self.check(namespace)
         async with self._lock:
@@ -87,7 +87,7 @@ class Namespaces:
                 settings = self.settings.with_value("namespace", namespace)
                 workspace = Workspace(settings.workspace_path, namespace)
                 workspace.ensure()
-                index = MemoryIndex.from_settings(settings, self._embedder)
+                index = open_memory_index(settings, self._embedder, settings.store)  # as ContextMem.open
                 runtime = ContextMem(
                     settings, store=self._store, workspace=workspace, llm=self._llm, memory=index
                 )

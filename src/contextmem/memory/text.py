@@ -157,18 +157,18 @@ def fts_document(text: str, cjk: CjkMode = "bigram") -> str:
     return " ".join(keyword_tokens(text, cjk))
 
 
+def query_terms(text: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """The first ``max_terms`` distinct tokens of a keyword query, in order (what both indexes OR)."""
+    return [t for t in dict.fromkeys(keyword_tokens(text, cjk)) if t][:max_terms]
+
+
 def fts_query(text: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
     """An FTS5 MATCH expression ORing the distinct tokens of ``text`` (``None`` when it has none).
 
     Every token is quoted, so user text can never inject FTS5 syntax (``AND``, ``NEAR``, ``*``, ``:``).
     """
-    seen: dict[str, None] = {}
-    for token in keyword_tokens(text, cjk):
-        seen.setdefault(token, None)
-    terms = [t for t in seen if t][:max_terms]
-    if not terms:
-        return None
-    return " OR ".join(f'"{t}"' for t in terms)
+    terms = query_terms(text, cjk, max_terms=max_terms)
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
 
 @functools.cache

@@ -24,18 +24,15 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ContextmemError, ToolArgumentError
 from ..redaction import redact_secrets
 from ..safefs import MAX_PATH_CHARS
-from .index import MemoryIndex
+from .base import MemoryIndex
 from .text import MAX_QUERY_CHARS, file_secrets, redact_chunk
 from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
 from .writer import append_daily, write_core
-
-if TYPE_CHECKING:
-    from .pg_index import PgMemoryIndex
 
 __all__ = [
     "MAX_READ_BYTES",
@@ -57,6 +54,34 @@ MAX_READ_BYTES = 16 * 1024 * 1024  # of a file read by memory_get / read_file; l
 MAX_WRITE_CHARS = 16_384  # of one memory_write: a note, not a document
 MAX_SEARCH_RESULTS = 50
 MAX_ARGUMENT_JSON_CHARS = 1_000_000  # arguments given as a JSON string
+
+
+def _line_read_parameters(
+    path_description: str, start: str, count: str, default_count: int
+) -> dict[str, Any]:
+    """The parameters of a tool that reads lines of a file: a path, the first line (1-based), how many."""
+    return {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "maxLength": MAX_PATH_CHARS, "description": path_description},
+            start: {
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+                "description": "First line to read (1-based).",
+            },
+            count: {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_READ_LINES,
+                "default": default_count,
+                "description": "How many lines to read.",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+
 
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "memory_search": {
@@ -88,31 +113,9 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "memory_get": {
         "description": "Read lines of a memory file (MEMORY.md or memory/...md), e.g. around a search hit.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "maxLength": MAX_PATH_CHARS,
-                    "description": "Relative path, e.g. 'memory/2026-03-08.md'.",
-                },
-                "from_line": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "default": 1,
-                    "description": "First line to read (1-based).",
-                },
-                "lines": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_READ_LINES,
-                    "default": 50,
-                    "description": "How many lines to read.",
-                },
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+        "parameters": _line_read_parameters(
+            "Relative path, e.g. 'memory/2026-03-08.md'.", "from_line", "lines", 50
+        ),
     },
     "memory_write": {
         "description": (
@@ -138,31 +141,9 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "Read an archived conversation (dialog/YYYY-MM-DD.jsonl) or an offloaded tool result "
             "(tool_results/ID.txt) by lines."
         ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "maxLength": MAX_PATH_CHARS,
-                    "description": "Relative path under dialog/ or tool_results/.",
-                },
-                "offset": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "default": 1,
-                    "description": "First line to read (1-based).",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_READ_LINES,
-                    "default": 200,
-                    "description": "How many lines to read.",
-                },
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+        "parameters": _line_read_parameters(
+            "Relative path under dialog/ or tool_results/.", "offset", "limit", 200
+        ),
     },
 }
 
@@ -250,9 +231,7 @@ def _type_problem(value: Any, spec: Mapping[str, Any]) -> str | None:
 class MemoryTools:
     """The four tools bound to one namespace's index. ``clock`` dates ``memory_write`` daily entries."""
 
-    def __init__(
-        self, index: MemoryIndex | PgMemoryIndex, *, clock: Callable[[], datetime] = datetime.now
-    ) -> None:
+    def __init__(self, index: MemoryIndex, *, clock: Callable[[], datetime] = datetime.now) -> None:
         self.index = index
         self.workspace = index.workspace
         self.clock = clock

@@ -15,11 +15,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...errors import StoreSchemaError
 
-__all__ = ["Migration", "discover"]
+__all__ = ["Migration", "discover", "migrate_sqlite", "sqlite_schema_version"]
 
 # PostgreSQL keeps every component's migrations (sessions, memory) in one table; both runners use these.
 PG_MIGRATIONS_TABLE = (
@@ -63,3 +66,93 @@ def discover(package: str) -> tuple[Migration, ...]:
             f"{package} has migrations {versions!r}; they must be numbered 1, 2, 3, ... without gaps."
         )
     return tuple(found)
+
+
+SQLITE_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
+    "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at REAL NOT NULL, "
+    "PRIMARY KEY (component, version))"
+)
+
+
+def sqlite_schema_version(conn: sqlite3.Connection, component: str) -> int:
+    """The highest migration of ``component`` recorded in ``conn``'s ``cm_schema_migrations`` (0: none)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cm_schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = conn.execute(
+        "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = ?", (component,)
+    ).fetchone()
+    return int(row[0])
+
+
+def migrate_sqlite(
+    conn: sqlite3.Connection,
+    component: str,
+    migrations: tuple[Migration, ...],
+    *,
+    adopt: Callable[[sqlite3.Connection], int] | None = None,
+    now: float | None = None,
+) -> int:
+    """Apply ``component``'s pending ``migrations`` in one ``BEGIN IMMEDIATE`` transaction; return the
+    version.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Processes opening a database together
+    serialise on the transaction and the second finds nothing left to do. ``adopt``, for a component that
+    numbered its schema some other way before: called inside the transaction when nothing is recorded for
+    ``component``, it returns the version the schema is already at, and migrations up to it are recorded
+    as applied without running them.
+    """
+    if sqlite_schema_version(conn, component) == len(migrations):
+        return len(migrations)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(SQLITE_MIGRATIONS_TABLE)
+        current = sqlite_schema_version(conn, component)
+        pending = migrations[current:]
+        if current == 0 and adopt is not None:
+            adopted = adopt(conn)
+            if adopted > len(migrations):
+                current = adopted
+            else:
+                pending = migrations[adopted:]
+                _record(conn, component, migrations[:adopted], now, adopted=True)
+        if current > len(migrations):
+            raise StoreSchemaError(
+                f"the database has {component} schema version {current}, but this contextmem only knows "
+                f"versions up to {len(migrations)}. Fix: upgrade contextmem to open this database."
+            )
+        for m in pending:
+            for statement in m.statements:
+                conn.execute(statement)
+        _record(conn, component, pending, now)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return len(migrations)
+
+
+def _record(
+    conn: sqlite3.Connection,
+    component: str,
+    applied: tuple[Migration, ...],
+    now: float | None,
+    *,
+    adopted: bool = False,
+) -> None:
+    conn.executemany(
+        "INSERT INTO cm_schema_migrations (component, version, name, applied_at) VALUES (?, ?, ?, ?)",
+        [
+            (
+                component,
+                m.version,
+                f"{m.name} (adopted)" if adopted else m.name,
+                time.time() if now is None else now,
+            )
+            for m in applied
+        ],
+    )

@@ -1,0 +1,156 @@
+"""The memory-index protocol (SPEC M3, M4, M6, S2) and the values it returns.
+
+A memory index is the derived search index over one namespace's memory files (``MEMORY.md`` and
+``memory/**/*.md``). The markdown files are the truth; the index can be deleted at any time and is rebuilt
+by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
+
+* **Fresh.** ``search`` syncs first (unless ``sync=False``). Sync ``stat``s each file and re-reads only
+  those whose size or mtime moved (an mtime within the last 2 s is not trusted, so a same-tick edit is
+  still caught), compares the content hash, and swaps a changed file's chunks in one transaction: no stale
+  hit, no duplicate chunk, also when several processes sync the same namespace at once.
+* **Incremental.** A chunk whose text already has a vector for this embedder in the namespace is not
+  embedded again: an edit embeds only the chunks whose text changed, a rename embeds nothing.
+* **One derivation.** The index records, per namespace, the embedder and the keyword scheme (tokenizer,
+  CJK mode, :data:`text.KEYWORD_SCHEME`) it was built with. When either differs from the index's own,
+  the next sync **rebuilds the namespace in one transaction**: every file is re-read and re-chunked (all
+  reported as ``updated``), and only chunk texts without a vector for the current embedder are embedded.
+  A keyword-scheme change therefore re-embeds nothing; an embedder change re-embeds every chunk.
+* **Isolated.** Every stored row carries its namespace and every read filters on it: a search, sync,
+  check or repair of one namespace never sees or touches another's chunks.
+* **Anchored.** A chunk is lines ``start_line..end_line`` of its file, verbatim but for redaction;
+  ``check`` verifies it, and ``check(repair=True)`` rebuilds the namespace when anything is wrong.
+* **Confined.** Files are found by :meth:`Workspace.scan_memory_files` and read through
+  ``workspace.files``: a symlink or hard-linked file is never read, it is reported in
+  :attr:`SyncReport.skipped`, and a file that turns into one leaves the index.
+* **No secrets.** What reaches the keyword index, the embedder and the stored snippets is the chunk text
+  after :func:`~contextmem.redaction.redact_secrets` (:func:`text.index_chunks`).
+* **Bounded queries.** A query is cut to :data:`text.MAX_QUERY_CHARS` characters before it is embedded or
+  tokenised, and a keyword query ORs at most :data:`text.MAX_QUERY_TERMS` distinct tokens.
+
+Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
+union is min-max fused with the vector/keyword weights, daily files decay, ``min_score`` is judged on the
+fused score or the keyword evidence, and ``mmr_lambda`` diversifies. Implementations are thread-safe.
+
+Implementations: :class:`~contextmem.memory.sqlite_index.SqliteMemoryIndex` (default, one file) and
+:class:`~contextmem.memory.pg_index.PgMemoryIndex` (PostgreSQL + pgvector, many hosts), both on the shared
+algorithm of :mod:`.indexing`; :func:`~contextmem.memory.open.open_memory_index` picks one. One contract
+test suite (``tests/test_memory_contract.py``) runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+from .embedders import Embedder
+from .workspace import Workspace
+
+__all__ = ["IntegrityReport", "MemoryHit", "MemoryIndex", "Progress", "SearchMode", "SyncReport"]
+
+SearchMode = Literal["hybrid", "keyword", "vector"]
+Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """One search result: read it back with ``memory_get(path, start_line, end_line - start_line + 1)``."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    namespace: str
+    kind: str
+    vector_score: float | None = None  # raw cosine
+    keyword_score: float | None = None  # raw keyword score (BM25 or ts_rank; higher is better)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one sync did. ``changed`` is true when the index moved (and caches were invalidated).
+
+    ``skipped``: relative paths of memory-file entries that were not indexed because contextmem never
+    reads through them: symlinks (to anything, anywhere), hard-linked files, other non-regular entries.
+    """
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    chunks_embedded: int = 0
+    chunks_total: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed or self.chunks_embedded)
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityReport:
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@runtime_checkable
+class MemoryIndex(Protocol):
+    """Hybrid (vector + keyword) search over one namespace's memory files; see the module docstring."""
+
+    workspace: Workspace
+    namespace: str
+    embedder: Embedder
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        min_score: float = 0.0,
+        mmr_lambda: float | None = None,
+        candidates: int | None = None,
+        sync: bool = True,
+        today: date | None = None,
+    ) -> list[MemoryHit]:
+        """The ``k`` best chunks of this namespace for ``query``, best first; syncs with the files first.
+
+        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion. An unknown
+        ``mode`` raises :class:`~contextmem.errors.ConfigError`; an empty query or ``k <= 0`` returns ``[]``.
+        """
+        ...
+
+    def sync(self, progress: Progress | None = None) -> SyncReport:
+        """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
+        ...
+
+    def check(self, *, repair: bool = False) -> IntegrityReport:
+        """Verify the index against itself and the files; ``repair`` rebuilds the namespace if needed."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """``{"files": n, "chunks": m}`` of this namespace."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection; the index is unusable afterwards. Also on leaving a ``with`` block."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
+        """:meth:`search` off the event loop."""
+        ...
+
+    async def async_sync(self, progress: Progress | None = None) -> SyncReport:
+        """:meth:`sync` off the event loop."""
+        ...

