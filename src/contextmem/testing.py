@@ -7,17 +7,19 @@ provider except by what they were scripted to do.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from .errors import SessionConflictError
-from .llm.base import ChatResponse, StreamEvent, ToolSpec, Usage
-from .messages import AssistantMessage, Message, ToolCall, check_message_text, text_of
+from .llm.base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
+from .messages import AssistantMessage, Message, ToolCall, ToolSpec, check_message_text, text_of
 from .namespace import check_namespace
 from .store.base import SessionInfo, SessionState, StoredMessage
+from .store.common import check_expected_seq
+from .store.shared import SessionStoreBase, StateFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +34,19 @@ class Reply:
     usage: Usage | None = None
 
 
-Script = Reply | str | BaseException | Callable[[Sequence[Message]], "Reply | str"]
+Script = Reply | str | BaseException | Callable[[Sequence[Message]], "Reply | str | Awaitable[Reply | str]"]
 
 
 @dataclass
-class ScriptedLLM:
+class ScriptedLLM(BaseLLM):
     """An :class:`~contextmem.llm.base.LLM` that plays a script, one entry per call.
 
     Entries may be a string (a text reply), a :class:`Reply`, an exception (raised), or a function of
-    the request returning either. When the script runs out, ``default`` answers (or, if ``None``, an
-    ``IndexError`` says the test made more calls than it scripted). Every request is kept in
-    :attr:`requests` so tests can assert on what was actually sent.
+    the request's messages returning either — a plain or an ``async`` function, so a reply may itself
+    come from another model or a search of what was sent. When the script runs out, ``default`` answers
+    (or, if ``None``, an ``IndexError`` says the test made more calls than it scripted). Every request is
+    kept in :attr:`requests` and every reply given in :attr:`replies`, so tests can assert on what was
+    actually sent and said.
     """
 
     script: list[Script] = field(default_factory=list)
@@ -52,12 +56,14 @@ class ScriptedLLM:
     requests: list[list[Message]] = field(default_factory=list)
     request_tools: list[list[ToolSpec]] = field(default_factory=list)
     request_max_tokens: list[int | None] = field(default_factory=list)
+    replies: list[AssistantMessage] = field(default_factory=list)
 
     @classmethod
     def of(cls, *entries: Script, default: Script | None = None) -> ScriptedLLM:
         return cls(list(entries), default)
 
-    def _next(self, messages: Sequence[Message]) -> Reply:
+    async def _next(self, messages: Sequence[Message]) -> Reply:
+        entry: Script | Awaitable[Reply | str]
         if self.script:
             entry = self.script.pop(0)
         elif self.default is not None:
@@ -66,24 +72,24 @@ class ScriptedLLM:
             raise IndexError(f"ScriptedLLM ran out of replies at call {len(self.requests)}")
         if callable(entry) and not isinstance(entry, BaseException):
             entry = entry(messages)
+            if inspect.isawaitable(entry):
+                entry = await entry
         if isinstance(entry, BaseException):
             return Reply(error=entry)
         if isinstance(entry, str):
             return Reply(text=entry)
         return entry
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
+    def _request(self, call: ModelCall) -> dict[str, Any]:
+        return {"call": call}
+
+    async def _complete(self, request: dict[str, Any]) -> ChatResponse:
+        call: ModelCall = request["call"]
+        messages = call.messages
         self.requests.append(list(messages))
-        self.request_tools.append(list(tools))
-        self.request_max_tokens.append(max_tokens)
-        step = self._next(messages)
+        self.request_tools.append(list(call.tools))
+        self.request_max_tokens.append(call.max_tokens)
+        step = await self._next(messages)
         if step.delay:
             await asyncio.sleep(step.delay)
         if step.error is not None:
@@ -94,17 +100,11 @@ class ScriptedLLM:
             completion_tokens=len(step.text or "") // 4,
         )
         finish = "tool_calls" if step.tool_calls else "stop"
+        self.replies.append(message)
         return ChatResponse(message, usage, finish, self.name)
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        response = await self.complete(messages, tools=tools, max_tokens=max_tokens, temperature=temperature)
+    async def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        response = await self._complete(request)
         text = text_of(response.message.content)
         for chunk in _chunks(text, 8):
             yield StreamEvent("text", chunk)
@@ -117,10 +117,12 @@ def _chunks(text: str, size: int) -> Iterable[str]:
     return (text[i : i + size] for i in range(0, len(text), size))
 
 
-class MemoryStore:
+class MemoryStore(SessionStoreBase[Message]):
     """An in-process :class:`~contextmem.store.base.SessionStore`: the real contract, no durability.
 
-    For tests and single-process experiments; the same contract suite runs against it.
+    For tests and single-process experiments; the same contract suite runs against it. The public methods
+    (namespace checks, argument validation) are the durable stores' own (:mod:`contextmem.store.shared`);
+    only the storage below them is a dict.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
@@ -135,7 +137,13 @@ class MemoryStore:
             self._sessions[key] = _MemSession(created_at=now, updated_at=now)
         return self._sessions[key]
 
-    async def open_session(self, namespace: str, session_id: str) -> SessionState:
+    def _encode(self, message: Message) -> Message:
+        check_message_text(
+            message
+        )  # what the durable stores could not read back, they refuse: so does this one
+        return message
+
+    async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         s = self._get(namespace, session_id)
         live = tuple(
             StoredMessage(seq, s.current.get(seq, msg), "live", s.created[seq])
@@ -144,26 +152,16 @@ class MemoryStore:
         )
         return SessionState(namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at)
 
-    async def append(
-        self,
-        namespace: str,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        expected_next_seq: int | None = None,
+    async def _append_rows(
+        self, namespace: str, session_id: str, encoded: list[Message], expected_next_seq: int | None
     ) -> list[int]:
-        check_namespace(namespace)
-        if not messages:
-            return []
-        for m in messages:  # what the durable stores could not read back, they refuse: so does this one
-            check_message_text(m)
         existing = self._sessions.get((namespace, session_id))
-        actual = 1 if existing is None else len(existing.original) + 1
-        if expected_next_seq is not None and expected_next_seq != actual:
-            raise SessionConflictError(namespace, session_id, expected_next_seq, actual)
+        check_expected_seq(
+            namespace, session_id, expected_next_seq, 1 if existing is None else len(existing.original) + 1
+        )
         s = self._get(namespace, session_id)
         seqs = []
-        for m in messages:
+        for m in encoded:
             seq = len(s.original) + 1
             s.original[seq] = m
             s.created[seq] = self._clock()
@@ -171,22 +169,15 @@ class MemoryStore:
         s.updated_at = self._clock()
         return seqs
 
-    async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
-        check_message_text(message)
+    async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: Message) -> None:
         s = self._get(namespace, session_id)
         if seq not in s.original or seq in s.archived:
             raise KeyError(f"no live message {seq} in {namespace}/{session_id}")
-        s.current[seq] = message
+        s.current[seq] = encoded
         s.updated_at = self._clock()
 
-    async def archive(
-        self,
-        namespace: str,
-        session_id: str,
-        seqs: Sequence[int],
-        *,
-        summary: str | None = None,
-        meta: str | None = None,
+    async def _archive_rows(
+        self, namespace: str, session_id: str, seqs: list[int], summary: str | None, meta: str | None
     ) -> None:
         s = self._get(namespace, session_id)
         unknown = [q for q in seqs if q not in s.original]
@@ -195,10 +186,10 @@ class MemoryStore:
         s.archived.update(seqs)
         for q in seqs:
             s.current.pop(q, None)
-        await self.set_meta(namespace, session_id, summary=summary, meta=meta)
+        await self._write_meta(namespace, session_id, summary, meta)
 
-    async def set_meta(
-        self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
+    async def _write_meta(
+        self, namespace: str, session_id: str, summary: str | None, meta: str | None
     ) -> None:
         s = self._get(namespace, session_id)
         if summary is not None:
@@ -207,9 +198,7 @@ class MemoryStore:
             s.meta = meta
         s.updated_at = self._clock()
 
-    async def messages(
-        self, namespace: str, session_id: str, *, state: Literal["live", "archived", "all"] = "all"
-    ) -> list[StoredMessage]:
+    async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         s = self._get(namespace, session_id)
         out = []
         for seq, msg in s.original.items():
@@ -219,13 +208,11 @@ class MemoryStore:
         return out
 
     @asynccontextmanager
-    async def lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault((check_namespace(namespace), session_id), asyncio.Lock())
-        async with lock:
+    async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
+        async with self._locks.setdefault((namespace, session_id), asyncio.Lock()):
             yield
 
-    async def list_sessions(self, namespace: str) -> list[SessionInfo]:
-        check_namespace(namespace)
+    async def _session_infos(self, namespace: str) -> list[SessionInfo]:
         return [
             SessionInfo(
                 ns, sid, len(s.original) - len(s.archived), len(s.archived), s.created_at, s.updated_at
@@ -234,15 +221,10 @@ class MemoryStore:
             if ns == namespace
         ]
 
-    async def delete_session(self, namespace: str, session_id: str) -> None:
-        self._sessions.pop((check_namespace(namespace), session_id), None)
+    async def _delete_session(self, namespace: str, session_id: str) -> None:
+        self._sessions.pop((namespace, session_id), None)
 
-    async def cleanup_idle(
-        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
-    ) -> list[tuple[str, str]]:
-        if namespace is not None:
-            check_namespace(namespace)
-        cutoff = (self._clock() if now is None else now) - older_than_seconds
+    async def _delete_idle(self, cutoff: float, namespace: str | None) -> list[tuple[str, str]]:
         gone = sorted(
             key for key, s in self._sessions.items() if s.updated_at < cutoff and namespace in (None, key[0])
         )

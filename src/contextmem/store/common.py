@@ -25,6 +25,7 @@ __all__ = [
     "check_expected_seq",
     "decode_message",
     "encode_message",
+    "idle_sessions_where",
     "not_live_error",
     "session_lock_key",
     "session_problems",
@@ -114,6 +115,16 @@ def check_expected_seq(namespace: str, session_id: str, expected: int | None, ac
     """Raise :class:`SessionConflictError` when a conditional append's expectation is not the session's."""
     if expected is not None and expected != actual:
         raise SessionConflictError(namespace, session_id, expected, actual)
+
+
+def idle_sessions_where(
+    cutoff: float, namespace: str | None, param: str
+) -> tuple[str, tuple[float | str, ...]]:
+    """The ``WHERE`` condition on ``cm_sessions`` (and its arguments, ``param`` the driver's placeholder) of
+    the sessions updated before ``cutoff``: of ``namespace``, or of every namespace when it is ``None``."""
+    if namespace is None:
+        return f"updated_at < {param}", (cutoff,)
+    return f"updated_at < {param} AND namespace = {param}", (cutoff, namespace)
 
 
 # Integrity checks shared by both stores (PostgreSQL runs the same two queries).

@@ -30,14 +30,12 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import MissingExtraError, StoreError, StoreSchemaError
-from ..messages import Message
-from ..namespace import check_namespace
 from .base import SessionInfo, SessionState, StoredMessage
 from .common import (
     COMPONENT,
@@ -46,12 +44,13 @@ from .common import (
     MessageProblems,
     check_expected_seq,
     decode_message,
-    encode_message,
+    idle_sessions_where,
     not_live_error,
     session_lock_key,
     session_problems,
 )
 from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
+from .shared import EncodedSessionStore, StateFilter
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -83,7 +82,7 @@ def redact(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(EncodedSessionStore):
     """A :class:`~contextmem.store.base.SessionStore` on PostgreSQL (extra ``contextmem[postgres]``)."""
 
     def __init__(
@@ -102,14 +101,6 @@ class PostgresSessionStore:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._opening = asyncio.Lock()
         self._closed = False
-
-    async def __aenter__(self) -> PostgresSessionStore:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -178,11 +169,9 @@ class PostgresSessionStore:
         )
         return await cur.fetchone()
 
-    # -- SessionStore ----------------------------------------------------------------------------
+    # -- storage hooks of the SessionStore methods (contextmem.store.shared) -----------------------
 
-    async def open_session(self, namespace: str, session_id: str) -> SessionState:
-        check_namespace(namespace)
-
+    async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         async def load(conn: AsyncConnection[Any]) -> SessionState | None:
             cur = await conn.execute(
                 "SELECT id, summary, meta, next_seq, updated_at FROM cm_sessions "
@@ -220,18 +209,9 @@ class PostgresSessionStore:
             f"session ({namespace!r}, {session_id!r}) was deleted while being opened, repeatedly"
         )
 
-    async def append(
-        self,
-        namespace: str,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        expected_next_seq: int | None = None,
+    async def _append_rows(
+        self, namespace: str, session_id: str, encoded: list[str], expected_next_seq: int | None
     ) -> list[int]:
-        check_namespace(namespace)
-        if not messages:
-            return []
-        encoded = [encode_message(m) for m in messages]
         n = len(encoded)
         expected = expected_next_seq
 
@@ -271,10 +251,7 @@ class PostgresSessionStore:
 
         return await self._run("append", run)
 
-    async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
-        check_namespace(namespace)
-        encoded = encode_message(message)
-
+    async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: str) -> None:
         async def run(conn: AsyncConnection[Any]) -> None:
             now = self._clock()
             cur = await conn.execute(
@@ -294,18 +271,9 @@ class PostgresSessionStore:
 
         await self._run("replace", run)
 
-    async def archive(
-        self,
-        namespace: str,
-        session_id: str,
-        seqs: Sequence[int],
-        *,
-        summary: str | None = None,
-        meta: str | None = None,
+    async def _archive_rows(
+        self, namespace: str, session_id: str, wanted: list[int], summary: str | None, meta: str | None
     ) -> None:
-        check_namespace(namespace)
-        wanted = sorted(set(seqs))
-
         async def run(conn: AsyncConnection[Any]) -> None:
             pk, next_seq = await self._ensure_session(conn, namespace, session_id)
             unknown = [s for s in wanted if not 1 <= s < next_seq]
@@ -321,24 +289,16 @@ class PostgresSessionStore:
 
         await self._run("archive", run)
 
-    async def set_meta(
-        self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
+    async def _write_meta(
+        self, namespace: str, session_id: str, summary: str | None, meta: str | None
     ) -> None:
-        check_namespace(namespace)
-
         async def run(conn: AsyncConnection[Any]) -> None:
             pk, _ = await self._ensure_session(conn, namespace, session_id)
             await _set_meta(conn, pk, summary, meta, self._clock())
 
         await self._run("set_meta", run)
 
-    async def messages(
-        self, namespace: str, session_id: str, *, state: Literal["live", "archived", "all"] = "all"
-    ) -> list[StoredMessage]:
-        check_namespace(namespace)
-        if state not in ("live", "archived", "all"):
-            raise StoreError(f"state={state!r} is not a message state. Fix: use 'live', 'archived' or 'all'.")
-
+    async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         async def run(conn: AsyncConnection[Any]) -> list[StoredMessage]:
             cur = await conn.execute(
                 "SELECT m.seq, m.original, m.state, m.created_at FROM cm_messages AS m "
@@ -352,6 +312,7 @@ class PostgresSessionStore:
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
+        """Exclusive compaction lock of one session, for every process on every host (``async with``)."""
         try:
             conn = await self._psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._psycopg.OperationalError as exc:
@@ -366,14 +327,7 @@ class PostgresSessionStore:
         finally:
             await conn.close()  # ends the server session, which releases the lock in every case
 
-    def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
-        """Exclusive compaction lock of one session, for every process on every host (``async with``)."""
-        check_namespace(namespace)
-        return self._session_lock(namespace, session_id)
-
-    async def list_sessions(self, namespace: str) -> list[SessionInfo]:
-        check_namespace(namespace)
-
+    async def _session_infos(self, namespace: str) -> list[SessionInfo]:
         async def run(conn: AsyncConnection[Any]) -> list[SessionInfo]:
             cur = await conn.execute(
                 "SELECT s.session_id, s.created_at, s.updated_at, "
@@ -386,9 +340,7 @@ class PostgresSessionStore:
 
         return await self._run("list_sessions", run)
 
-    async def delete_session(self, namespace: str, session_id: str) -> None:
-        check_namespace(namespace)
-
+    async def _delete_session(self, namespace: str, session_id: str) -> None:
         async def run(conn: AsyncConnection[Any]) -> None:
             await conn.execute(
                 "DELETE FROM cm_sessions WHERE namespace = %s AND session_id = %s", (namespace, session_id)
@@ -396,15 +348,8 @@ class PostgresSessionStore:
 
         await self._run("delete_session", run)
 
-    async def cleanup_idle(
-        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
-    ) -> list[tuple[str, str]]:
-        cutoff = (self._clock() if now is None else now) - older_than_seconds
-        where = "updated_at < %s"
-        args: tuple[float | str, ...] = (cutoff,)
-        if namespace is not None:  # None: every namespace, the operator's explicit choice
-            where += " AND namespace = %s"
-            args += (check_namespace(namespace),)
+    async def _delete_idle(self, cutoff: float, namespace: str | None) -> list[tuple[str, str]]:
+        where, args = idle_sessions_where(cutoff, namespace, "%s")
 
         async def run(conn: AsyncConnection[Any]) -> list[tuple[str, str]]:
             sql = f"DELETE FROM cm_sessions WHERE {where} RETURNING namespace, session_id"

@@ -34,20 +34,25 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from ..errors import StoreError, StoreLockedError
-from ..messages import Message
-from ..namespace import check_namespace
 from ..safefs import ensure_private_file
 from .base import SessionInfo, SessionState, StoredMessage
-from .common import check_expected_seq, decode_message, encode_message, not_live_error, session_lock_key
+from .common import (
+    check_expected_seq,
+    decode_message,
+    encode_message,
+    idle_sessions_where,
+    not_live_error,
+    session_lock_key,
+)
 from .locks import try_flock
+from .shared import EncodedSessionStore, StateFilter
 from .sqlite_schema import MIGRATIONS, integrity_problems, migrate
 from .sqlite_schema import schema_version as _schema_version
 
@@ -61,7 +66,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-StateFilter = Literal["live", "archived", "all"]
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
@@ -77,7 +81,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 # --- the store ------------------------------------------------------------------------------------
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(EncodedSessionStore):
     """A :class:`~contextmem.store.base.SessionStore` on one SQLite file (created if missing)."""
 
     def __init__(
@@ -100,14 +104,6 @@ class SqliteSessionStore:
         self._closed = False
 
     # -- plumbing --------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> SqliteSessionStore:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     async def _call(self, fn: Callable[[], T]) -> T:
         if self._closed:
@@ -187,11 +183,9 @@ class SqliteSessionStore:
             row = self._session_row(conn, namespace, session_id)
         return row
 
-    # -- SessionStore ----------------------------------------------------------------------------
+    # -- storage hooks of the SessionStore methods (contextmem.store.shared) -----------------------
 
-    async def open_session(self, namespace: str, session_id: str) -> SessionState:
-        check_namespace(namespace)
-
+    async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         def load(conn: sqlite3.Connection, create: bool) -> SessionState | None:
             row = (
                 self._ensure_session(conn, namespace, session_id)
@@ -220,19 +214,9 @@ class SqliteSessionStore:
 
         return await self._call(run)
 
-    async def append(
-        self,
-        namespace: str,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        expected_next_seq: int | None = None,
+    async def _append_rows(
+        self, namespace: str, session_id: str, encoded: list[str], expected_next_seq: int | None
     ) -> list[int]:
-        check_namespace(namespace)
-        if not messages:
-            return []
-        encoded = [encode_message(m) for m in messages]
-
         def run(conn: sqlite3.Connection) -> list[int]:  # BEGIN IMMEDIATE: no writer moves next_seq meanwhile
             row = self._session_row(conn, namespace, session_id)
             check_expected_seq(namespace, session_id, expected_next_seq, 1 if row is None else row[3])
@@ -250,10 +234,7 @@ class SqliteSessionStore:
 
         return await self._write_async("append", run)
 
-    async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
-        check_namespace(namespace)
-        encoded = encode_message(message)
-
+    async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
             row = self._session_row(conn, namespace, session_id)
             state = None
@@ -272,18 +253,9 @@ class SqliteSessionStore:
 
         await self._write_async("replace", run)
 
-    async def archive(
-        self,
-        namespace: str,
-        session_id: str,
-        seqs: Sequence[int],
-        *,
-        summary: str | None = None,
-        meta: str | None = None,
+    async def _archive_rows(
+        self, namespace: str, session_id: str, wanted: list[int], summary: str | None, meta: str | None
     ) -> None:
-        check_namespace(namespace)
-        wanted = sorted(set(seqs))
-
         def run(conn: sqlite3.Connection) -> None:
             pk, _, _, next_seq, _ = self._ensure_session(conn, namespace, session_id)
             unknown = [s for s in wanted if not 1 <= s < next_seq]
@@ -299,24 +271,16 @@ class SqliteSessionStore:
 
         await self._write_async("archive", run)
 
-    async def set_meta(
-        self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
+    async def _write_meta(
+        self, namespace: str, session_id: str, summary: str | None, meta: str | None
     ) -> None:
-        check_namespace(namespace)
-
         def run(conn: sqlite3.Connection) -> None:
             pk = self._ensure_session(conn, namespace, session_id)[0]
             _set_meta(conn, pk, summary, meta, self._clock())
 
         await self._write_async("set_meta", run)
 
-    async def messages(
-        self, namespace: str, session_id: str, *, state: StateFilter = "all"
-    ) -> list[StoredMessage]:
-        check_namespace(namespace)
-        if state not in ("live", "archived", "all"):
-            raise StoreError(f"state={state!r} is not a message state. Fix: use 'live', 'archived' or 'all'.")
-
+    async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         def run(conn: sqlite3.Connection) -> list[StoredMessage]:
             sql = (
                 "SELECT m.seq, m.original, m.state, m.created_at FROM cm_messages AS m "
@@ -333,6 +297,7 @@ class SqliteSessionStore:
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
+        """Exclusive compaction lock of one session, for every process on this machine (``async with``)."""
         path = self._lock_path(namespace, session_id)
         delay = 0.002
         while True:
@@ -346,14 +311,7 @@ class SqliteSessionStore:
         finally:
             os.close(fd)  # releases the flock
 
-    def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
-        """Exclusive compaction lock of one session, for every process on this machine (``async with``)."""
-        check_namespace(namespace)
-        return self._session_lock(namespace, session_id)
-
-    async def list_sessions(self, namespace: str) -> list[SessionInfo]:
-        check_namespace(namespace)
-
+    async def _session_infos(self, namespace: str) -> list[SessionInfo]:
         def run(conn: sqlite3.Connection) -> list[SessionInfo]:
             rows = conn.execute(
                 "SELECT s.session_id, s.created_at, s.updated_at, "
@@ -366,9 +324,7 @@ class SqliteSessionStore:
 
         return await self._read_async("list_sessions", run)
 
-    async def delete_session(self, namespace: str, session_id: str) -> None:
-        check_namespace(namespace)
-
+    async def _delete_session(self, namespace: str, session_id: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "DELETE FROM cm_sessions WHERE namespace = ? AND session_id = ?", (namespace, session_id)
@@ -377,15 +333,8 @@ class SqliteSessionStore:
         await self._write_async("delete_session", run)
         self._drop_lock_file(namespace, session_id)
 
-    async def cleanup_idle(
-        self, older_than_seconds: float, *, namespace: str | None, now: float | None = None
-    ) -> list[tuple[str, str]]:
-        cutoff = (self._clock() if now is None else now) - older_than_seconds
-        where = "updated_at < ?"
-        args: tuple[float | str, ...] = (cutoff,)
-        if namespace is not None:  # None: every namespace, the operator's explicit choice
-            where += " AND namespace = ?"
-            args += (check_namespace(namespace),)
+    async def _delete_idle(self, cutoff: float, namespace: str | None) -> list[tuple[str, str]]:
+        where, args = idle_sessions_where(cutoff, namespace, "?")
 
         def run(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             rows = conn.execute(

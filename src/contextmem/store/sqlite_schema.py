@@ -8,11 +8,9 @@ it once. ``integrity_problems`` adds the store's own invariants to SQLite's chec
 from __future__ import annotations
 
 import sqlite3
-import time
 
-from ..errors import StoreSchemaError
 from .common import COMPONENT, MESSAGES_SQL, SESSION_SEQS_SQL, MessageProblems, session_problems
-from .migrations import Migration, discover
+from .migrations import Migration, discover, migrate_sqlite, sqlite_schema_version
 
 __all__ = ["MIGRATIONS", "integrity_problems", "migrate", "schema_version"]
 
@@ -20,52 +18,22 @@ MIGRATIONS: tuple[Migration, ...] = discover("contextmem.store.migrations.sqlite
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cm_schema_migrations'"
-    ).fetchone()
-    if exists is None:
-        return 0
-    row = conn.execute(
-        "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = ?", (COMPONENT,)
-    ).fetchone()
-    return int(row[0])
+    """The session schema version recorded in ``conn`` (0: none)."""
+    return sqlite_schema_version(conn, COMPONENT)
 
 
 def migrate(conn: sqlite3.Connection, upto: int | None = None, *, now: float | None = None) -> int:
     """Apply pending migrations (up to version ``upto``, default all) in one transaction; return the version.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``). Several processes may call this at
-    once: ``BEGIN IMMEDIATE`` serialises them and the second finds nothing left to do.
+    once: ``BEGIN IMMEDIATE`` serialises them and the second finds nothing left to do (the shared
+    :func:`~contextmem.store.migrations.migrate_sqlite` runner).
     """
     target = len(MIGRATIONS) if upto is None else upto
-    if schema_version(conn) == target:
-        return target
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS cm_schema_migrations (component TEXT NOT NULL, "
-            "version INTEGER NOT NULL, name TEXT NOT NULL, applied_at REAL NOT NULL, "
-            "PRIMARY KEY (component, version))"
-        )
-        current = schema_version(conn)
-        if current > len(MIGRATIONS):
-            raise StoreSchemaError(
-                f"the database has session schema version {current}, but this contextmem only knows "
-                f"versions up to {len(MIGRATIONS)}. Fix: upgrade contextmem to open this database."
-            )
-        for m in MIGRATIONS[current:target]:
-            for statement in m.statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO cm_schema_migrations (component, version, name, applied_at) VALUES (?, ?, ?, ?)",
-                (COMPONENT, m.version, m.name, time.time() if now is None else now),
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return max(current, target)
+    current = schema_version(conn)
+    if target < current <= len(MIGRATIONS):  # already past ``upto``: nothing to apply
+        return current
+    return migrate_sqlite(conn, COMPONENT, MIGRATIONS[:target], now=now)
 
 
 def integrity_problems(conn: sqlite3.Connection) -> list[str]:
