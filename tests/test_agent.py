@@ -195,7 +195,7 @@ async def test_user_facts_reach_the_system_prompt(tmp_path):
 def test_settings_fit_a_local_model_unless_set():
     class Local:
         name = "local:x"
-        n_ctx = 4096
+        context_window = 4096
         max_tokens = 512
 
     fitted = fit_settings(Settings(), Local())  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from typing import Literal
 from .errors import BudgetExceededError
 from .messages import Message, UserMessage
 from .models import lookup_model
-from .settings import DEFAULT_OUTPUT_RESERVE
+from .settings import DEFAULT_OUTPUT_RESERVE, Settings
 from .tokens.counter import MessageCounter
 
 # --- the window and its regions -------------------------------------------------------------------
@@ -231,3 +231,103 @@ class CountedHistory:
         self._prefix = [p - base for p in self._prefix[cut:]]
         self._starts = [s - cut for s in self._starts if s >= cut]
         return dropped
+
+
+# --- fitting the window to the model --------------------------------------------------------------
+
+FITTED = "fitted to "
+"""How :attr:`Settings.sources` marks a value :func:`fit_window` chose (``fitted to local:x (8192)``)."""
+
+_FIT_KEYS = ("context_window", "max_tokens", "summary_max_tokens", "summary_chunk_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFit:
+    """What a session plans against with one model: its window, and the sizes of its summary calls.
+
+    ``fitted`` holds the settings the model decided (not the user), as ``(key, value)`` pairs.
+    """
+
+    window: Window
+    summary_max_tokens: int
+    summary_chunk_tokens: int
+    fitted: tuple[tuple[str, int], ...] = ()
+
+
+def is_explicit(settings: Settings, key: str) -> bool:
+    """Did the user choose ``key``? A file, the environment or an override did; so did a value passed to
+    ``Settings(...)`` that differs from the default. A value :func:`fit_window` chose did not."""
+    source = settings.sources[key]
+    if source.startswith(FITTED):
+        return False
+    if source != "default":
+        return True
+    return bool(getattr(settings, key) != type(settings).model_fields[key].default)
+
+
+def fit_window(
+    settings: Settings, model_window: int | None = None, model_reply: int | None = None
+) -> WindowFit:
+    """The one place the window and the summary sizes are fitted to the model (SPEC C1).
+
+    ``model_window`` is what one call to the model may hold, prompt and reply (the LLM's
+    ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own
+    reply size. Without one, the settings and the model table decide (:func:`resolve_window`). With one,
+    each key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
+    output reserve its reply (an eighth of the window if the reply would take half), the summary at most
+    an eighth of the window and a summarised chunk at most half. Whatever the user set, a summary call
+    must fit the model: the previous summary, a chunk and the reply share it, so those two are bounded.
+    ``agent_max_context_tokens`` still caps the window.
+    """
+    s = settings
+    model = "" if s.model == "local" else s.model
+    if model_window is None or model_window <= 0:
+        window = resolve_window(
+            model=model,
+            context_window=s.context_window,
+            max_tokens=s.max_tokens,
+            cap=s.agent_max_context_tokens,
+        )
+        return WindowFit(window, s.summary_max_tokens, s.summary_chunk_tokens)
+    w = model_window
+    own = {key: not is_explicit(s, key) for key in _FIT_KEYS}
+    context_window = w if own["context_window"] else s.context_window
+    reply = model_reply if model_reply is not None and 0 < model_reply < w // 2 else w // 8
+    max_tokens = reply if own["max_tokens"] else s.max_tokens
+    summary_max = min(s.summary_max_tokens, w // 8) if own["summary_max_tokens"] else s.summary_max_tokens
+    summary_max = max(200, min(summary_max, w // 5))
+    chunk = min(s.summary_chunk_tokens, w // 2) if own["summary_chunk_tokens"] else s.summary_chunk_tokens
+    chunk = max(500, min(chunk, w - 3 * summary_max - 400))
+    window = resolve_window(
+        model=model, context_window=context_window, max_tokens=max_tokens, cap=s.agent_max_context_tokens
+    )
+    chosen = {
+        "context_window": context_window,
+        "max_tokens": max_tokens,
+        "summary_max_tokens": summary_max,
+        "summary_chunk_tokens": chunk,
+    }
+    fitted = tuple((k, v) for k, v in chosen.items() if own[k] and v is not None and getattr(s, k) != v)
+    return WindowFit(window, summary_max, chunk, fitted)
+
+
+def fit_to_model(settings: Settings, llm: object | None) -> WindowFit:
+    """:func:`fit_window` for an LLM that states what one call may hold (its ``context_window``, see
+    :class:`~contextmem.llm.base.LLM`) and its own reply size (``max_tokens``); others state nothing."""
+    window = getattr(llm, "context_window", None)
+    reply = getattr(llm, "max_tokens", None)
+    return fit_window(
+        settings, window if isinstance(window, int) else None, reply if isinstance(reply, int) else None
+    )
+
+
+def fit_settings(settings: Settings, llm: object | None) -> Settings:
+    """``settings`` with the values :func:`fit_to_model` chose written in, their source saying so (for
+    ``/config``). Fitting the result again changes nothing; engines fit themselves either way."""
+    fit = fit_to_model(settings, llm)
+    source = (
+        f"{FITTED}{getattr(llm, 'name', 'the model')} (context_window {getattr(llm, 'context_window', '?')})"
+    )
+    for key, value in fit.fitted:
+        settings = settings.with_value(key, value, source)
+    return settings

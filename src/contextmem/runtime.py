@@ -14,6 +14,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .budget import fit_settings
 from .engine import ContextEngine, EngineEvent
 from .llm.base import LLM
 from .messages import UserMessage
@@ -22,7 +23,7 @@ from .store.base import SessionStore
 from .store.open import open_store
 
 if TYPE_CHECKING:
-    from .memory import Embedder, MemoryIndex, MemoryTools, PgMemoryIndex, Workspace
+    from .memory import Embedder, MemoryIndex, MemoryTools, Workspace
 
 logger = logging.getLogger("contextmem.runtime")
 
@@ -44,7 +45,7 @@ class ContextMem:
         store: SessionStore,
         workspace: Workspace,
         llm: LLM | None,
-        memory: MemoryIndex | PgMemoryIndex | None,
+        memory: MemoryIndex | None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -64,9 +65,14 @@ class ContextMem:
         embedder: Embedder | str | None = None,
         memory: bool = True,
     ) -> ContextMem:
-        """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given."""
+        """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given.
+
+        The window and summary sizes the user did not set are fitted to the LLM's own ``context_window``
+        (:func:`~contextmem.budget.fit_settings`), so every session, adapter and integration plans
+        against what the model can take.
+        """
         from .llm.registry import load_llm
-        from .memory import MemoryIndex, PgMemoryIndex, Workspace, embedder_from_spec
+        from .memory import Workspace, embedder_from_spec, open_memory_index
 
         settings = settings or Settings.load()
         workspace = Workspace(settings.workspace_path, settings.namespace)
@@ -78,14 +84,11 @@ class ContextMem:
             llm = load_llm(
                 llm or settings.model, **({"base_url": settings.base_url} if settings.base_url else {})
             )
-        index: MemoryIndex | PgMemoryIndex | None = None
+        settings = fit_settings(settings, llm)  # a local model's 8192 tokens, not the 50,000-token cap
+        index: MemoryIndex | None = None
         if memory:
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-            url = settings.store
-            if url.startswith(("postgresql://", "postgres://")):  # one database for sessions and memory
-                index = PgMemoryIndex.from_settings(settings, url, emb)
-            else:
-                index = MemoryIndex.from_settings(settings, emb)
+            index = open_memory_index(settings, emb, settings.store)  # postgresql://: one database for both
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index)
 
     @property
@@ -98,7 +101,8 @@ class ContextMem:
         return MemoryTools(self.memory)
 
     async def session(self, session_id: str, *, restore: bool = False) -> ContextEngine:
-        """The engine of one session, writing what leaves its context to daily memory."""
+        """The engine of one session, writing what leaves its context to daily memory; its window is
+        fitted to this runtime's LLM (:func:`~contextmem.budget.fit_to_model`)."""
         engine = await ContextEngine.open(
             session_id,
             restore=restore,

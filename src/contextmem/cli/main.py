@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..budget import resolve_window, turn_starts
+from ..budget import fit_window, turn_starts
 from ..errors import ContextmemError
 from ..jsonl import messages_from_jsonl
 from ..namespace import namespace_tree
@@ -32,15 +32,14 @@ def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _chat(settings: Settings, args: argparse.Namespace) -> int:
-    from ..agent import Agent, fit_settings
+    from ..agent import Agent
     from ..llm.registry import load_llm
     from ..runtime import ContextMem
     from .chat import Chat, enable_history
     from .commands import ChatCommands
 
     llm = load_llm(settings.model, **({"base_url": settings.base_url} if settings.base_url else {}))
-    settings = fit_settings(settings, llm)
-    runtime = await ContextMem.open(settings, llm=llm, embedder=args.embedder)
+    runtime = await ContextMem.open(settings, llm=llm, embedder=args.embedder)  # fits the window to llm
     try:
         runtime.start_jobs()
         agent = await Agent.open(runtime, args.session, restore=not args.new)
@@ -56,7 +55,7 @@ async def _chat(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from ..demo import run
+    from .demo import run
 
     stats = run(settings, fast=args.fast, llm_summaries=args.llm_summaries, keep=args.keep)
     return 0 if stats["lost"] == 0 else 1
@@ -129,12 +128,7 @@ def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
     messages = messages_from_jsonl(args.transcript)
     counter = MessageCounter(get_counter(settings.tokenizer), image_tokens=settings.image_tokens)
     counts = counter.count_messages(messages)
-    window = resolve_window(
-        model="" if settings.model == "local" else settings.model,
-        context_window=settings.context_window,
-        max_tokens=settings.max_tokens,
-        cap=settings.agent_max_context_tokens,
-    )
+    window = fit_window(settings).window  # no model loaded: the settings and the model table decide
     report = {
         "messages": len(messages),
         "turns": len(turn_starts(messages)),

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from ..budget import fit_settings
 from ..errors import ConfigError, ContextmemError
 from ..settings import Settings
 
@@ -54,6 +55,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     url = settings.store_url
     base_url = {"base_url": settings.base_url} if settings.base_url else {}
     llm = None if args.no_llm else load_llm(settings.model, **base_url)
+    settings = fit_settings(settings, llm)  # as ContextMem.open does: the window fitted to the model
     namespaces = Namespaces(
         settings,
         store=open_store(url),

@@ -1,0 +1,189 @@
+"""Applying a compaction plan: the one path by which messages leave the context (SPEC C4, C8, C11).
+
+The order is fixed: **archive** (fsynced JSONL + store), **summarise**, **remove**. A failure at any step
+leaves the messages where they were. Plans come from the pure :mod:`contextmem.compaction.plans`; every
+removal — the proactive check, turn and budget trims, task folding, summarisation, emergencies,
+``clear`` — is a plan given to :meth:`PlanApplier.apply`, which runs under the caller's session lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..archive import DialogArchive
+from ..budget import CountedHistory
+from ..compaction.plans import Plan, plan_budget_trim, plan_emergency, plan_fold_task, plan_turn_trim
+from ..errors import ArchiveError
+from ..messages import Message
+from ..settings import Settings
+from ..summarize import Summarizer, Summary
+from .session import LiveSession
+from .types import EventKind, summary_to_json
+
+__all__ = ["PlanApplier", "emergency_plan"]
+
+Emit = Callable[..., None]
+"""Publishes an engine event: ``emit(kind, **data)``."""
+
+
+class PlanApplier:
+    """Applies plans to one :class:`LiveSession`, archiving before anything leaves.
+
+    ``failure`` is the last archive failure since :meth:`reset_failure`: a request that cannot fit because
+    nothing could leave says why. ``on_pending`` is called when messages left with only an extractive
+    summary, so the LLM summary can catch up in the background.
+    """
+
+    def __init__(
+        self,
+        session: LiveSession,
+        archive: DialogArchive,
+        extractor: Summarizer,
+        *,
+        emit: Emit,
+        has_listeners: Callable[[], bool],
+        on_pending: Callable[[], None],
+    ) -> None:
+        self.session = session
+        self.archive = archive
+        self.extractor = extractor
+        self._emit = emit
+        self._has_listeners = has_listeners
+        self._on_pending = on_pending
+        self.failure: ArchiveError | None = None
+
+    def emit(self, kind: EventKind, **data: Any) -> None:
+        self._emit(kind, **data)
+
+    def reset_failure(self) -> ArchiveError | None:
+        failure, self.failure = self.failure, None
+        return failure
+
+    async def apply(
+        self, plan: Plan, reason: str, *, summary: Summary | None = None, summarize: bool = True
+    ) -> bool:
+        """Apply ``plan`` (the caller holds the session lock). False, with everything kept, if archiving
+        failed or another process changed the session since the plan was made (then it is reloaded)."""
+        if plan.empty:
+            return True
+        live = self.session
+        store, ns, sid = live.store, live.namespace, live.session_id
+        before = live.history.total
+        self.emit("compaction_started", reason=reason, leaving=len(plan.drop), steps=list(plan.steps))
+        async with store.lock(ns, sid):
+            state = await store.open_session(ns, sid)
+            if state.next_seq != live.next_seq or [m.seq for m in state.live] != live.seqs:
+                await live.load(state)  # another process changed the session: take its state, plan again
+                return False
+            msgs = live.history.messages
+            leaving = [(live.seqs[i], live.original(i)) for i in plan.drop]
+            # A message whose form was cut had its original archived then; archive the rest now.
+            unarchived = [(s, m) for s, m in leaving if s not in live.originals]
+            unarchived += [
+                (live.seqs[i], msgs[i]) for i in plan.rewrite if live.seqs[i] not in live.originals
+            ]
+            try:
+                ref = self.archive.append(sid, unarchived, reason) if unarchived else None
+            except ArchiveError as exc:
+                self.failure = exc
+                self.emit("archive_failed", reason=reason, error=str(exc))
+                return False
+            # Summaries read what the model saw (a cut result keeps its head, tail and path); the
+            # originals went to the archive above.
+            dropped: list[Message] = [msgs[i] for i in plan.drop]
+            refs = [str(ref)] if ref else []
+            if summary is None and dropped and summarize:
+                summary = self.extractor.extract(live.summary, dropped, archive_refs=refs)
+                live.pending.extend(dropped)
+            for i, new in plan.rewrite.items():
+                live.originals.setdefault(live.seqs[i], msgs[i])
+                await store.replace(ns, sid, live.seqs[i], new)
+            for seq, _ in leaving:
+                live.originals.pop(seq, None)
+            if summary is not None:
+                live.summary = summary
+            await store.archive(
+                ns, sid, [s for s, _ in leaving], summary=summary_to_json(live.summary), meta=live.meta()
+            )
+            live.seqs = [live.seqs[i] for i in plan.keep]
+            live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
+        # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
+        digest = (
+            self.extractor.extract(None, dropped).render()
+            if dropped and summarize and self._has_listeners()
+            else ""
+        )
+        self.emit(
+            "compaction_finished",
+            reason=reason,
+            archived=len(leaving),
+            tokens_before=before,
+            tokens_after=live.history.total,
+            archive=refs,
+            digest=digest,
+        )
+        if live.pending:
+            self._on_pending()
+        return True
+
+    async def fold_task(self) -> int:
+        """C14: the newest turn's tool steps leave once it ended in a reply (archived, not summarised:
+        the reply carries the outcome). Returns how many messages left."""
+        plan = plan_fold_task(self.session.history.messages)
+        if plan.empty:
+            return 0
+        return len(plan.drop) if await self.apply(plan, "fold_task", summarize=False) else 0
+
+    async def clear(self) -> int:
+        """Everything leaves (archived first, not summarised) and the summary is reset; the summary of it
+        all goes out with the ``cleared`` event, for long-term memory. Raises :class:`ArchiveError`
+        (nothing cleared) if the archive refused."""
+        live = self.session
+        n = len(live.history)
+        if live.summary is not None or n:
+            everything = self.extractor.extract(live.summary, live.history.messages)
+            self.emit("cleared", messages=n, summary=everything.render())
+        if not await self.apply(Plan((), tuple(range(n)), steps=("clear",)), "clear", summarize=False):
+            raise ArchiveError("could not archive the session before clearing it; nothing was cleared")
+        live.summary = live.base = None
+        live.pending = []
+        await live.store.set_meta(live.namespace, live.session_id, summary="")
+        return n
+
+    async def emergency(self, settings: Settings, stage: int, budget: int, error: BaseException) -> None:
+        """C11, after the provider reported an overflow: stage 1 first emits ``overflow`` with a summary
+        of everything (for long-term memory), then every stage applies its plan."""
+        live = self.session
+        if stage == 1:
+            snapshot = self.extractor.extract(live.summary, live.history.messages)
+            self.emit("overflow", error=str(error)[:300], summary=snapshot.render())
+        await self.apply(emergency_plan(settings, live.history.messages, stage, budget), f"emergency_{stage}")
+
+    async def proactive_check(self, settings: Settings, budget: Callable[[], int]) -> None:
+        """Before a call (C6, C7, C10): over ``agent_max_context_turns`` the oldest turns leave; over the
+        history ``budget()`` (re-read after each step, as the summary grows) the oldest turns that must;
+        and if the newest turn alone is over it, a certain overflow, it is shrunk by emergency stages."""
+        history = self.session.history
+        turns = settings.agent_max_context_turns
+        if len(history.starts) > turns:
+            await self.apply(plan_turn_trim(history.messages, turns), "turn_trim")
+        for _ in range(4):  # the summary may grow as messages leave; re-check a few times
+            history, limit = self.session.history, budget()
+            if history.total <= limit:
+                break
+            plan = plan_budget_trim(history.messages, history.counts, limit)
+            if plan.empty or not await self.apply(plan, "budget_trim"):
+                break
+        for stage in (1, 2):
+            history, limit = self.session.history, budget()
+            if history.total <= limit:
+                break
+            await self.apply(emergency_plan(settings, history.messages, stage, limit), "proactive_emergency")
+
+
+def emergency_plan(settings: Settings, messages: Sequence[Message], stage: int, budget: int) -> Plan:
+    """C11's caps (10,000 chars, 5 turns), but never more than half the history budget per message,
+    so a capped message leaves room for the rest (a character is at most about one token)."""
+    max_chars = max(400, min(settings.emergency_max_chars, budget // 2))
+    return plan_emergency(messages, stage, max_chars=max_chars, max_turns=settings.emergency_max_turns)

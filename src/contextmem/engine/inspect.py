@@ -1,0 +1,44 @@
+"""Looking at a session without changing it: ``/context`` stats, and the proof that nothing was lost."""
+
+from __future__ import annotations
+
+from ..archive import ArchiveProblem, DialogArchive
+from ..budget import RequestEstimate, turn_starts
+from ..messages import text_of
+from .session import LiveSession
+from .types import ContextStats, VerifyReport
+
+__all__ = ["context_stats", "verify_session"]
+
+
+def context_stats(live: LiveSession, estimate: RequestEstimate) -> ContextStats:
+    msgs = live.history.messages
+    roles: dict[str, int] = {}
+    for m in msgs:
+        roles[m.kind] = roles.get(m.kind, 0) + 1
+    return ContextStats(
+        messages=len(msgs),
+        turns=len(turn_starts(msgs)),
+        by_role=roles,
+        characters=sum(len(text_of(m.content)) for m in msgs),
+        estimate=estimate,
+        archived=live.next_seq - 1 - len(msgs),
+        summary_source=live.summary.source if live.summary else None,
+    )
+
+
+async def verify_session(live: LiveSession, archive: DialogArchive) -> VerifyReport:
+    """Every appended message is live, or archived *and* in the dialog files (SPEC C4)."""
+    every = await live.store.messages(live.namespace, live.session_id)
+    corrupt: list[ArchiveProblem] = []
+    in_files = {a.seq for a in archive.read(live.session_id, report=corrupt)}
+    archived = [s for s in every if s.state == "archived"]
+    missing = tuple(s.seq for s in archived if s.seq not in in_files)
+    return VerifyReport(
+        len(every),
+        len(every) - len(archived),
+        len(archived),
+        missing,
+        corrupt=tuple(corrupt),
+        quarantined=tuple(archive.quarantined()),
+    )

@@ -1,0 +1,59 @@
+"""Offloading old tool results (SPEC C5): the full text to ``tool_results/``, a head + tail in the context.
+
+The plan comes from the pure :func:`contextmem.compaction.offload.plan_offload`; this applies it in the
+fixed order: the full text written and the original archived, *then* the cut form stored and swapped in.
+Nothing leaves the context here, so it is not a removal: the original stays one ``read_file`` away.
+"""
+
+from __future__ import annotations
+
+from ..compaction.offload import head_tail, offload_path, plan_offload
+from ..errors import ArchiveError, MessageStateError
+from ..messages import ToolMessage, text_of
+from ..safefs import Confined
+from ..settings import Settings
+from .apply import PlanApplier
+from .files import write_offload
+
+__all__ = ["offload_results"]
+
+
+async def offload_results(applier: PlanApplier, settings: Settings, files: Confined, budget: int) -> None:
+    """Cut the old tool results :func:`plan_offload` picks; no single result may keep more than half of
+    the history ``budget`` (about 3 bytes a token, conservatively). An archive failure is recorded on
+    ``applier`` and that result stays whole; a result another process archived meanwhile reloads."""
+    live, archive = applier.session, applier.archive
+    msgs = live.history.messages
+    starts = live.history.starts
+    current = starts[-1] if starts else 0
+    ns, sid = live.namespace, live.session_id
+
+    def path_of(i: int) -> str:
+        return offload_path(ns, sid, live.seqs[i], getattr(msgs[i], "tool_call_id", ""))
+
+    cap = max(1_000, budget * 3 // 2)
+    for action in plan_offload(msgs, current, settings, path_of, cap_bytes=cap):
+        seq = live.seqs[action.index]
+        original = live.original(action.index)
+        assert isinstance(original, ToolMessage)
+        full = text_of(original.content)
+        try:
+            if seq not in live.originals:
+                write_offload(files, action.path, full)
+                archive.append(sid, [(seq, original)], "offload")
+        except ArchiveError as exc:
+            applier.failure = exc
+            applier.emit("offload_failed", seq=seq, path=action.path, error=str(exc))
+            continue
+        cut = ToolMessage(
+            original.tool_call_id, head_tail(full, action.limit, action.path), name=original.name
+        )
+        try:
+            await live.store.replace(ns, sid, seq, cut)
+        except MessageStateError:  # another process archived it meanwhile: take its state
+            await live.load()
+            return
+        live.originals[seq] = original
+        live.replace_at(action.index, cut)
+        await live.store.set_meta(ns, sid, meta=live.meta())
+        applier.emit("offload", seq=seq, path=action.path, chars=len(full), kept=len(text_of(cut.content)))

@@ -1,0 +1,120 @@
+"""Estimating and assembling one request (SPEC C4, C7): what goes to the model, in the request's order.
+
+:func:`assemble` is the one assembler: system prompt + summary + history + tools. It reads the session
+and never changes it. :class:`Regions` keeps a pass over a request cheap: the system prompt and tools
+are counted once per pass, the summary once per summary (summaries are values), and the history never
+(it keeps its own running total), so re-estimating after each compaction step costs O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..budget import CountedHistory, RequestEstimate, Window
+from ..errors import BudgetExceededError
+from ..llm.base import ToolSpec
+from ..messages import Message, SystemMessage, TextPart, UserMessage
+from ..summarize import Summary
+from ..tokens import MessageCounter
+from ..tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMING
+from .types import Request
+
+__all__ = ["Fixed", "Regions", "assemble", "history_budget"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """The regions one pass counts once: the system prompt's tokens and the tool definitions'."""
+
+    system_prompt: str
+    tools: tuple[ToolSpec, ...]
+    prompt: int
+    tool_defs: int
+
+
+class Regions:
+    """Counts the regions of a request for one session (see the module docs for what is cached)."""
+
+    def __init__(self, counter: MessageCounter) -> None:
+        self.counter = counter
+        self._rendered: tuple[Summary | None, str, int] = (None, "", 0)
+
+    def fixed(self, system_prompt: str, tools: Sequence[ToolSpec]) -> Fixed:
+        return Fixed(
+            system_prompt,
+            tuple(tools),
+            self.counter.count_text(system_prompt),
+            self.counter.count_tools(tools),
+        )
+
+    def summary(self, summary: Summary | None) -> tuple[str, int]:
+        """``summary`` rendered, and its tokens."""
+        if self._rendered[0] is not summary:
+            text = summary.render() if summary else ""
+            self._rendered = (summary, text, self.counter.count_text(text))
+        return self._rendered[1], self._rendered[2]
+
+    def estimate(
+        self, fixed: Fixed, summary: Summary | None, history: CountedHistory, window: Window
+    ) -> RequestEstimate:
+        rendered, summary_tokens = self.summary(summary)
+        return RequestEstimate(
+            system=(MESSAGE_OVERHEAD if fixed.system_prompt or rendered else 0) + fixed.prompt,
+            summary=summary_tokens,
+            history=history.total,
+            tool_defs=fixed.tool_defs,
+            max_tokens=window.max_tokens,
+            context_window=window.context_window,
+        )
+
+
+def history_budget(est: RequestEstimate, window: Window, ratio: float) -> int:
+    """Tokens (as we count them) left for history once the fixed regions are paid for; ``ratio`` (the
+    calibration) says how far our counts are from what the provider bills."""
+    budget = window.history_budget(system=est.system, summary=est.summary, tool_defs=est.tool_defs)
+    return int((budget - REPLY_PRIMING) / ratio)
+
+
+def assemble(
+    history: CountedHistory,
+    fixed: Fixed,
+    est: RequestEstimate,
+    *,
+    budget: int,
+    summary: str,
+    first_user: bool,
+    counter: MessageCounter,
+) -> Request:
+    """The request: the system prompt and ``summary`` (or the summary before the first user message,
+    ``first_user``), then the newest turns of ``history`` that fit ``budget`` — all of it unless archiving
+    failed and nothing could leave. Raises :class:`BudgetExceededError` when not even the newest turn fits.
+    """
+    messages: list[Message] = list(history.messages)
+    if history.total > budget:
+        try:
+            cut = history.fit_cut(budget)
+        except BudgetExceededError as exc:
+            fixed_tokens = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
+            raise BudgetExceededError(exc.needed + fixed_tokens, est.context_window, "this request") from exc
+        messages = messages[cut:]
+    if first_user and summary:
+        idx = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), None)
+        if idx is not None:
+            first = messages[idx]
+            assert isinstance(first, UserMessage)
+            content = (
+                f"{summary}\n\n{first.content}"
+                if isinstance(first.content, str)
+                else (TextPart(summary), *first.content)
+            )
+            messages[idx] = UserMessage(content, name=first.name, extra=first.extra)
+            summary = ""
+    system_text = "\n\n".join(p for p in (fixed.system_prompt, summary) if p)
+    out: list[Message] = [SystemMessage(system_text)] if system_text else []
+    out.extend(messages)
+    sent = sum(counter.count_messages(messages))
+    estimate = RequestEstimate(
+        est.system, est.summary, sent, est.tool_defs, est.max_tokens, est.context_window
+    )
+    return Request(tuple(out), fixed.tools, est.max_tokens, estimate)

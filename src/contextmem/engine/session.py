@@ -1,0 +1,92 @@
+"""What the engine holds of one session: the live history with its counts, and what goes with it.
+
+:class:`LiveSession` mirrors the store. Only :meth:`LiveSession.load` (from the store) and the plan
+application in :mod:`contextmem.engine.apply` (after the store confirmed) change which messages are
+live; an offloaded tool result changes form in place (:meth:`LiveSession.replace_at`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..budget import CountedHistory
+from ..messages import Message
+from ..store.base import SessionState, SessionStore
+from ..summarize import Summary
+from ..tokens import Calibration, MessageCounter
+from .types import summary_from_json
+from .writer import View
+
+__all__ = ["LiveSession"]
+
+
+class LiveSession:
+    """One session's live state. ``seqs[i]`` is the store's id of ``history.messages[i]``.
+
+    ``originals`` maps the seq of a live message whose form was cut (an offloaded tool result) to its
+    original, which the archive already holds. ``base`` is the last LLM-folded summary; ``pending`` the
+    messages that left the context since, summarised only extractively so far. ``own`` are the seqs this
+    engine appended (its own open tool calls are never waited for).
+    """
+
+    def __init__(self, store: SessionStore, namespace: str, session_id: str, counter: MessageCounter) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.session_id = session_id
+        self.counter = counter
+        self.history = CountedHistory(counter)
+        self.seqs: list[int] = []
+        self.originals: dict[int, Message] = {}
+        self.summary: Summary | None = None
+        self.base: Summary | None = None
+        self.pending: list[Message] = []
+        self.calibration = Calibration()
+        self.next_seq = 1
+        self.own: set[int] = set()
+
+    async def load(self, state: SessionState | None = None) -> None:
+        """Take the store's state (``state`` if just read, else read now)."""
+        state = state or await self.store.open_session(self.namespace, self.session_id)
+        self.history = CountedHistory(self.counter, (s.message for s in state.live))
+        self.seqs = [s.seq for s in state.live]
+        self.next_seq = state.next_seq
+        self.own.intersection_update(self.seqs)
+        self.summary = self.base = summary_from_json(state.summary)
+        meta = json.loads(state.meta) if state.meta else {}
+        self.calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
+        cut = set(meta.get("cut", ()))
+        self.originals = {}
+        if cut:
+            live = await self.store.messages(self.namespace, self.session_id, state="live")
+            self.originals = {s.seq: s.message for s in live if s.seq in cut}
+
+    def meta(self) -> str:
+        """The session's metadata as the store keeps it: calibration, and which live messages were cut."""
+        return json.dumps(
+            {
+                "ratio": self.calibration.ratio,
+                "samples": self.calibration.samples,
+                "cut": sorted(self.originals),
+            }
+        )
+
+    def tail_view(self) -> View:
+        """The newest turn, its seqs and the next seq: what an append is validated against."""
+        starts = self.history.starts
+        first = starts[-1] if starts else 0
+        return self.history.messages[first:], self.seqs[first:], self.next_seq
+
+    def appended(self, messages: list[Message], seqs: list[int]) -> None:
+        self.history.extend(messages)
+        self.seqs.extend(seqs)
+        self.own.update(seqs)
+        self.next_seq = seqs[-1] + 1
+
+    def replace_at(self, index: int, message: Message) -> None:
+        msgs = list(self.history.messages)
+        msgs[index] = message
+        self.history = CountedHistory(self.counter, msgs)
+
+    def original(self, index: int) -> Message:
+        """The message at ``index`` as it was appended (its cut form's original, if it was cut)."""
+        return self.originals.get(self.seqs[index], self.history.messages[index])

@@ -1,0 +1,90 @@
+"""Fitting the window to the model: one pure function (budget.fit_window), applied wherever engines open."""
+
+from __future__ import annotations
+
+from contextmem.budget import FITTED, fit_settings, fit_to_model, fit_window
+from contextmem.engine import ContextEngine
+from contextmem.memory import HashEmbedder
+from contextmem.runtime import ContextMem
+from contextmem.settings import Settings
+from contextmem.testing import MemoryStore, ScriptedLLM
+
+
+def test_without_a_model_window_the_settings_and_the_model_table_decide():
+    fit = fit_window(Settings())
+    assert (fit.window.context_window, fit.window.max_tokens) == (50_000, 4096)
+    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (2000, 6000) and fit.fitted == ()
+    assert (
+        fit_window(Settings(model="openai:gpt-4o", agent_max_context_tokens=200_000)).window.context_window
+        == 128_000
+    )
+
+
+def test_a_small_model_window_fits_everything_the_user_left_unset():
+    fit = fit_window(Settings(), model_window=8192, model_reply=512)
+    assert (fit.window.context_window, fit.window.max_tokens) == (8192, 512)
+    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (1024, 4096)
+    assert dict(fit.fitted) == {
+        "context_window": 8192,
+        "max_tokens": 512,
+        "summary_max_tokens": 1024,
+        "summary_chunk_tokens": 4096,
+    }
+    # A reply that would take half the window: the reserve is an eighth instead.
+    assert fit_window(Settings(), model_window=8192, model_reply=6000).window.max_tokens == 1024
+    # The cap still bounds a large model.
+    assert fit_window(Settings(), model_window=131_072).window.context_window == 50_000
+
+
+def test_what_the_user_set_wins_but_a_summary_call_must_still_fit_the_model():
+    loaded = Settings.load(env={}, context_window=3000, summary_max_tokens=5000)
+    fit = fit_window(loaded, model_window=8192)
+    assert fit.window.context_window == 3000  # explicitly set: kept
+    assert fit.summary_max_tokens == 8192 // 5  # 5000 cannot fit one call with a chunk and a reply
+    assert "context_window" not in dict(fit.fitted) and "summary_max_tokens" not in dict(fit.fitted)
+    # A value passed to Settings(...) is the user's too, though its source says "default".
+    assert fit_window(Settings(context_window=3000), model_window=8192).window.context_window == 3000
+
+
+def test_fitted_settings_say_so_and_fitting_again_changes_nothing():
+    llm = ScriptedLLM(context_window=8192)
+    fitted = fit_settings(Settings(), llm)
+    assert fitted.context_window == 8192 and fitted.sources["context_window"].startswith(FITTED)
+    assert fit_settings(fitted, llm) == fitted
+    again, first = fit_to_model(fitted, llm), fit_to_model(Settings(), llm)
+    assert (again.window, again.summary_max_tokens, again.summary_chunk_tokens) == (
+        first.window,
+        first.summary_max_tokens,
+        first.summary_chunk_tokens,
+    )
+    assert fit_settings(Settings(), ScriptedLLM()) == Settings()  # a model that states no window
+
+
+async def test_a_library_user_of_contextmem_open_plans_against_the_models_window(tmp_path):
+    """Issue 13: ContextMem.open with an 8k model gave engines the 50,000-token cap."""
+    settings = Settings(workspace=tmp_path / "ws")
+    llm = ScriptedLLM(default="not a summary", context_window=8192)
+    runtime = await ContextMem.open(settings, llm=llm, store=MemoryStore(), embedder=HashEmbedder())
+    engine = await runtime.session("s")
+    assert engine.window.context_window == 8192
+    assert runtime.settings.context_window == 8192 and runtime.settings.sources["context_window"].startswith(
+        FITTED
+    )
+    assert engine.summarizer is not None and engine.summarizer.max_tokens == 1024
+    await runtime.close()
+
+    mine = Settings.load(env={}, workspace=str(tmp_path / "ws2"), context_window=6000)
+    runtime = await ContextMem.open(mine, llm=llm, store=MemoryStore(), embedder=HashEmbedder())
+    engine = await runtime.session("s")
+    assert engine.window.context_window == 6000  # an explicitly set context_window still wins
+    await runtime.close()
+
+
+async def test_an_engine_opened_directly_fits_its_llm_and_an_explicit_window_wins(tmp_path):
+    llm = ScriptedLLM(context_window=8192)
+    engine = await ContextEngine.open(
+        "s", store=MemoryStore(), settings=Settings(), workspace_dir=tmp_path, llm=llm
+    )
+    assert engine.window.context_window == 8192
+    engine.reconfigure(Settings.load(env={}, context_window=4000))
+    assert engine.window.context_window == 4000
