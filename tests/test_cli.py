@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from contextmem.cli.demo import run
 from contextmem.cli.main import main
-from contextmem.demo import run
 from contextmem.settings import Settings
 
 

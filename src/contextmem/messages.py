@@ -107,6 +107,29 @@ class ToolMessage:
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 
 
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool definition as handed to a model: name, description and JSON schema of its parameters.
+
+    It lives with the messages because it is part of what a model sees (the token counter and every
+    wire format read it); :mod:`contextmem.llm.base` re-exports it.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
 # --- small constructors -------------------------------------------------------------------------
 
 

@@ -425,6 +425,9 @@ def _merged(text: str) -> list[tuple[int, int]]:
     return merged
 
 
+MAX_PASSES = 4
+
+
 def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
     """``text`` with every secret replaced by ``[REDACTED]`` (``known``: values found earlier).
 
@@ -434,8 +437,13 @@ def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
     bare, only where a keyword introduces it: scrubbing it everywhere would take ``/root/`` and "admin
     panel" with it. Idempotent; the text never grows except by the markers.
     """
-    spans = _merged(text)
-    if spans:
+    # A replacement can complete a pattern that the secret it replaced interrupted (a multi-line key
+    # block as a URL's password: ``://u:password=[REDACTED]@h``), so passes repeat until nothing changes;
+    # each pass that changes anything shortens the text or adds a marker, so this ends in a few passes.
+    for _ in range(MAX_PASSES):
+        spans = _merged(text)
+        if not spans:
+            break
         out: list[str] = []
         position = 0
         for start, end in spans:
@@ -443,7 +451,10 @@ def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
             out.append(REDACTED)
             position = end
         out.append(text[position:])
-        text = "".join(out)
+        redacted = "".join(out)
+        if redacted == text:
+            break
+        text = redacted
     for secret in sorted(set(known), key=len, reverse=True):
         if _scrub_everywhere(secret):
             text = text.replace(secret, REDACTED)

@@ -14,7 +14,8 @@ reached component by component from directory file descriptors, each component o
   refused by the kernel. An opened file must be a regular file with exactly one link (``fstat`` on the
   descriptor we then use), so a hard link to an outside or another tenant's file is never read or
   written through; opens never block on a FIFO.
-* **Private by construction.** Directories are created 0700 and files 0600, whatever the umask.
+* **Private by construction.** Directories are created 0700 and files 0600, whatever the umask (only a
+  caller replacing a file that is no secret, such as a packaged model, may ask a wider ``mode``).
 
 The root itself is the operator's choice and may be reached through symlinks (``~/.contextmem`` →
 ``/data/cm``): it is resolved once, when the :class:`Confined` is made. ``prefix`` components between
@@ -31,8 +32,10 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from .errors import PathEscapeError
 
@@ -43,9 +46,9 @@ __all__ = [
     "Confined",
     "WalkResult",
     "append_or_cut_back",
+    "atomic_writer_path",
     "ensure_private_dir",
     "ensure_private_file",
-    "fsync_dir",
     "write_all",
     "write_atomic_path",
 ]
@@ -301,21 +304,34 @@ class Confined:
             return start
 
     def write_atomic(self, relative: str, data: bytes, *, under: Sequence[str] = ()) -> None:
-        """Replace ``relative`` with ``data`` atomically and durably (temp file, fsync, rename, fsync dir).
+        """Replace ``relative`` with ``data`` atomically and durably (see :meth:`atomic_writer`)."""
+        with self.atomic_writer(relative, under=under) as out:
+            out.write(data)
 
-        ``rename`` replaces a link at the destination rather than following it.
+    @contextlib.contextmanager
+    def atomic_writer(
+        self, relative: str, *, under: Sequence[str] = (), mode: int = PRIVATE_FILE
+    ) -> Iterator[BinaryIO]:
+        """A binary file to write ``relative``'s new content into, streaming; it replaces ``relative``
+        only when the block ends without an error.
+
+        The one atomic replace of the library: a temporary file beside ``relative`` (created exclusively,
+        a dot name that :meth:`walk` skips), fsynced and given ``mode`` (0600 unless the caller says the
+        content is no secret), renamed over ``relative`` — a link there is replaced, never followed — and
+        the directory fsynced. On an error the temporary file is removed and ``relative`` is untouched.
         """
         parts = self.parts(relative, under=under)
         dfd = self._open_dir(parts[:-1], create=True, shown=relative)
         try:
-            tmp = f".{parts[-1][:200]}.{secrets.token_hex(6)}.tmp"
+            stem = parts[-1].encode("utf-8", "surrogatepass")[:200].decode("utf-8", "ignore")
+            tmp = f".{stem}.{secrets.token_hex(6)}.tmp"  # within MAX_NAME_BYTES whatever the name
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, PRIVATE_FILE, dir_fd=dfd)
             try:
-                try:
-                    write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                with os.fdopen(fd, "wb") as out:
+                    yield out
+                    out.flush()
+                    os.fchmod(out.fileno(), mode)
+                    os.fsync(out.fileno())
                 os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -415,23 +431,22 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """fsync a directory, so a file created or renamed in it survives a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write_atomic_path(path: str | os.PathLike[str], data: bytes, *, mode: int = PRIVATE_FILE) -> None:
+    """Replace the file at an operator-chosen ``path`` with ``data`` atomically, durably and privately
+    (0600, unless ``mode`` says otherwise); see :func:`atomic_writer_path`."""
+    with atomic_writer_path(path, mode=mode) as out:
+        out.write(data)
 
 
-def write_atomic_path(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace the file at an operator-chosen ``path`` atomically, durably and privately (0600).
+def atomic_writer_path(
+    path: str | os.PathLike[str], *, mode: int = PRIVATE_FILE
+) -> AbstractContextManager[BinaryIO]:
+    """:meth:`Confined.atomic_writer` for an operator-chosen ``path`` (a model being assembled, a history).
 
-    Its directory is the operator's and may be reached through links; the file itself is replaced, never
-    followed (it is :meth:`Confined.write_atomic` in that directory).
+    Its directory is the operator's and may be reached through links; the file is replaced, never followed.
     """
     target = Path(path)
-    Confined(target.parent).write_atomic(target.name, data)
+    return Confined(target.parent).atomic_writer(target.name, mode=mode)
 
 
 def append_or_cut_back(fd: int, payload: bytes, start: int) -> None:

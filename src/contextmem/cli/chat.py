@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..agent import ONBOARDING_QUESTIONS, Agent, compose_system_prompt, needs_onboarding, save_user_facts
 from ..engine import EngineEvent
 from ..errors import ContextmemError
+from ..safefs import write_atomic_path
 from .commands import ChatCommands
 from .render import describe_event, paint
 
@@ -39,8 +41,11 @@ def enable_history(workspace_dir: Path) -> Callable[[], None]:
     readline.set_history_length(1000)
 
     def save() -> None:
-        with contextlib.suppress(OSError):
-            readline.write_history_file(path)
+        # readline writes in place, through links and with the umask's mode; a history holds what the
+        # user typed, so it is written to a private scratch file and then replaced atomically, 0600.
+        with contextlib.suppress(OSError), tempfile.TemporaryDirectory() as scratch:
+            readline.write_history_file(Path(scratch, HISTORY_FILE))
+            write_atomic_path(path, Path(scratch, HISTORY_FILE).read_bytes())
 
     return save
 

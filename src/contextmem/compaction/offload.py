@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .. import textcut
 from ..messages import Message, ToolMessage, text_of
 from ..namespace import DEFAULT_NAMESPACE
 from ..settings import Settings
@@ -72,40 +73,17 @@ def offload_path(namespace: str, session_id: str, seq: int, tool_call_id: str) -
 
 
 def fits(text: str, limit: OffloadLimit) -> bool:
-    n = len(text)
-    if (limit.max_chars is not None and n > limit.max_chars) or n > limit.max_bytes:
-        return False
-    return n * 4 <= limit.max_bytes or len(text.encode("utf-8", "surrogatepass")) <= limit.max_bytes
+    return textcut.fits(text, max_chars=limit.max_chars, max_bytes=limit.max_bytes)
 
 
 def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
-    """``text`` cut to its head and tail around a notice naming ``path``, within ``limit``.
+    """``text`` cut to its head and tail (2 : 1) around a notice naming ``path``, within ``limit``
+    whenever the limit leaves room for the notice (:func:`contextmem.textcut.cut_middle`)."""
 
-    Works on characters (never splits a code point) and on single-line text such as minified JSON.
-    The result always fits the limit when the limit leaves room for the notice.
-    """
-    if fits(text, limit):
-        return text
-    # Budget in characters: bytes are at most 4 per character, so max_bytes // 4 characters always fit;
-    # prefer the real ratio of this text for a tighter, still safe, estimate.
-    size = len(text.encode("utf-8", "surrogatepass"))
-    ratio = size / max(len(text), 1)
-    budget = int(limit.max_bytes / ratio)
-    if limit.max_chars is not None:
-        budget = min(budget, limit.max_chars)
-    notice_len = len(NOTICE.format(omitted=len(text), total=len(text), path=path))
-    keep = max(budget - notice_len - 8, 0)
-    while True:
-        head, tail = keep * 2 // 3, keep - keep * 2 // 3
-        omitted = len(text) - head - tail
-        out = (
-            text[:head]
-            + NOTICE.format(omitted=omitted, total=len(text), path=path)
-            + (text[-tail:] if tail else "")
-        )
-        if fits(out, limit) or keep == 0:
-            return out
-        keep = keep * 9 // 10
+    def notice(omitted: int) -> str:
+        return NOTICE.format(omitted=omitted, total=len(text), path=path)
+
+    return textcut.cut_middle(text, notice, max_chars=limit.max_chars, max_bytes=limit.max_bytes)
 
 
 def offload_limits(

@@ -18,6 +18,7 @@ from itertools import pairwise
 
 from ..budget import turn_starts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
+from ..textcut import cut_middle
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,15 +139,19 @@ def plan_summarize(
     return Plan(tuple(range(cut, len(history))), tuple(range(cut)), steps=("summarize",))
 
 
+def _emergency_notice(omitted: int) -> str:
+    return f"\n[... {omitted} characters cut in an emergency ...]\n"
+
+
 def _capped(message: Message, max_chars: int) -> Message | None:
-    """A copy of a tool result or user text cut to ``max_chars`` (head + tail), or None if it fits."""
+    """A copy of a tool result or user text cut to ``max_chars`` (head and tail alike), or None if it
+    fits."""
     if not isinstance(message, ToolMessage | UserMessage):
         return None
     text = text_of(message.content)
     if len(text) <= max_chars or not isinstance(message.content, str):
         return None
-    half = max_chars // 2 - 40
-    cut = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut in an emergency ...]\n{text[-half:]}"
+    cut = cut_middle(text, _emergency_notice, max_chars=max_chars, ratio=(1, 1))
     if isinstance(message, ToolMessage):
         return ToolMessage(message.tool_call_id, cut, name=message.name, extra=message.extra)
     return UserMessage(cut, name=message.name, extra=message.extra)

@@ -29,26 +29,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .. import messages as msg
 from ..errors import MessageFormatError
-from ..messages import (
-    MAX_NESTING,
-    AssistantMessage,
-    Content,
-    ImagePart,
-    Message,
-    Part,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-    check_arguments,
-    check_json_value,
-    text_of,
-)
+from ..messages import MAX_NESTING, check_arguments, check_json_value, text_of
+from ._checks import fail, require_list, require_mapping, require_str
 
 __all__ = ["from_anthropic", "to_anthropic"]
 
@@ -74,20 +61,20 @@ _MAPPED_KEYS: dict[str, frozenset[str]] = {
 # --- writing ------------------------------------------------------------------------------------
 
 
-def _image_block(part: ImagePart) -> dict[str, Any]:
+def _image_block(part: msg.ImagePart) -> dict[str, Any]:
     if part.url.startswith("data:") and ";base64," in part.url:
         media_type, data = part.url[len("data:") :].split(";base64,", 1)
         return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
     return {"type": "image", "source": {"type": "url", "url": part.url}}
 
 
-def _part_block(part: Part) -> dict[str, Any]:
-    if isinstance(part, TextPart):
+def _part_block(part: msg.Part) -> dict[str, Any]:
+    if isinstance(part, msg.TextPart):
         return {"type": "text", "text": part.text}
     return _image_block(part)
 
 
-def _content_blocks(content: Content | None) -> list[dict[str, Any]]:
+def _content_blocks(content: msg.Content | None) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
@@ -105,7 +92,7 @@ def _restore(blocks: list[dict[str, Any]], extra: Mapping[str, Any]) -> list[dic
     return blocks
 
 
-def _assistant_to_anthropic(m: AssistantMessage) -> dict[str, Any]:
+def _assistant_to_anthropic(m: msg.AssistantMessage) -> dict[str, Any]:
     if (
         isinstance(m.content, str)
         and m.reasoning is None
@@ -134,7 +121,7 @@ def _assistant_to_anthropic(m: AssistantMessage) -> dict[str, Any]:
     return {"role": "assistant", "content": _restore(blocks, m.extra)}
 
 
-def _tool_result_block(m: ToolMessage) -> dict[str, Any]:
+def _tool_result_block(m: msg.ToolMessage) -> dict[str, Any]:
     content: str | list[dict[str, Any]] = (
         m.content if isinstance(m.content, str) else _content_blocks(m.content)
     )
@@ -144,7 +131,7 @@ def _tool_result_block(m: ToolMessage) -> dict[str, Any]:
     return _restore([block], m.extra)[0]
 
 
-def _system_param(systems: list[SystemMessage]) -> str | list[dict[str, Any]] | None:
+def _system_param(systems: list[msg.SystemMessage]) -> str | list[dict[str, Any]] | None:
     if not systems:
         return None
     if not any(s.extra.get(BLOCK_KEYS) for s in systems):
@@ -153,27 +140,27 @@ def _system_param(systems: list[SystemMessage]) -> str | list[dict[str, Any]] | 
 
 
 def to_anthropic(
-    messages: Sequence[Message],
+    messages: Sequence[msg.Message],
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
     """Split messages into Anthropic's ``(system, messages)``.
 
     ``system`` is a string (system messages joined by blank lines), ``None`` when there are none, or a list
     of text blocks when a system message carries block keys such as ``cache_control``.
     """
-    systems: list[SystemMessage] = []
+    systems: list[msg.SystemMessage] = []
     out: list[dict[str, Any]] = []
     open_results = False  # the last message in ``out`` is a user message of tool_result blocks
     for m in messages:
-        if isinstance(m, SystemMessage):
+        if isinstance(m, msg.SystemMessage):
             systems.append(m)
             continue
-        if isinstance(m, ToolMessage):
+        if isinstance(m, msg.ToolMessage):
             if not open_results:
                 out.append({"role": "user", "content": []})
                 open_results = True
             out[-1]["content"].append(_tool_result_block(m))
             continue
-        if isinstance(m, UserMessage):
+        if isinstance(m, msg.UserMessage):
             if open_results and not isinstance(m.content, str):
                 out[-1]["content"].extend(_restore(_content_blocks(m.content), m.extra))
             elif isinstance(m.content, str) and not m.extra.get(RAW_BLOCKS) and not m.extra.get(BLOCK_KEYS):
@@ -201,13 +188,10 @@ def _block_type(block: Any, path: str) -> str:
 
 
 def _str_field(block: Mapping[str, Any], key: str, path: str, fix: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise MessageFormatError(f"{path}.{key}", f"must be a string, got {value!r}", fix)
-    return value
+    return require_str(block.get(key), f"{path}.{key}", fix)
 
 
-def _image_part(block: Mapping[str, Any]) -> ImagePart | None:
+def _image_part(block: Mapping[str, Any]) -> msg.ImagePart | None:
     """The image as a part, or ``None`` when its source has no URL form (kept verbatim instead)."""
     source = block.get("source")
     if not isinstance(source, Mapping):
@@ -215,15 +199,15 @@ def _image_part(block: Mapping[str, Any]) -> ImagePart | None:
     if source.get("type") == "base64" and set(source) == {"type", "media_type", "data"}:
         media_type, data = source["media_type"], source["data"]
         if isinstance(media_type, str) and isinstance(data, str):
-            return ImagePart(f"data:{media_type};base64,{data}")
+            return msg.ImagePart(f"data:{media_type};base64,{data}")
     if source.get("type") == "url" and set(source) == {"type", "url"} and isinstance(source["url"], str):
-        return ImagePart(source["url"])
+        return msg.ImagePart(source["url"])
     return None
 
 
-def _part(block: Mapping[str, Any], kind: str, path: str) -> Part | None:
+def _part(block: Mapping[str, Any], kind: str, path: str) -> msg.Part | None:
     if kind == "text":
-        return TextPart(_str_field(block, "text", path, "put the block's text in 'text' as a str"))
+        return msg.TextPart(_str_field(block, "text", path, "put the block's text in 'text' as a str"))
     if kind == "image":
         return _image_part(block)
     return None
@@ -248,33 +232,35 @@ class _Blocks:
 
 
 def _content_list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise MessageFormatError(
-            path,
-            f"must be a string or a list of content blocks, got {type(value).__name__} {value!r}",
-            'pass the text as a str, or blocks like [{"type": "text", "text": "..."}]',
-        )
-    return value
+    return require_list(
+        value,
+        path,
+        "a string or a list of content blocks",
+        'pass the text as a str, or blocks like [{"type": "text", "text": "..."}]',
+    )
 
 
-def _tool_message(block: Mapping[str, Any], path: str) -> ToolMessage:
+def _typed_blocks(content: Any, path: str) -> Iterator[tuple[Any, str, str]]:
+    """``(block, type, block path)`` for each block of a content list, checking the list and each type."""
+    for j, block in enumerate(_content_list(content, path)):
+        block_path = f"{path}[{j}]"
+        yield block, _block_type(block, block_path), block_path
+
+
+def _tool_message(block: Mapping[str, Any], path: str) -> msg.ToolMessage:
     call_id = _str_field(block, "tool_use_id", path, "set 'tool_use_id' to the id of the tool_use it answers")
     collected = _Blocks()
     collected.mapped(block, "tool_result")
     extra = collected.extra
     if "is_error" in block:
         if not isinstance(block["is_error"], bool):
-            raise MessageFormatError(
-                f"{path}.is_error", f"must be a bool, got {block['is_error']!r}", "pass true or false"
-            )
+            fail(f"{path}.is_error", "a bool", block["is_error"], "pass true or false")
         extra["is_error"] = block["is_error"]
     raw = block.get("content", "")
     if isinstance(raw, str):
-        return ToolMessage(call_id, raw, extra=extra)
-    parts: list[Part] = []
-    for j, item in enumerate(_content_list(raw, f"{path}.content")):
-        item_path = f"{path}.content[{j}]"
-        kind = _block_type(item, item_path)
+        return msg.ToolMessage(call_id, raw, extra=extra)
+    parts: list[msg.Part] = []
+    for item, kind, item_path in _typed_blocks(raw, f"{path}.content"):
         part = _part(item, kind, item_path)
         if part is None or set(item) != _MAPPED_KEYS[kind]:
             raise MessageFormatError(
@@ -283,18 +269,16 @@ def _tool_message(block: Mapping[str, Any], path: str) -> ToolMessage:
                 "use plain text blocks or base64/url image blocks inside tool_result content",
             )
         parts.append(part)
-    return ToolMessage(call_id, tuple(parts), extra=extra)
+    return msg.ToolMessage(call_id, tuple(parts), extra=extra)
 
 
-def _user_messages(content: Any, path: str) -> list[Message]:
+def _user_messages(content: Any, path: str) -> list[msg.Message]:
     if isinstance(content, str):
-        return [UserMessage(content)]
-    results: list[Message] = []
-    parts: list[Part] = []
+        return [msg.UserMessage(content)]
+    results: list[msg.Message] = []
+    parts: list[msg.Part] = []
     rest = _Blocks()
-    for j, block in enumerate(_content_list(content, path)):
-        block_path = f"{path}[{j}]"
-        kind = _block_type(block, block_path)
+    for block, kind, block_path in _typed_blocks(content, path):
         if kind == "tool_result":
             results.append(_tool_message(block, block_path))
             continue
@@ -305,20 +289,18 @@ def _user_messages(content: Any, path: str) -> list[Message]:
             parts.append(part)
             rest.mapped(block, kind)
     if rest.count or not results:
-        results.append(UserMessage(tuple(parts), extra=rest.extra))
+        results.append(msg.UserMessage(tuple(parts), extra=rest.extra))
     return results
 
 
-def _assistant_message(content: Any, path: str) -> AssistantMessage:
+def _assistant_message(content: Any, path: str) -> msg.AssistantMessage:
     if isinstance(content, str):
-        return AssistantMessage(content)
+        return msg.AssistantMessage(content)
     reasoning: str | None = None
-    parts: list[Part] = []
-    calls: list[ToolCall] = []
+    parts: list[msg.Part] = []
+    calls: list[msg.ToolCall] = []
     blocks = _Blocks()
-    for j, block in enumerate(_content_list(content, path)):
-        block_path = f"{path}[{j}]"
-        kind = _block_type(block, block_path)
+    for block, kind, block_path in _typed_blocks(content, path):
         if kind == "thinking" and reasoning is None:
             reasoning = _str_field(
                 block, "thinking", block_path, "put the thinking text in 'thinking' as a str"
@@ -336,45 +318,38 @@ def _assistant_message(content: Any, path: str) -> AssistantMessage:
             blocks.mapped(block, kind)
         else:
             blocks.keep(block)
-    return AssistantMessage(tuple(parts) if parts else None, reasoning, tuple(calls), extra=blocks.extra)
+    return msg.AssistantMessage(tuple(parts) if parts else None, reasoning, tuple(calls), extra=blocks.extra)
 
 
-def _tool_call(block: Mapping[str, Any], path: str) -> ToolCall:
+def _tool_call(block: Mapping[str, Any], path: str) -> msg.ToolCall:
     fix = "give every tool_use block the 'id' and 'name' the model returned"
     call_id = _str_field(block, "id", path, fix)
     name = _str_field(block, "name", path, fix)
-    arguments = block.get("input", {})
-    if not isinstance(arguments, Mapping):
-        raise MessageFormatError(
-            f"{path}.input",
-            f"must be an object, got {arguments!r}",
-            'pass the tool input as an object, e.g. {"q": 1}',
-        )
-    return ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False))
+    arguments = require_mapping(
+        block.get("input", {}), f"{path}.input", 'pass the tool input as an object, e.g. {"q": 1}'
+    )
+    return msg.ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False))
 
 
-def _system_messages(system: str | list[Any] | None) -> list[Message]:
+def _system_messages(system: str | list[Any] | None) -> list[msg.Message]:
     if system is None:
         return []
     if isinstance(system, str):
-        return [SystemMessage(system)]
-    out: list[Message] = []
-    for j, block in enumerate(_content_list(system, "system")):
-        path = f"system[{j}]"
-        if _block_type(block, path) != "text":
-            raise MessageFormatError(
-                path, f"must be a text block, got {block!r}", "put only text blocks in system"
-            )
+        return [msg.SystemMessage(system)]
+    out: list[msg.Message] = []
+    for block, kind, path in _typed_blocks(system, "system"):
+        if kind != "text":
+            fail(path, "a text block", block, "put only text blocks in system")
         text = _str_field(block, "text", path, "put the system text in 'text' as a str")
         kept = _Blocks()
         kept.mapped(block, "text")
-        out.append(SystemMessage(text, extra=kept.extra))
+        out.append(msg.SystemMessage(text, extra=kept.extra))
     return out
 
 
 def from_anthropic(
     messages: Iterable[Mapping[str, Any]], system: str | list[Any] | None = None
-) -> list[Message]:
+) -> list[msg.Message]:
     """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages.
 
     Each input is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate or too
@@ -386,7 +361,7 @@ def from_anthropic(
         path = f"messages[{i}]"
         check_json_value(d, path, limit=_MESSAGE_NESTING)
         if not isinstance(d, Mapping):
-            raise MessageFormatError(path, f"must be a dict, got {d!r}", "pass a message dict")
+            fail(path, "a dict", d, "pass a message dict")
         unknown = sorted(set(d) - {"role", "content"})
         if unknown:
             raise MessageFormatError(

@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..llm.base import ToolSpec
 from ..messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
+    ToolSpec,
     UserMessage,
     image_count,
     text_of,

@@ -23,21 +23,10 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import messages as msg
 from ..errors import MessageFormatError
-from ..messages import (
-    AssistantMessage,
-    Content,
-    ImagePart,
-    Message,
-    Part,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-    check_arguments,
-    check_json_value,
-)
+from ..messages import check_arguments, check_json_value
+from ._checks import fail, require_list, require_mapping, require_str
 
 __all__ = [
     "ANTHROPIC_EXTRA_KEYS",
@@ -75,43 +64,27 @@ def _where(index: int | None) -> str:
 # --- reading ------------------------------------------------------------------------------------
 
 
-def _text_part(part: Mapping[str, Any], path: str) -> TextPart:
-    text = part.get("text")
-    if not isinstance(text, str):
-        raise MessageFormatError(
-            f"{path}.text",
-            f"must be a string, got {text!r}",
-            "put the text of a text part in 'text' as a str",
-        )
+def _text_part(part: Mapping[str, Any], path: str) -> msg.TextPart:
+    text = require_str(part.get("text"), f"{path}.text", "put the text of a text part in 'text' as a str")
     _no_other_keys(part, {"type", "text"}, path)
-    return TextPart(text)
+    return msg.TextPart(text)
 
 
-def _image_part(part: Mapping[str, Any], path: str) -> ImagePart:
-    image = part.get("image_url")
-    if not isinstance(image, Mapping):
-        raise MessageFormatError(
-            f"{path}.image_url",
-            f"must be an object, got {image!r}",
-            'write {"type": "image_url", "image_url": {"url": "https://... or data:..."}}',
-        )
-    url = image.get("url")
-    if not isinstance(url, str):
-        raise MessageFormatError(
-            f"{path}.image_url.url",
-            f"must be a string, got {url!r}",
-            "give the image as an https or data: URL",
-        )
-    detail = image.get("detail")
-    if "detail" in image and not isinstance(detail, str):
-        raise MessageFormatError(
-            f"{path}.image_url.detail",
-            f"must be a string, got {detail!r}",
-            "use 'auto', 'low' or 'high', or leave 'detail' out",
+def _image_part(part: Mapping[str, Any], path: str) -> msg.ImagePart:
+    image = require_mapping(
+        part.get("image_url"),
+        f"{path}.image_url",
+        'write {"type": "image_url", "image_url": {"url": "https://... or data:..."}}',
+    )
+    url = require_str(image.get("url"), f"{path}.image_url.url", "give the image as an https or data: URL")
+    detail = None
+    if "detail" in image:
+        detail = require_str(
+            image["detail"], f"{path}.image_url.detail", "use 'auto', 'low' or 'high', or leave 'detail' out"
         )
     _no_other_keys(image, {"url", "detail"}, f"{path}.image_url")
     _no_other_keys(part, {"type", "image_url"}, path)
-    return ImagePart(url, detail)
+    return msg.ImagePart(url, detail)
 
 
 def _no_other_keys(obj: Mapping[str, Any], allowed: set[str], path: str) -> None:
@@ -124,18 +97,18 @@ def _no_other_keys(obj: Mapping[str, Any], allowed: set[str], path: str) -> None
         )
 
 
-def _content(value: Any, path: str, *, images: bool) -> Content:
+def _content(value: Any, path: str, *, images: bool) -> msg.Content:
     """Read a content value: a str, or a list of text (and, if ``images``, image_url) parts."""
     if isinstance(value, str):
         return value
-    if not isinstance(value, list):
-        raise MessageFormatError(
-            path,
-            f"must be a string or a list of content parts, got {type(value).__name__} {value!r}",
-            'pass the text as a str, or a list like [{"type": "text", "text": "..."}]',
-        )
-    parts: list[Part] = []
-    for j, part in enumerate(value):
+    items = require_list(
+        value,
+        path,
+        "a string or a list of content parts",
+        'pass the text as a str, or a list like [{"type": "text", "text": "..."}]',
+    )
+    parts: list[msg.Part] = []
+    for j, part in enumerate(items):
         part_path = f"{path}[{j}]"
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind == "text":
@@ -152,61 +125,51 @@ def _content(value: Any, path: str, *, images: bool) -> Content:
     return tuple(parts)
 
 
-def _tool_calls(value: Any, path: str) -> tuple[tuple[ToolCall, ...], dict[str, dict[str, Any]]]:
-    if not isinstance(value, list):
-        raise MessageFormatError(
-            path,
-            f"must be a list of tool calls, got {type(value).__name__} {value!r}",
-            'pass [{"id": ..., "type": "function", "function": {"name": ..., "arguments": "{...}"}}]',
-        )
-    calls: list[ToolCall] = []
+def _tool_calls(value: Any, path: str) -> tuple[tuple[msg.ToolCall, ...], dict[str, dict[str, Any]]]:
+    items = require_list(
+        value,
+        path,
+        "a list of tool calls",
+        'pass [{"id": ..., "type": "function", "function": {"name": ..., "arguments": "{...}"}}]',
+    )
+    calls: list[msg.ToolCall] = []
     call_extra: dict[str, dict[str, Any]] = {}
-    for j, raw in enumerate(value):
+    for j, item in enumerate(items):
         call_path = f"{path}[{j}]"
-        if not isinstance(raw, Mapping):
-            raise MessageFormatError(
-                call_path, f"must be an object, got {raw!r}", "pass each tool call as a dict"
-            )
-        call_id = raw.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            raise MessageFormatError(
-                f"{call_path}.id",
-                f"must be a non-empty string, got {call_id!r}",
-                "give every tool call the id the model returned",
-            )
+        raw = require_mapping(item, call_path, "pass each tool call as a dict")
+        call_id = require_str(
+            raw.get("id"), f"{call_path}.id", "give every tool call the id the model returned", non_empty=True
+        )
         if raw.get("type") != "function":
             raise MessageFormatError(
                 f"{call_path}.type",
                 f"must be 'function', got {raw.get('type')!r}",
                 "set type to 'function' (custom tool calls are not supported)",
             )
-        fn = raw.get("function")
-        if not isinstance(fn, Mapping):
-            raise MessageFormatError(
-                f"{call_path}.function",
-                f"must be an object, got {fn!r}",
-                'pass {"name": ..., "arguments": "{...}"}',
-            )
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise MessageFormatError(
-                f"{call_path}.function.name",
-                f"must be a non-empty string, got {name!r}",
-                "give the name of the tool that was called",
-            )
+        fn = require_mapping(
+            raw.get("function"), f"{call_path}.function", 'pass {"name": ..., "arguments": "{...}"}'
+        )
+        name = require_str(
+            fn.get("name"),
+            f"{call_path}.function.name",
+            "give the name of the tool that was called",
+            non_empty=True,
+        )
         arguments = fn.get("arguments")
         if not isinstance(arguments, str):
-            raise MessageFormatError(
+            fail(
                 f"{call_path}.function.arguments",
-                f"must be a JSON object string, got {type(arguments).__name__} {arguments!r}",
+                "a JSON object string",
+                arguments,
                 "pass json.dumps(arguments), not the dict itself",
+                show_type=True,
             )
         check_arguments(arguments, f"{call_path}.function.arguments")
         _no_other_keys(fn, {"name", "arguments"}, f"{call_path}.function")
         others = {k: copy.deepcopy(v) for k, v in raw.items() if k not in ("id", "type", "function")}
         if others:
             call_extra[call_id] = others
-        calls.append(ToolCall(call_id, name, arguments))
+        calls.append(msg.ToolCall(call_id, name, arguments))
     return tuple(calls), call_extra
 
 
@@ -214,12 +177,10 @@ def _optional_str(d: Mapping[str, Any], key: str, path: str) -> str | None:
     value = d.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise MessageFormatError(
-        f"{path}.{key}", f"must be a string, got {type(value).__name__} {value!r}", f"pass '{key}' as a str"
-    )
+    fail(f"{path}.{key}", "a string", value, f"pass '{key}' as a str", show_type=True)
 
 
-def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
+def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> msg.Message:
     """Read one OpenAI chat message dict. ``index`` only prefixes error paths as ``messages[index]``.
 
     The dict is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate in any
@@ -230,7 +191,7 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
     path = _where(index)
     check_json_value(d, path)
     if not isinstance(d, Mapping):
-        raise MessageFormatError(path, f"must be a dict, got {type(d).__name__} {d!r}", "pass a message dict")
+        fail(path, "a dict", d, "pass a message dict", show_type=True)
     if "role" not in d:
         raise MessageFormatError(
             f"{path}.role",
@@ -264,20 +225,23 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
             extra[key] = None
     name = _optional_str(d, "name", path)
     if role in ("system", "developer"):
-        return SystemMessage(
+        return msg.SystemMessage(
             _content(d.get("content"), f"{path}.content", images=False), name, role == "developer", extra
         )
     if role == "user":
-        return UserMessage(_content(d.get("content"), f"{path}.content", images=True), name, extra)
+        return msg.UserMessage(_content(d.get("content"), f"{path}.content", images=True), name, extra)
     if role == "tool":
         call_id = d.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
-            raise MessageFormatError(
+            fail(
                 f"{path}.tool_call_id",
-                f"must be the non-empty id of the call this answers, got {call_id!r}",
+                "the non-empty id of the call this answers",
+                call_id,
                 "set 'tool_call_id' to the id of the assistant tool call this result answers",
             )
-        return ToolMessage(call_id, _content(d.get("content"), f"{path}.content", images=False), name, extra)
+        return msg.ToolMessage(
+            call_id, _content(d.get("content"), f"{path}.content", images=False), name, extra
+        )
     # assistant
     content = d.get("content")
     body = None if content is None else _content(content, f"{path}.content", images=False)
@@ -287,7 +251,7 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
     elif "reasoning" in d:
         extra["reasoning"] = copy.deepcopy(d["reasoning"])  # both given: the alias is kept as it came
     raw_calls = d.get("tool_calls")
-    calls: tuple[ToolCall, ...] = ()
+    calls: tuple[msg.ToolCall, ...] = ()
     if raw_calls is None or raw_calls == []:
         if "tool_calls" in d:
             extra["tool_calls"] = copy.deepcopy(raw_calls)
@@ -295,10 +259,10 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> Message:
         calls, call_extra = _tool_calls(raw_calls, f"{path}.tool_calls")
         if call_extra:
             extra[TOOL_CALL_EXTRA] = call_extra
-    return AssistantMessage(body, reasoning, calls, name, extra)
+    return msg.AssistantMessage(body, reasoning, calls, name, extra)
 
 
-def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[msg.Message]:
     """Read a list of OpenAI message dicts with :func:`from_openai`; errors name ``messages[i]``."""
     return [from_openai(d, index=i) for i, d in enumerate(items)]
 
@@ -306,8 +270,8 @@ def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
 # --- writing ------------------------------------------------------------------------------------
 
 
-def _part_to_openai(part: Part) -> dict[str, Any]:
-    if isinstance(part, TextPart):
+def _part_to_openai(part: msg.Part) -> dict[str, Any]:
+    if isinstance(part, msg.TextPart):
         return {"type": "text", "text": part.text}
     image: dict[str, Any] = {"url": part.url}
     if part.detail is not None:
@@ -315,20 +279,20 @@ def _part_to_openai(part: Part) -> dict[str, Any]:
     return {"type": "image_url", "image_url": image}
 
 
-def _content_to_openai(content: Content) -> str | list[dict[str, Any]]:
+def _content_to_openai(content: msg.Content) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     return [_part_to_openai(p) for p in content]
 
 
-def to_openai(m: Message) -> dict[str, Any]:
+def to_openai(m: msg.Message) -> dict[str, Any]:
     """Write one message as an OpenAI chat dict (the inverse of :func:`from_openai`)."""
     out: dict[str, Any]
-    if isinstance(m, SystemMessage):
+    if isinstance(m, msg.SystemMessage):
         out = {"role": "developer" if m.developer else "system", "content": _content_to_openai(m.content)}
-    elif isinstance(m, UserMessage):
+    elif isinstance(m, msg.UserMessage):
         out = {"role": "user", "content": _content_to_openai(m.content)}
-    elif isinstance(m, ToolMessage):
+    elif isinstance(m, msg.ToolMessage):
         out = {"role": "tool", "tool_call_id": m.tool_call_id, "content": _content_to_openai(m.content)}
     else:
         out = {"role": "assistant"}
@@ -355,6 +319,6 @@ def to_openai(m: Message) -> dict[str, Any]:
     return out
 
 
-def messages_to_openai(msgs: Iterable[Message]) -> list[dict[str, Any]]:
+def messages_to_openai(msgs: Iterable[msg.Message]) -> list[dict[str, Any]]:
     """Write messages as a list of OpenAI chat dicts."""
     return [to_openai(m) for m in msgs]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ..messages import AssistantMessage, Message
+from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 
 T = TypeVar("T")
 
@@ -33,25 +34,6 @@ class Usage:
     @property
     def uncached_prompt_tokens(self) -> int:
         return max(0, self.prompt_tokens - self.cached_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool definition as handed to a model: name, description and JSON schema of its parameters."""
-
-    name: str
-    description: str = ""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +57,11 @@ class StreamEvent:
 class LLM(Protocol):
     """A chat model. ``name`` identifies it for calibration and logs (e.g. ``"openai:gpt-4o"``).
 
-    A model with a small window may also have a ``context_window`` attribute (tokens per call, prompt
-    and reply); the engine then sizes its summary requests to fit (the local model has one).
+    A model that knows its window states it as ``context_window`` (tokens one call may hold, prompt and
+    reply; the one name for it — the local model's llama.cpp ``n_ctx`` is exposed under it), and may
+    state its own reply size as ``max_tokens``. :func:`contextmem.budget.fit_window` then fits every
+    setting the user left unset to it: the window sessions plan against, the output reserve, and the
+    summary sizes (a summary call must fit the model too).
     """
 
     name: str

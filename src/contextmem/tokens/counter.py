@@ -7,8 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..errors import TokenizerError
-from ..llm.base import ToolSpec
-from ..messages import AssistantMessage, Content, ImagePart, Message, TextPart, ToolMessage
+from ..messages import AssistantMessage, Content, ImagePart, Message, TextPart, ToolMessage, ToolSpec
 from .heuristic import HeuristicCounter
 from .tiktoken_backend import ENCODINGS, TiktokenCounter
 

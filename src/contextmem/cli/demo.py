@@ -1,12 +1,12 @@
 """``contextmem demo`` — what ``make run`` shows: the engine under a real agent loop, offline.
 
 A bundled three-day conversation (English and Chinese, tool calls, one ~100 KB log) is replayed through
-the reference agent into a small window. The assistant's side is scripted — the demo shows the *engine*:
-every model request is assembled by ``build``, old tool output is offloaded, turns are trimmed and
-archived, summaries are written by the local model in the background (a bounded number of calls, then
-the extractive fallback), and what leaves the context lands in daily memory. A new session then answers
-questions about the first days through ``memory_search`` — answered by the local model from the hits —
-and the run ends with the totals and the proof that no message was lost.
+the reference agent into a small window. The assistant's side is scripted (:mod:`.demo_script`) — the demo
+shows the *engine*: every model request is assembled by ``build``, old tool output is offloaded, turns are
+trimmed and archived, summaries are written by the local model in the background (a bounded number of
+calls, then the extractive fallback), and what leaves the context lands in daily memory. A new session
+then answers questions about the first days through ``memory_search`` — answered by the local model from
+the hits — and the run ends with the totals and the proof that no message was lost.
 
 ``--fast`` uses no model at all (extractive summaries, extractive answers): what the tests run.
 """
@@ -15,26 +15,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, FunctionTool, TaskStep, Toolbox, memory_tools
-from .agent.replay import count_lost
-from .cli.render import describe_event, gauge
-from .engine import ContextEngine, EngineEvent
-from .errors import LLMError
-from .llm.base import LLM, ChatResponse, StreamEvent, ToolSpec, Usage
-from .messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage, text_of
-from .settings import Settings
+from ..agent import Agent, Toolbox, memory_tools
+from ..agent.replay import count_lost
+from ..engine import ContextEngine, EngineEvent
+from ..messages import AssistantMessage, Message, UserMessage
+from ..settings import Settings
+from ..testing import ScriptedLLM
+from .demo_script import (
+    BoundedLLM,
+    ScriptedTools,
+    load_conversation,
+    question_script,
+    turn_messages,
+    turn_script,
+)
+from .render import describe_event, gauge
 
 if TYPE_CHECKING:
-    from .runtime import ContextMem
+    from ..runtime import ContextMem
 
 Echo = Callable[[str], None]
 
@@ -49,223 +54,6 @@ DEMO_SETTINGS: dict[str, Any] = {
     "pruning_old_msg_max_bytes": 2000,
     "pruning_recent_msg_max_bytes": 12000,
 }
-ANSWER_SYSTEM = (
-    "Answer the question in one short sentence, using only the memory excerpts given. "
-    "Quote names, hosts, ports and numbers exactly. Answer in the question's language."
-)
-
-
-# --- the bundled conversation -------------------------------------------------------------------
-
-
-def load_conversation() -> dict[str, Any]:
-    data = resources.files("contextmem").joinpath("data/demo_conversation.json").read_text(encoding="utf-8")
-    conversation: dict[str, Any] = json.loads(data)
-    return conversation
-
-
-def generate_output(kind: str, lines: int) -> str:
-    """Deterministic stand-ins for long tool outputs (logs, test runs), so the data file stays small."""
-    rng = random.Random(f"{kind}:{lines}")
-    rows: Iterator[str]
-    if kind == "error_log":
-        rows = (
-            f"2025-03-{14 + k // 600:02d}T23:{10 + k % 50:02d}:{k % 60:02d}Z ERROR recon-worker "
-            f"payments: Lock wait timeout exceeded; try restarting transaction (txn {rng.randrange(10**8)})"
-            for k in range(lines)
-        )
-    elif kind == "table_rows":
-        rows = (f"{name}_{k:02d}\t{rng.randrange(10_000, 990_000)}" for k, name in enumerate(["tbl"] * lines))
-    elif kind == "k8s_events":
-        rows = (
-            f"{k // 3 + 2}m Warning OOMKilled pod/order-service-7d9f-{k % 3} 容器内存超过限制 512Mi，已被终止"
-            for k in range(lines)
-        )
-    elif kind == "heap_log":
-        rows = (
-            f"02:{14 + k // 10:02d}:{k % 60:02d} heap_used={180 + 8 * k}Mi 缓存预热 page={k}"
-            for k in range(lines)
-        )
-    elif kind == "test_run":
-        rows = (
-            f"PASSED tests/test_case_{k:04d}.py::test_{rng.choice(['order', 'invoice', 'cart'])}"
-            for k in range(lines)
-        )
-    elif kind == "git_log":
-        rows = (
-            f"{rng.randrange(16**7):07x} Merge pull request #{1400 + k} from lumen/feature-{k}"
-            for k in range(lines)
-        )
-    else:  # pgloader and anything else: a progress table
-        rows = (
-            f"table_{k:02d}   rows {rng.randrange(10**6):>9}   est {rng.randrange(1, 60):>3} min"
-            for k in range(lines)
-        )
-    return "\n".join(rows)
-
-
-def _result_text(result: Any) -> str:
-    if isinstance(result, dict):
-        return generate_output(str(result["generate"]), int(result["lines"]))
-    return str(result)
-
-
-# --- the scripted assistant, and a bounded local model for summaries ----------------------------
-
-
-@dataclass
-class DemoLLM:
-    """Plays the scripted assistant messages; an ``answer`` entry asks ``answerer`` (or extracts)."""
-
-    answerer: LLM | None = None
-    name: str = "scripted-assistant"
-    script: list[AssistantMessage | str] = field(default_factory=list)
-    sent: list[AssistantMessage] = field(default_factory=list)
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        response: ChatResponse | None = None
-        async for event in self.stream(messages, tools=tools, max_tokens=max_tokens):
-            response = event.response or response
-        assert response is not None
-        return response
-
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        entry = self.script.pop(0)
-        if isinstance(entry, AssistantMessage):
-            message = entry
-            if message.content:
-                yield StreamEvent("text", text_of(message.content))
-        else:  # a question: answer from the memory hits in the last tool result
-            hits = _hits(messages)
-            if self.answerer is None:
-                text = extractive_answer(entry, hits)
-                yield StreamEvent("text", text)
-            else:
-                prompt: list[Message] = [
-                    SystemMessage(ANSWER_SYSTEM),
-                    UserMessage(_excerpts(hits) + f"\n\nQuestion: {entry}"),
-                ]
-                parts: list[str] = []
-                async for event in self.answerer.stream(prompt, max_tokens=80, temperature=0.0):
-                    if event.kind == "text":
-                        parts.append(event.text)
-                        yield event
-                text = "".join(parts).strip()
-            message = AssistantMessage(text)
-        self.sent.append(message)
-        yield StreamEvent("done", response=ChatResponse(message, Usage(), "stop", self.name))
-
-
-def _hits(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    last = next((m for m in reversed(messages) if isinstance(m, ToolMessage)), None)
-    try:
-        hits = json.loads(text_of(last.content)) if last else []
-    except json.JSONDecodeError:
-        return []
-    return hits if isinstance(hits, list) else []
-
-
-def _excerpts(hits: Sequence[dict[str, Any]]) -> str:
-    return "Memory excerpts:\n" + "\n".join(
-        f"[{h['path']} lines {h['start_line']}-{h['end_line']}]\n{str(h['snippet'])[:500]}" for h in hits[:3]
-    )
-
-
-def extractive_answer(question: str, hits: Sequence[dict[str, Any]]) -> str:
-    """The line of the top hits sharing the most words with the question, with its source."""
-    from .memory import keyword_tokens
-
-    wanted = set(keyword_tokens(question))
-    best, source, score = "", "", -1
-    for hit in hits[:3]:
-        for line in str(hit["snippet"]).splitlines():
-            overlap = len(wanted & set(keyword_tokens(line)))
-            if overlap > score and line.strip(" -#"):
-                best, source, score = line.strip(" -"), f"{hit['path']}:{hit['start_line']}", overlap
-    return f"From memory ({source}): {best}" if best else "Nothing in memory about that."
-
-
-@dataclass
-class BoundedLLM:
-    """The local model for at most ``calls`` calls; after that it refuses, so the engine falls back to
-    its extractive summary (a documented path) and the demo's runtime stays bounded."""
-
-    inner: LLM
-    calls: int
-    name: str = ""
-    used: int = 0
-    seconds: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.name = self.inner.name
-
-    @property
-    def context_window(self) -> int | None:
-        """The wrapped model's window, so the engine sizes summary requests to it."""
-        window: int | None = getattr(self.inner, "context_window", None)
-        return window
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        if self.used >= self.calls:
-            raise LLMError(f"the demo's budget of {self.calls} local-model summaries is used")
-        self.used += 1
-        started = time.monotonic()
-        try:
-            return await self.inner.complete(
-                messages, tools=tools, max_tokens=max_tokens, temperature=temperature
-            )
-        finally:
-            self.seconds += time.monotonic() - started
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        return self.inner.stream(messages, tools=tools, max_tokens=max_tokens, temperature=temperature)
-
-
-class ScriptedTools:
-    """The conversation's non-memory tools (shell, files): they return the recorded outputs, in order."""
-
-    def __init__(self) -> None:
-        self.pending: dict[str, list[str]] = {}
-
-    def load(self, steps: Sequence[dict[str, Any]]) -> None:
-        self.pending = {}
-        for step in steps:
-            if "result" in step:
-                self.pending.setdefault(step["tool"], []).append(_result_text(step["result"]))
-
-    def tool(self, name: str) -> FunctionTool:
-        def run(**_args: Any) -> str:
-            return self.pending[name].pop(0)
-
-        return FunctionTool(name, f"{name.replace('_', ' ')} (recorded)", run, {"type": "object"})
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -300,9 +88,8 @@ def run(
 async def _run(
     settings: Settings, fast: bool, llm_summaries: int, keep: str | None, echo: Echo
 ) -> dict[str, int]:
-    from .llm.registry import load_llm
-    from .runtime import ContextMem
-    from .testing import ScriptedLLM
+    from ..llm.registry import load_llm
+    from ..runtime import ContextMem
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="contextmem-demo-") as tmp:
@@ -360,7 +147,8 @@ class Demo:
         self.echo = echo
         self.conversation = load_conversation()
         self.tools = ScriptedTools()
-        self.assistant = DemoLLM(answerer=local.inner if local else None)
+        self.answerer = local.inner if local else None
+        self.assistant = ScriptedLLM(name="scripted-assistant")
         names = sorted(
             {st["tool"] for se in self.conversation["sessions"] for t in se["turns"] for st in t["steps"]}
         )
@@ -386,10 +174,10 @@ class Demo:
         full = engine.counter.count_text(agent.system_prompt) + engine.counter.count_tools(agent.tool_specs)
         for index, turn in enumerate(session["turns"], start=1):
             self.tools.load(turn["steps"])
-            self.assistant.script = _script(turn)
-            self.assistant.sent = []
+            self.assistant.script = turn_script(turn)
+            self.assistant.replies.clear()
             result = await agent.ask(turn["user"])
-            messages = _turn_messages(turn["user"], self.assistant.sent, result.task.steps)
+            messages = turn_messages(turn["user"], self.assistant.replies, result.task.steps)
             transcript.extend(messages)
             counts = engine.counter.count_messages(messages)
             at_calls = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
@@ -415,10 +203,8 @@ class Demo:
         agent = await self._agent("thu-questions", fold=True)
         transcript: list[Message] = []
         for number, q in enumerate(self.conversation["questions"], start=1):
-            args = json.dumps({"query": q["query"], "k": 3}, ensure_ascii=False)
-            call = ToolCall(f"q_{number}", "memory_search", args)
-            self.assistant.script = [AssistantMessage(None, tool_calls=(call,)), q["ask"]]
-            self.assistant.sent = []
+            self.assistant.script = question_script(number, q, self.answerer)
+            self.assistant.replies.clear()
             self.echo(f"Q: {q['ask']}")
             parts: list[str] = []
             found = False
@@ -432,7 +218,7 @@ class Demo:
                     parts.append(event.text)
                 elif event.result is not None:
                     steps = event.result.task.steps
-                    transcript.extend(_turn_messages(q["ask"], self.assistant.sent, steps))
+                    transcript.extend(turn_messages(q["ask"], self.assistant.replies, steps))
                     self.totals.calls += len(event.result.requests)
             answer = " ".join("".join(parts).split())
             mark = "✓" if q["expect"] in answer else ("~" if found else "✗")
@@ -510,26 +296,3 @@ class Demo:
         for key, value in rows:
             self.echo(f"{key:<{width}}  {value}")
         self.echo(f"lost: {t.lost}")
-
-
-def _script(turn: dict[str, Any]) -> list[AssistantMessage | str]:
-    """The assistant's side of one turn: one tool-calling step per recorded step, then the reply."""
-    steps = [
-        AssistantMessage(
-            None,
-            tool_calls=(ToolCall(f"call_{k}", step["tool"], json.dumps(step["args"], ensure_ascii=False)),),
-        )
-        for k, step in enumerate(turn["steps"])
-    ]
-    return [*steps, AssistantMessage(turn["reply"])]
-
-
-def _turn_messages(user: str, sent: Sequence[AssistantMessage], steps: Sequence[TaskStep]) -> list[Message]:
-    """What the agent appended in one turn, rebuilt outside the engine (for the lost check)."""
-    out: list[Message] = [UserMessage(user)]
-    results = iter(steps)
-    for message in sent:
-        out.append(message)
-        if message.tool_calls:
-            out.extend(next(results).results)
-    return out
