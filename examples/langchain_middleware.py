@@ -16,10 +16,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from contextmem import Settings
+from contextmem import ContextMem, Settings, Workspace
 from contextmem.integrations.langchain import ContextMemMiddleware
-from contextmem.memory import Workspace
-from contextmem.runtime import ContextMem
 from contextmem.testing import MemoryStore
 
 

@@ -16,10 +16,8 @@ from agents.models.interface import Model
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from contextmem import Settings
+from contextmem import ContextMem, Settings, Workspace
 from contextmem.integrations.openai_agents import ContextMemSession, agent_tool_specs
-from contextmem.memory import Workspace
-from contextmem.runtime import ContextMem
 from contextmem.testing import MemoryStore
 
 

@@ -51,3 +51,10 @@ def test_langchain_middleware_example() -> None:
     assert "messages in graph state: 240" in out
     assert _number(r"largest model input: (\d+) messages", out) < 60
     assert "summary kept: True; nothing lost: True" in out
+
+
+def test_own_agent_loop_example() -> None:
+    out = _run("own_agent_loop.py")
+    assert _number(r"largest request: (\d+) of 4000 tokens", out) <= 4000
+    assert _number(r"archived: (\d+)", out) > 300
+    assert "lost: 0" in out

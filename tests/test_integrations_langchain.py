@@ -19,11 +19,8 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from contextmem import ContextMem, ToolSpec, Workspace, orphan_tool_messages
 from contextmem.integrations.langchain import ContextMemMiddleware, from_langchain, to_langchain
-from contextmem.llm.base import ToolSpec
-from contextmem.memory import Workspace
-from contextmem.messages import orphan_tool_messages
-from contextmem.runtime import ContextMem
 from contextmem.testing import MemoryStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 

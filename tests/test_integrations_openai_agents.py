@@ -23,16 +23,21 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from contextmem import (
+    ArchiveError,
+    ContextMem,
+    Settings,
+    SystemMessage,
+    UserMessage,
+    Workspace,
+    orphan_tool_messages,
+)
 from contextmem.integrations.openai_agents import (
     ContextMemSession,
     agent_tool_specs,
     items_to_messages,
     messages_to_items,
 )
-from contextmem.memory import Workspace
-from contextmem.messages import SystemMessage, UserMessage, orphan_tool_messages
-from contextmem.runtime import ContextMem
-from contextmem.settings import Settings
 from contextmem.testing import MemoryStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
@@ -228,3 +233,44 @@ async def test_200_turns_through_runner_stay_within_budget(tmp_path: Path) -> No
     assert "Goal" in str(model.inputs[-1][1][0]["content"])
     report = await engine.verify()
     assert report.appended == 800 and report.lost == 0 and report.archived > 700
+
+
+async def test_pop_removes_nothing_when_the_archive_cannot_take_it(tmp_path: Path) -> None:
+    session = ContextMemSession(_runtime(tmp_path), "pop")
+    await session.add_items(TURN)
+    (tmp_path / "dialog").write_text("in the way")  # a real failure: the archive directory cannot exist
+    with pytest.raises(ArchiveError, match="nothing was removed"):
+        await session.pop_item()
+    assert await session.get_items() == TURN
+    (tmp_path / "dialog").unlink()
+    assert await session.pop_item() == TURN[-1]
+    assert (await (await session.engine()).verify()).lost == 0
+
+
+async def test_pop_takes_the_newest_item_another_writer_added(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path)
+    mine, theirs = ContextMemSession(runtime, "shared"), ContextMemSession(runtime, "shared")
+    await mine.add_items(TURN[:1])
+    await theirs.add_items(TURN[1:])  # another engine on the same store: mine has not seen these
+    assert await mine.pop_item() == TURN[-1]
+    assert await ContextMemSession(runtime, "shared").get_items() == TURN[:-1]
+
+
+@pytest.mark.parametrize("injection", ["system", "first_user"])
+async def test_the_summary_goes_where_the_engine_put_it(tmp_path: Path, injection: str) -> None:
+    session = ContextMemSession(_runtime(tmp_path, summary_injection=injection), "summary")
+    for turn in range(3):
+        await session.add_items([{"role": "user", "content": f"question {turn}"}, *TURN[1:]])
+    engine = await session.engine()
+    await engine.compact()
+    assert engine.summary is not None
+    summary = engine.summary.render()
+    items = await session.get_items()
+    assert items[-4:] == TURN[1:]  # the newest turn, verbatim; the older two left the context
+    if injection == "system":  # the summary alone, as a developer item; the instructions are the agent's
+        assert items[:-4] == [
+            {"role": "developer", "content": summary},
+            {"role": "user", "content": "question 2"},
+        ]
+    else:  # already in the first user message: no developer item
+        assert items[:-4] == [{"role": "user", "content": f"{summary}\n\nquestion 2"}]

@@ -1,8 +1,25 @@
 """contextmem — the context-window and long-term memory engine for LLM agents.
 
-The public API is what ``__all__`` lists; submodules not re-exported here may change.
+The public API is what ``__all__`` lists; submodules not re-exported here may change. ::
+
+    from contextmem import ContextMem, Settings, user
+
+    cm = await ContextMem.open(Settings.load())
+    engine = await cm.session("user-42")
+    await engine.add(user("hello"))
+    request = await engine.build("You are helpful.")   # what to send the model, fitted to its window
+
+``import contextmem`` needs the core dependencies only. The memory names (``Workspace``, ``MemoryIndex``,
+``MemoryHit``, ``MemoryTools``, ``Embedder``) need the ``memory`` extra and are imported on first use;
+without it they raise :class:`MissingExtraError` naming the extra.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .agent import Agent
 from .budget import (
     CountedHistory,
     RequestEstimate,
@@ -14,72 +31,172 @@ from .budget import (
     safe_cut,
     turn_starts,
 )
+from .engine import ContextEngine, EngineEvent, Request
 from .errors import (
+    ArchiveError,
+    AuthenticationError,
+    BadRequestError,
     BudgetExceededError,
+    CompactionError,
     ConfigError,
     ContextmemError,
     ContextOverflowError,
     HistoryError,
+    JsonlLineError,
     LLMError,
     MessageFormatError,
+    MessageStateError,
+    MissingExtraError,
+    PathEscapeError,
+    RateLimitError,
+    SessionBusyError,
+    SessionConflictError,
+    StoreError,
+    StoreLockedError,
+    StoreSchemaError,
+    StoreURLError,
+    TokenizerError,
+    ToolArgumentError,
+    TransientLLMError,
 )
-from .llm.base import LLM, ChatResponse, ToolSpec, Usage
+from .formats.openai import from_openai, to_openai
+from .llm.base import LLM, ChatResponse, Usage
 from .messages import (
     AssistantMessage,
+    Content,
     ImagePart,
     Message,
+    Part,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
+    assistant,
     orphan_tool_messages,
+    system,
+    text_of,
+    tool_call,
+    tool_result,
+    user,
     validate_history,
 )
 from .models import ModelInfo, lookup_model
+from .runtime import ContextMem
 from .settings import Settings
+from .store.base import SessionStore
+from .store.open import open_store
 from .tokens import Calibration, HeuristicCounter, MessageCounter, TiktokenCounter, TokenCounter, get_counter
+
+if TYPE_CHECKING:
+    from .memory import Embedder, MemoryHit, MemoryIndex, MemoryTools, Workspace, open_memory_index
 
 __version__ = "0.1.0"
 
+# Names whose module needs an extra: imported on first access (PEP 562), so the core imports without it.
+_LAZY = {
+    "Embedder": "contextmem.memory",
+    "MemoryHit": "contextmem.memory",
+    "MemoryIndex": "contextmem.memory",
+    "MemoryTools": "contextmem.memory",
+    "Workspace": "contextmem.memory",
+    "open_memory_index": "contextmem.memory",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access skips this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "LLM",
+    "Agent",
+    "ArchiveError",
     "AssistantMessage",
+    "AuthenticationError",
+    "BadRequestError",
     "BudgetExceededError",
     "Calibration",
     "ChatResponse",
+    "CompactionError",
     "ConfigError",
+    "Content",
+    "ContextEngine",
+    "ContextMem",
     "ContextOverflowError",
     "ContextmemError",
     "CountedHistory",
+    "Embedder",
+    "EngineEvent",
     "HeuristicCounter",
     "HistoryError",
     "ImagePart",
+    "JsonlLineError",
     "LLMError",
+    "MemoryHit",
+    "MemoryIndex",
+    "MemoryTools",
     "Message",
     "MessageCounter",
     "MessageFormatError",
+    "MessageStateError",
+    "MissingExtraError",
     "ModelInfo",
+    "Part",
+    "PathEscapeError",
+    "RateLimitError",
+    "Request",
     "RequestEstimate",
+    "SessionBusyError",
+    "SessionConflictError",
+    "SessionStore",
     "Settings",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoreURLError",
     "SystemMessage",
     "TextPart",
     "TiktokenCounter",
     "TokenCounter",
+    "TokenizerError",
+    "ToolArgumentError",
     "ToolCall",
     "ToolMessage",
     "ToolSpec",
+    "TransientLLMError",
     "Usage",
     "UserMessage",
     "Window",
+    "Workspace",
     "allowed_cuts",
+    "assistant",
     "fit_cut",
+    "from_openai",
     "get_counter",
     "is_over_budget",
     "lookup_model",
+    "open_memory_index",
+    "open_store",
     "orphan_tool_messages",
     "resolve_window",
     "safe_cut",
+    "system",
+    "text_of",
+    "to_openai",
+    "tool_call",
+    "tool_result",
     "turn_starts",
+    "user",
     "validate_history",
 ]

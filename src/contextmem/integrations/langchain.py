@@ -20,12 +20,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
-from ..engine import ContextEngine
-from ..errors import MissingExtraError
-from ..formats.openai import from_openai, to_openai
-from ..llm.base import ToolSpec
-from ..messages import Message, SystemMessage, text_of
-from ..runtime import ContextMem
+from .. import (
+    ContextEngine,
+    ContextMem,
+    Message,
+    MissingExtraError,
+    SystemMessage,
+    ToolSpec,
+    from_openai,
+    text_of,
+    to_openai,
+)
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse

@@ -27,23 +27,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from ..engine import ContextEngine
-from ..errors import MissingExtraError
-from ..llm.base import ToolSpec
-from ..messages import (
+from .. import (
     AssistantMessage,
     Content,
+    ContextEngine,
+    ContextMem,
     ImagePart,
     Message,
+    MissingExtraError,
     Part,
+    Request,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
     text_of,
 )
-from ..runtime import ContextMem
 
 try:
     from agents.memory.session_settings import SessionSettings
@@ -255,16 +256,8 @@ class ContextMemSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The summary and the budget-fitted history (compacting first when over budget)."""
         engine = await self.engine()
-        request = await engine.build(self.system_prompt, self.tools)
-        messages = list(request.messages)
-        if messages and isinstance(messages[0], SystemMessage):
-            head = messages.pop(
-                0
-            )  # the system prompt goes as the agent's instructions: send only the summary
-            summary = text_of(head.content).removeprefix(self.system_prompt).strip()
-            if summary:
-                messages.insert(0, SystemMessage(summary))
-        items = messages_to_items(messages)
+        summary, history = _summary_and_history(engine, await engine.build(self.system_prompt, self.tools))
+        items = messages_to_items([SystemMessage(summary), *history] if summary else history)
         if limit is not None:
             items = items[max(len(items) - limit, 0) :]
         return cast("list[TResponseInputItem]", items)
@@ -280,20 +273,33 @@ class ContextMemSession:
             await engine.end_turn()
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove the newest item: its message is archived (never lost); the rest of its group is re-added."""
+        """Remove the newest item. Its message leaves through the engine (archived first, never lost);
+        the other items of its group, if any, come back as a new message."""
         engine = await self.engine()
-        await engine.wait_idle()
-        if not engine.history.messages:
+        message = await engine.pop_newest()
+        if message is None:
             return None
-        message, seq = engine.history.messages[-1], engine.seqs[-1]
         items = messages_to_items([message])
-        engine.archive.append(self.session_id, [(seq, message)], "pop")
-        await engine.store.archive(engine.namespace, self.session_id, [seq])
-        self._engine = None  # reload from the store
         if len(items) > 1:
-            await (await self.engine()).add(*items_to_messages(items[:-1]))
+            await engine.add(*items_to_messages(items[:-1]))
         return cast("TResponseInputItem", items[-1])
 
     async def clear_session(self) -> None:
         """Everything leaves the context (archived first) and the summary is reset."""
         await (await self.engine()).clear()
+
+
+def _summary_and_history(engine: ContextEngine, request: Request) -> tuple[str, list[Message]]:
+    """A built request split for the SDK: the running summary (a ``developer`` item) and the history.
+
+    The agent sends its instructions itself, so the request's system message (the system prompt, and
+    the summary when it is injected there) is not sent as an item; the summary is read from the engine,
+    not cut out of that message. With ``summary_injection="first_user"`` the summary already is in the
+    history's first user message.
+    """
+    messages = list(request.messages)
+    if messages and isinstance(messages[0], SystemMessage):
+        messages.pop(0)
+    summary = engine.summary
+    in_system = summary is not None and engine.settings.summary_injection == "system"
+    return (summary.render() if summary is not None and in_system else ""), messages

@@ -66,6 +66,11 @@ def tool_errors(tool: str) -> Iterator[None]:
         raise ToolError(_one_line(f"internal error: {type(exc).__name__}: {exc}")) from exc
 
 
+# The line range of a read, as memory_get and read_archive take it.
+_FirstLine = Annotated[int, Field(ge=1, description="First line to read (1-based).")]
+_LineCount = Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")]
+
+
 def _describe(tool: str) -> str:
     return str(TOOL_SCHEMAS[tool]["description"])
 
@@ -83,12 +88,14 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             raise ToolError("this endpoint has no namespace. Fix: serve the app from contextmem.mcp.http_app")
         return str(namespace)
 
-    async def memory_call(ctx: Context, name: str, **arguments: Any) -> str:
-        runtime = await namespaces.get(namespace_of(ctx))
-        text = await runtime.tools.acall(name, arguments)
-        if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
-            raise ToolError(text[len("error: ") :])
-        return text
+    async def memory_call(ctx: Context, name: str, *, tool: str | None = None, **arguments: Any) -> str:
+        """Memory tool ``name`` in the caller's namespace, inside :func:`tool_errors` (as MCP ``tool``)."""
+        with tool_errors(tool or name):
+            runtime = await namespaces.get(namespace_of(ctx))
+            text = await runtime.tools.acall(name, arguments)
+            if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
+                raise ToolError(text[len("error: ") :])
+            return text
 
     async def stored_session(ctx: Context, session_id: str) -> ContextMem:
         """The namespace's parts, once ``session_id`` is known to exist there (it is never created here)."""
@@ -107,18 +114,16 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         ctx: Context,
         k: Annotated[int, Field(ge=1, le=50, description="How many passages to return.")] = 5,
     ) -> str:
-        with tool_errors("memory_search"):
-            return await memory_call(ctx, "memory_search", query=query, k=k)
+        return await memory_call(ctx, "memory_search", query=query, k=k)
 
     @server.tool(structured_output=False, description=_describe("memory_get"))
     async def memory_get(
         path: Annotated[str, Field(description="Relative path, e.g. 'MEMORY.md' or 'memory/2026-03-08.md'.")],
         ctx: Context,
-        from_line: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
-        lines: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 50,
+        from_line: _FirstLine = 1,
+        lines: _LineCount = 50,
     ) -> str:
-        with tool_errors("memory_get"):
-            return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
+        return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
 
     @server.tool(structured_output=False, description=_describe("memory_write"))
     async def memory_write(
@@ -126,18 +131,16 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         ctx: Context,
         target: Literal["core", "daily"] = "daily",
     ) -> str:
-        with tool_errors("memory_write"):
-            return await memory_call(ctx, "memory_write", text=text, target=target)
+        return await memory_call(ctx, "memory_write", text=text, target=target)
 
     @server.tool(structured_output=False, description=_describe("read_file"))
     async def read_archive(
         path: Annotated[str, Field(description="Relative path under dialog/ or tool_results/.")],
         ctx: Context,
-        offset: Annotated[int, Field(ge=1, description="First line to read (1-based).")] = 1,
-        limit: Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")] = 200,
+        offset: _FirstLine = 1,
+        limit: _LineCount = 200,
     ) -> str:
-        with tool_errors("read_archive"):
-            return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
+        return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit, tool="read_archive")
 
     @server.tool(
         structured_output=False,
