@@ -150,6 +150,16 @@ def test_sessions_commands_on_an_explicit_store(tmp_path, capsys):
     assert "alpha" in out and "live" in out
     assert main([*common, "sessions", "show", "alpha"]) == 0
     assert "hello 你好" in capsys.readouterr().out
+    assert main([*common, "sessions", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["session_id"] == "alpha" and listed["live_count"] == 2 and listed["archived_count"] == 0
+    assert main([*common, "sessions", "show", "alpha", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["session_id"] == "alpha" and shown["summary"] is None and shown["live_count"] == 2
+    assert [(m["role"], m["content"]) for m in shown["messages"]] == [
+        ("user", "hello 你好"),
+        ("assistant", "hi there"),
+    ]
     out_file = tmp_path / "alpha.jsonl"
     assert main([*common, "sessions", "export", "alpha", "-o", str(out_file)]) == 0
     rows = [json.loads(line) for line in out_file.read_text().splitlines()]
@@ -167,7 +177,11 @@ def test_config_set_validates_and_persists(tmp_path, capsys):
     ws = ["--workspace", str(tmp_path)]
     assert main([*ws, "config", "set", "agent_max_steps", "7"]) == 0
     assert json.loads((tmp_path / "config.json").read_text()) == {"agent_max_steps": 7}
-    capsys.readouterr()
+    assert capsys.readouterr().out == f"agent_max_steps = 7 (saved to {tmp_path / 'config.json'})\n"
+    assert main([*ws, "config", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["agent_max_steps"] == {"value": 7, "source": f"file:{tmp_path / 'config.json'}"}
+    assert listed["namespace"] == {"value": "default", "source": "default"}
     assert main([*ws, "config", "get", "agent_max_steps"]) == 0
     assert capsys.readouterr().out.strip() == "7"
     assert main([*ws, "config"]) == 0
@@ -212,3 +226,12 @@ def test_bad_input_is_one_line_with_the_fix(tmp_path):
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "tool" in proc.stderr and "Fix" in proc.stderr
+
+
+def test_version(capsys):
+    from contextmem import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"contextmem {__version__}"

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from contextmem.agent import Agent
 from contextmem.cli.chat import Chat
 from contextmem.cli.commands import ChatCommands
@@ -39,7 +41,7 @@ def feeder(lines: list[str], screen: io.StringIO) -> Any:
 
 
 async def run_chat(
-    tmp_path: Path, lines: list[str], model: ScriptedLLM, **settings: Any
+    tmp_path: Path, lines: list[str], model: ScriptedLLM, expect_code: int = 0, **settings: Any
 ) -> tuple[str, Agent]:
     base: dict[str, Any] = {"workspace": tmp_path, "context_window": 6000, "max_tokens": 500}
     runtime = await ContextMem.open(
@@ -53,7 +55,7 @@ async def run_chat(
     commands = ChatCommands(runtime, agent, tmp_path / "config.json")
     code = await Chat(runtime, agent, commands, read=feeder(lines, out), out=out).run()
     await runtime.close()
-    assert code == 0
+    assert code == expect_code
     return out.getvalue(), agent
 
 
@@ -96,7 +98,7 @@ async def test_the_commands_show_their_effects(tmp_path):
         "/exit",
     ]
     model = ScriptedLLM(default="Understood.")
-    screen, agent = await run_chat(tmp_path, lines, model)
+    screen, agent = await run_chat(tmp_path, lines, model, expect_code=1)  # the bad /config value failed
     # /context: the gauge and the regions
     assert "context ▕" in screen and "output reserve" in screen and "free" in screen
     assert "messages: 8 (assistant 4, user 4)" in screen
@@ -153,21 +155,23 @@ SCRIPTED_CHAT = ["--model", "scripted", "--embedder", "hash", "chat"]
 
 
 def test_chat_command_end_to_end_without_a_model_call(tmp_path):
-    """``contextmem chat`` wiring: onboarding, a command and exit through stdin (no model call made)."""
+    """``contextmem chat`` wiring: a command and exit through piped stdin (no model call made).
+
+    Piped input is the conversation: the first-launch questions are asked only on a terminal."""
     import subprocess
     import sys
 
     proc = subprocess.run(
         [sys.executable, "-m", "contextmem.cli.main", "--workspace", str(tmp_path), *SCRIPTED_CHAT],
-        input="Ana\n\n\n/context\n/exit\n",
+        input="/context\n/exit\n",
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "First launch" in proc.stdout and "context ▕" in proc.stdout
-    assert "Ana" in (tmp_path / "user.md").read_text()
+    assert "First launch" not in proc.stdout and "context ▕" in proc.stdout
+    assert not (tmp_path / "user.md").exists()
     assert main(["--workspace", str(tmp_path), "sessions", "list"]) == 0
 
 
@@ -208,3 +212,108 @@ def test_chat_with_an_openai_compatible_endpoint_calls_tools(tmp_path):
     )
     sent = requests[1].body["messages"]
     assert any(m["role"] == "tool" and "kestrel" in m["content"] for m in sent)
+
+
+def test_first_launch_questions_on_a_terminal(tmp_path):
+    """On a terminal (stdin and stdout a TTY) ``chat`` asks the first-launch questions and saves them."""
+    import sys
+
+    pexpect = pytest.importorskip("pexpect")
+    argv = ["-m", "contextmem.cli.main", "--workspace", str(tmp_path), *SCRIPTED_CHAT]
+    child = pexpect.spawn(sys.executable, argv, encoding="utf-8", timeout=120)
+    child.expect("What should I call you")
+    child.sendline("Dana")
+    child.sendline("")
+    child.sendline("")
+    child.expect("Saved to")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Dana" in (tmp_path / "user.md").read_text()
+
+
+def _ask_argv(tmp_path: Path, base_url: str) -> list[str]:
+    return [
+        "--workspace",
+        str(tmp_path),
+        "--embedder",
+        "hash",
+        "--model",
+        "openai:gpt-test",
+        "--base-url",
+        base_url,
+    ]
+
+
+def _users(request: Any) -> list[str]:
+    return [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+
+
+def test_ask_prints_the_reply_only_on_the_chat_session(tmp_path, capsys, monkeypatch):
+    """``ask``: one turn on the chat agent; the question from the argument, ``-``/piped stdin, ``chat -p``."""
+    import io
+    import sys
+
+    from .servers import FakeOpenAIServer, ServerReply
+
+    (tmp_path / "user.md").write_text("- Name: Ana\n")
+    replies = [ServerReply("Four."), ServerReply("Eight."), ServerReply("Nine."), ServerReply("Ten.")]
+    with FakeOpenAIServer(replies) as server:
+        argv = _ask_argv(tmp_path, server.base_url)
+        assert main([*argv, "ask", "What is 2+2?"]) == 0
+        assert capsys.readouterr().out == "Four.\n"
+        monkeypatch.setattr(sys, "stdin", io.StringIO("And 4+4?\n"))
+        assert main([*argv, "ask", "-"]) == 0  # stdin, same session: the first turn is restored
+        assert capsys.readouterr().out == "Eight.\n"
+        monkeypatch.setattr(sys, "stdin", io.StringIO("And 4+5?"))
+        assert main([*argv, "ask", "--session", "solo"]) == 0  # no argument, piped stdin
+        assert capsys.readouterr().out == "Nine.\n"
+        assert main([*argv, "chat", "--session", "other", "-p", "And 5+5?"]) == 0
+        assert capsys.readouterr().out == "Ten.\n"
+        requests = list(server.requests)
+    assert _users(requests[0]) == ["What is 2+2?"]
+    assert _users(requests[1]) == ["What is 2+2?", "And 4+4?"]
+    assert _users(requests[2]) == ["And 4+5?"]
+    assert _users(requests[3]) == ["And 5+5?"]
+    assert "Ana" in requests[0].body["messages"][0]["content"]
+
+
+def test_ask_exits_1_when_the_model_fails_or_says_nothing(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from .servers import FakeOpenAIServer, ServerReply, openai_error
+
+    with FakeOpenAIServer([openai_error(400, "bad request"), ServerReply("")]) as server:
+        argv = _ask_argv(tmp_path, server.base_url)
+        assert main([*argv, "ask", "hi"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and "model call failed" in captured.err and "bad request" in captured.err
+        assert main([*argv, "ask", "hi again"]) == 1
+        assert "empty reply" in capsys.readouterr().err
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    assert main([*argv, "ask"]) == 2  # no question and nothing piped: a usage error, no model call
+    assert "Fix" in capsys.readouterr().err
+
+
+def test_piped_chat_never_onboards_and_exits_1_after_an_error(tmp_path, capsys, monkeypatch):
+    """The field report: piped lines became user.md answers, and a failed turn still exited 0."""
+    import io
+    import sys
+
+    from .servers import FakeOpenAIServer, ServerReply, openai_error
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi, my name is Dana\nand again\n/exit\n"))
+    with FakeOpenAIServer([ServerReply("Hello Dana."), openai_error(400, "bad request")]) as server:
+        code = main([*_ask_argv(tmp_path, server.base_url), "chat"])
+        requests = list(server.requests)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "First launch" not in out and "Hello Dana." in out and "error:" in out
+    assert not (tmp_path / "user.md").exists()
+    assert _users(requests[0]) == ["hi, my name is Dana"]

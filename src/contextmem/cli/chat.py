@@ -51,7 +51,11 @@ def enable_history(workspace_dir: Path) -> Callable[[], None]:
 
 
 class Chat:
-    """One chat on one agent. :meth:`run` is the whole REPL; ``read`` and ``out`` are injectable."""
+    """One chat on one agent. :meth:`run` is the whole REPL; ``read`` and ``out`` are injectable.
+
+    ``onboard=False`` skips the first-launch questions (the CLI passes it unless stdin and stdout are a
+    terminal, so piped input is never taken as answers). :meth:`run` returns 1 when a turn or command failed.
+    """
 
     def __init__(
         self,
@@ -62,8 +66,11 @@ class Chat:
         read: ReadLine = input,
         out: TextIO,
         color: bool = False,
+        onboard: bool = True,
     ) -> None:
         self.runtime = runtime
+        self.onboarding = onboard
+        self.failed = False
         self.agent = agent
         self.commands = commands
         self.read = read
@@ -113,7 +120,7 @@ class Chat:
     async def onboard(self) -> None:
         """First launch (M1): ask the key facts and save them to user.md."""
         workspace = self.runtime.workspace
-        if not needs_onboarding(workspace):
+        if not self.onboarding or not needs_onboarding(workspace):
             return
         self.say("First launch: a few questions so I remember you across sessions (Enter skips).")
         answers: dict[str, str] = {}
@@ -173,9 +180,10 @@ class Chat:
                 else:
                     await self.turn(text)
             except ContextmemError as exc:
+                self.failed = True
                 self.say(f"\nerror: {exc}")
         self.say("saving…")
         await self.agent.engine.wait_idle()
         await self.runtime.flush()
         self.show_notices()
-        return 0
+        return 1 if self.failed or self.commands.failed else 0

@@ -42,6 +42,7 @@ class ChatCommands:
         self.agent = agent
         self.config_file = config_file
         self.color = color
+        self.failed = False  # a command raised: the chat's exit code says so
         self._table: dict[str, Callable[[str], Awaitable[str]]] = {
             "context": self.context,
             "compact": self.compact,
@@ -58,6 +59,7 @@ class ChatCommands:
         try:
             return await command(arg.strip())
         except ContextmemError as exc:
+            self.failed = True
             return f"error: {exc}"
 
     async def context(self, arg: str) -> str:

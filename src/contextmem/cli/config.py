@@ -48,3 +48,9 @@ def setting_rows(settings: Settings) -> list[tuple[str, str, str]]:
     """(key, value, source) for every setting."""
     values = settings.model_dump(mode="json")
     return [(key, repr(values[key]), source) for key, source in settings.sources.items()]
+
+
+def setting_values(settings: Settings) -> dict[str, dict[str, Any]]:
+    """``{key: {"value", "source"}}`` for every setting: ``config list --json``."""
+    values = settings.model_dump(mode="json")
+    return {key: {"value": values[key], "source": source} for key, source in settings.sources.items()}

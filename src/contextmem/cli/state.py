@@ -17,7 +17,7 @@ from ..safefs import write_atomic_path
 from ..settings import Settings
 from ..store.base import SessionStore
 from ..store.open import open_store
-from .config import config_path, save_setting, setting_rows
+from .config import config_path, save_setting, setting_rows, setting_values
 from .render import ProgressBar, hits_table, table
 
 if TYPE_CHECKING:
@@ -79,6 +79,10 @@ async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:
         infos = await store.list_sessions(settings.namespace)
     finally:
         await store.close()
+    if args.json:
+        keys = ("session_id", "live_count", "archived_count", "created_at", "updated_at")
+        print(json.dumps([{k: getattr(i, k) for k in keys} for i in infos], ensure_ascii=False))
+        return 0
     rows = [
         (i.session_id, i.live_count, i.archived_count, _when(i.created_at), _when(i.updated_at))
         for i in infos
@@ -103,9 +107,20 @@ async def sessions_show(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         await store.close()
     summary = summary_from_json(state.summary)
+    live = state.live[-args.last :] if args.last else state.live
+    if args.json:
+        document = {
+            "session_id": args.session,
+            "live_count": len(state.live),
+            "archived_count": len(archived),
+            "summary": {"source": summary.source, "text": summary.render()} if summary else None,
+            "messages": [{"seq": m.seq, **to_openai(m.message)} for m in live],
+        }
+        print(json.dumps(document, ensure_ascii=False))
+        return 0
     print(f"session {args.session}: {len(state.live)} live, {len(archived)} archived messages")
     print(f"summary ({summary.source}):\n{summary.render()}" if summary else "summary: none")
-    for stored in state.live[-args.last :] if args.last else state.live:
+    for stored in live:
         text = json.dumps(to_openai(stored.message), ensure_ascii=False)
         print(f"{stored.seq:>5} {text[:200]}")
     return 0
@@ -155,7 +170,10 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(settings.model_dump(mode="json")[_known(settings, args.key)], ensure_ascii=False))
     elif args.action == "set":
         updated = save_setting(path, args.key, args.value)
-        print(f"{args.key} = {updated.model_dump(mode='json')[args.key]!r} (saved to {path})")
+        value = json.dumps(updated.model_dump(mode="json")[args.key], ensure_ascii=False)
+        print(f"{args.key} = {value} (saved to {path})")
+    elif args.json:
+        print(json.dumps(setting_values(settings), ensure_ascii=False))
     else:
         print(table(setting_rows(settings), ("key", "value", "source")))
     return 0
