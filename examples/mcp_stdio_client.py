@@ -6,7 +6,6 @@ python examples/mcp_stdio_client.py
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -29,7 +28,7 @@ async def main() -> None:
             )
             print("memory_write:", saved.content[0].text)
             found = await client.call_tool("memory_search", {"query": "when is the launch?"})
-            hit = json.loads(found.content[0].text)[0]
+            hit = (found.structured_content or {})["hits"][0]  # the same hits as JSON text in found.content
             print(
                 f"memory_search: {hit['path']} lines {hit['start_line']}-{hit['end_line']}: {hit['snippet']}"
             )

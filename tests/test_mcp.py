@@ -20,14 +20,24 @@ httpx = pytest.importorskip("httpx")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
+import contextmem  # noqa: E402
 from contextmem.engine import ContextEngine  # noqa: E402
 from contextmem.errors import ConfigError  # noqa: E402
-from contextmem.mcp.server import check_host  # noqa: E402
-from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage  # noqa: E402
+from contextmem.mcp.namespaces import Namespaces  # noqa: E402
+from contextmem.mcp.server import build_server, check_host, startup_line  # noqa: E402
+from contextmem.messages import (  # noqa: E402
+    AssistantMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    assistant,
+    user,
+)
 from contextmem.settings import Settings  # noqa: E402
 from contextmem.store.open import open_store  # noqa: E402
+from contextmem.testing import HashEmbedder, MemoryStore  # noqa: E402
 
-TOOLS = {"memory_search", "memory_get", "memory_write", "read_archive", "context_stats", "compact"}
+TOOLS = {"memory_search", "memory_get", "memory_write", "read_file", "context_stats", "compact"}
 BOB_SECRET = "bob's vault code is 4711 (zebra-quartz)"
 
 
@@ -89,7 +99,7 @@ async def _exercise_every_tool(client: Client, *, session_id: str) -> None:
     assert after["messages"] == before["messages"] - compacted["compacted"]
 
     archive = f"dialog/{date.today().isoformat()}.jsonl"
-    read = await client.call_tool("read_archive", {"path": archive, "offset": 1, "limit": 2})
+    read = await client.call_tool("read_file", {"path": archive, "offset": 1, "limit": 2})
     assert not read.is_error and "TKT-000" in _text(read) and f"[{archive} lines 1-2 of" in _text(read)
 
 
@@ -99,8 +109,9 @@ async def _assert_confined(client: Client) -> None:
         ("memory_get", "../bob/MEMORY.md"),
         ("memory_get", "/etc/passwd"),
         ("memory_get", "dialog/x.jsonl"),  # memory_get reads memory files only
-        ("read_archive", "../../namespaces/bob/MEMORY.md"),
-        ("read_archive", "MEMORY.md"),  # read_archive reads dialog/ and tool_results/ only
+        ("read_file", "../../namespaces/bob/MEMORY.md"),
+        ("read_file", "MEMORY.md"),  # read_file reads dialog/ and tool_results/ only
+        ("read_archive", "MEMORY.md"),  # the deprecated alias: the same tool
     ]:
         result = await client.call_tool(tool, {"path": path})
         assert result.is_error, (tool, path, _text(result))
@@ -135,25 +146,55 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def http_server(workspace: Path) -> Iterator[str]:
+def http_server_started(
+    workspace: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """The server's base URL, and the first line it wrote to stderr once listening."""
     port = _free_port()
     args = ["--transport", "http", "--port", str(port), "--embedder", "hash", "--no-llm"]
     args += ["--namespace", "alice", "--namespace", "bob"]
-    proc = subprocess.Popen([sys.executable, "-m", "contextmem.mcp", *args], env=_env(workspace))
+    stderr = tmp_path_factory.mktemp("server") / "stderr.txt"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "contextmem.mcp", *args], env=_env(workspace), stderr=err
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                if stderr.read_text(encoding="utf-8").endswith("\n"):  # the startup line is written
+                    break
             except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the MCP HTTP server did not start") from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the MCP HTTP server did not start: {stderr.read_text(encoding='utf-8')}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", stderr.read_text(encoding="utf-8").splitlines()[0]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def http_server(http_server_started: tuple[str, str]) -> str:
+    return http_server_started[0]
+
+
+def test_http_startup_prints_the_urls_and_version_to_stderr(http_server_started: tuple[str, str]) -> None:
+    base, line = http_server_started
+    assert line == (
+        f"contextmem mcp {contextmem.__version__}: serving {base}/mcp (namespace 'alice'), {base}/ns/bob/mcp"
+    )
+
+
+def test_startup_line_names_every_served_endpoint(tmp_path: Path) -> None:
+    namespaces = _namespaces(tmp_path, allowed=("alice", "*"))
+    line = startup_line(namespaces, host="::1", port=9)
+    assert line == (
+        f"contextmem mcp {contextmem.__version__}: serving http://[::1]:9/mcp (namespace 'alice'), "
+        "http://[::1]:9/ns/<name>/mcp (any namespace)"
+    )
 
 
 async def test_http_client_lists_and_calls_every_tool(workspace: Path, http_server: str) -> None:
@@ -216,3 +257,141 @@ def test_http_binds_loopback_unless_told_otherwise() -> None:
     with pytest.raises(ConfigError, match="not a loopback address"):
         check_host("0.0.0.0", allow_remote=False)
     assert check_host("0.0.0.0", allow_remote=True) == "0.0.0.0"
+
+
+# --- In process: the SDK's client on the server object (no subprocess, no socket) ----------------------
+
+
+def _namespaces(tmp_path: Path, *, store: Any = None, allowed: tuple[str, ...] = ()) -> Namespaces:
+    return Namespaces(
+        Settings(workspace=tmp_path, namespace="alice", context_window=2000, max_tokens=300),
+        store=store if store is not None else MemoryStore(),
+        llm=None,
+        embedder=HashEmbedder(64),
+        allowed=allowed,
+    )
+
+
+async def _stored(tmp_path: Path) -> Namespaces:
+    store = MemoryStore()
+    turns = [
+        m for i in range(12) for m in (user(f"turn {i}: ticket TKT-{i:03d}"), assistant(f"TKT-{i:03d} ok"))
+    ]
+    await store.append("alice", "s1", turns)
+    return _namespaces(tmp_path, store=store)
+
+
+async def test_server_info_carries_the_package_version(tmp_path: Path) -> None:
+    namespaces = _namespaces(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            assert client.server_info is not None
+            assert client.server_info.name == "contextmem"
+            assert client.server_info.version == contextmem.__version__ != ""
+    finally:
+        await namespaces.close()
+
+
+async def test_tools_carry_annotations_and_output_schemas(tmp_path: Path) -> None:
+    namespaces = _namespaces(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+    finally:
+        await namespaces.close()
+    assert set(tools) == TOOLS  # the deprecated alias read_archive is not listed
+    for name in ("memory_search", "memory_get", "read_file", "context_stats"):
+        hints = tools[name].annotations
+        assert hints is not None and hints.read_only_hint is True and hints.open_world_hint is False, name
+    write, compact = tools["memory_write"].annotations, tools["compact"].annotations
+    assert write is not None and write.read_only_hint is False
+    assert write.destructive_hint is False and write.idempotent_hint is False  # appends; a repeat adds again
+    assert compact is not None and compact.read_only_hint is False
+    assert compact.destructive_hint is True and compact.idempotent_hint is False  # rewrites the live context
+    schemas = {name: tool.output_schema for name, tool in tools.items()}
+    assert schemas["memory_search"] and schemas["memory_search"]["required"] == ["hits"]
+    assert schemas["context_stats"] and {"messages", "archived", "estimate"} <= set(
+        schemas["context_stats"]["required"]
+    )
+    assert schemas["compact"] and set(schemas["compact"]["required"]) == {"compacted", "summary"}
+    assert all(schemas[name] is None for name in ("memory_get", "memory_write", "read_file"))  # plain text
+
+
+async def test_json_tools_return_structured_content_and_the_same_text(tmp_path: Path) -> None:
+    namespaces = await _stored(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            await client.call_tool("memory_write", {"text": "Alice prefers green tea.", "target": "core"})
+            found = await client.call_tool("memory_search", {"query": "green tea", "k": 2})
+            assert not found.is_error and found.structured_content is not None
+            assert found.structured_content["hits"] == json.loads(_text(found))
+            assert found.structured_content["hits"][0]["path"] == "MEMORY.md"
+            for tool in ("context_stats", "compact"):
+                result = await client.call_tool(tool, {"session_id": "s1"})
+                assert not result.is_error and result.structured_content == json.loads(_text(result)), tool
+            stats = await client.call_tool("context_stats", {"session_id": "s1"})
+            assert stats.structured_content is not None and stats.structured_content["archived"] > 0
+    finally:
+        await namespaces.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        (
+            "memory_get",
+            {"path": "MEMORY.md", "lines": 401},
+            "argument 'lines' of memory_get is 401, outside 1..400",
+        ),
+        ("memory_get", {"path": 12345}, "argument 'path' of memory_get must be a string, not int"),
+        ("memory_get", {}, "memory_get needs the argument 'path'"),
+        ("memory_search", {"query": "x", "k": "many"}, "argument 'k' of memory_search must be an integer"),
+        (
+            "memory_write",
+            {"text": "x", "target": "forever"},
+            "argument 'target' of memory_write is 'forever'",
+        ),
+        ("read_file", {"path": "dialog/x.jsonl", "offset": 0}, "argument 'offset' of read_file is 0"),
+        ("read_archive", {"path": "dialog/x.jsonl", "offset": 0}, "argument 'offset' of read_file is 0"),
+        ("context_stats", {}, "context_stats needs the argument 'session_id'"),
+        (
+            "memory_search",
+            {"query": "x", "k": True},
+            "argument 'k' of memory_search must be an integer, not bool",
+        ),
+        ("context_stats", {}, "Fix: call context_stats(session_id (string, non-empty, required))"),
+        ("context_stats", {"session_id": ""}, "argument 'session_id' of context_stats: string should have"),
+        (
+            "compact",
+            {"session_id": 7},
+            "argument 'session_id' of compact: input should be a valid string, not int",
+        ),
+    ],
+)
+async def test_bad_arguments_are_one_line_errors_naming_the_argument_and_the_fix(
+    tmp_path: Path, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    namespaces = _namespaces(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            result = await client.call_tool(tool, arguments)
+    finally:
+        await namespaces.close()
+    text = _text(result)
+    assert result.is_error and len(text.splitlines()) == 1, text
+    assert expected in text and "Fix: call " in text, text
+    assert "validation error" not in text and "pydantic" not in text, text
+
+
+async def test_read_archive_is_a_deprecated_alias_of_read_file(tmp_path: Path) -> None:
+    namespaces = _namespaces(tmp_path)
+    archive = tmp_path / "namespaces" / "alice" / "tool_results"
+    archive.mkdir(parents=True)
+    (archive / "r1.txt").write_text("first\nsecond\n", encoding="utf-8")
+    try:
+        async with Client(build_server(namespaces)) as client:
+            new = await client.call_tool("read_file", {"path": "tool_results/r1.txt"})
+            old = await client.call_tool("read_archive", {"path": "tool_results/r1.txt"})
+    finally:
+        await namespaces.close()
+    assert not new.is_error and "second" in _text(new) and _text(old) == _text(new)

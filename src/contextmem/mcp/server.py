@@ -1,11 +1,18 @@
 """``contextmem mcp``: the memory tools and session controls over MCP (SPEC A4), with the official SDK.
 
-Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_archive`` (the agent's memory tools —
-same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same workspace
-confinement), plus ``context_stats`` and ``compact`` on a stored session. Each tool is a few lines that
-call one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error
-(``isError``) with a one-line message — contextmem's own errors with their text and Fix, anything else as
+Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_file`` (the agent's memory tools, under
+the same names — same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same
+workspace confinement), plus ``context_stats`` and ``compact`` on a stored session. ``read_archive`` (the
+old MCP name of ``read_file``) is still accepted but no longer listed. Each tool is a few lines that call
+one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error (``isError``)
+with a one-line message — contextmem's own errors with their text and Fix, anything else as
 ``internal error: <Type>: <message>`` (logged here with its traceback) — never a traceback to the client.
+Arguments the SDK's validation refuses come back the same way, as MemoryTools words them
+(:func:`argument_error`), not as pydantic's multi-line report.
+
+Every tool carries annotations (read-only, destructive, idempotent hints); ``memory_search``,
+``context_stats`` and ``compact`` also return structured content under an output schema, next to the same
+JSON as text.
 
 The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces`), never an argument.
 """
@@ -15,26 +22,39 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
-from typing import Annotated, Any, Literal
+from dataclasses import asdict, fields
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError, create_model
 
-from ..errors import ConfigError, ContextmemError, MissingExtraError
+from .. import __version__
+from ..engine.types import CompactResult, ContextStats
+from ..errors import ConfigError, ContextmemError, MissingExtraError, ToolArgumentError
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("mcp", "mcp") from exc
 
-from ..memory.tools import MAX_READ_LINES, TOOL_SCHEMAS
+from ..memory.tools import MAX_READ_LINES, MAX_SEARCH_RESULTS, TOOL_SCHEMAS, check_arguments
 from ..runtime import ContextMem
-from .namespaces import NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
+from .namespaces import ANY_NAMESPACE, NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
 
-__all__ = ["build_server", "http_app", "serve_http", "serve_stdio", "tool_errors"]
+__all__ = [
+    "DEPRECATED_ALIASES",
+    "argument_error",
+    "build_server",
+    "http_app",
+    "serve_http",
+    "serve_stdio",
+    "startup_line",
+    "tool_errors",
+]
 
 logger = logging.getLogger("contextmem.mcp")
 MAX_ERROR_CHARS = 1000
@@ -43,7 +63,7 @@ INSTRUCTIONS = (
     "Long-term memory and context control of contextmem. Search memory before answering questions about "
     "past work; read around a hit with memory_get; save lasting facts with memory_write. Archived "
     "conversations (dialog/*.jsonl) and offloaded tool results (tool_results/*.txt) are read with "
-    "read_archive. context_stats and compact act on a stored session of this namespace."
+    "read_file. context_stats and compact act on a stored session of this namespace."
 )
 
 
@@ -66,9 +86,114 @@ def tool_errors(tool: str) -> Iterator[None]:
         raise ToolError(_one_line(f"internal error: {type(exc).__name__}: {exc}")) from exc
 
 
-# The line range of a read, as memory_get and read_archive take it.
-_FirstLine = Annotated[int, Field(ge=1, description="First line to read (1-based).")]
-_LineCount = Annotated[int, Field(ge=1, le=MAX_READ_LINES, description="How many lines.")]
+DEPRECATED_ALIASES = {"read_archive": "read_file"}
+"""Old MCP tool names still accepted (not listed): alias -> the tool's one name."""
+
+# What the tools may do, for clients deciding what to confirm (all hints; nothing here reaches outside the
+# namespace's workspace and store, hence openWorldHint=False).
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+APPEND = ToolAnnotations(  # memory_write appends a note: nothing is overwritten, a repeat adds it again
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+REWRITE = ToolAnnotations(  # compact replaces the older live messages by a summary (archived first)
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+
+
+class SearchHit(BaseModel):
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+
+
+class SearchResults(BaseModel):
+    """Structured output of memory_search (the text content is the bare JSON list of hits)."""
+
+    hits: list[SearchHit]
+
+
+def _output_model(cls: type[Any], doc: str) -> type[BaseModel]:
+    """A pydantic model with the fields of dataclass ``cls`` (the SDK cannot read ``slots`` dataclasses)."""
+    hints = get_type_hints(cls)
+    definitions: dict[str, Any] = {f.name: (hints[f.name], ...) for f in fields(cls)}
+    return create_model(cls.__name__, __doc__=doc, **definitions)
+
+
+ContextStatsOutput = _output_model(ContextStats, "Structured output of context_stats.")
+CompactResultOutput = _output_model(CompactResult, "Structured output of compact.")
+
+
+def _json_result(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def _usage(tool: str, schema: Mapping[str, Any]) -> str:
+    """``tool(arg (type, required); ...)`` from a JSON schema the SDK derived."""
+    required = set(schema.get("required", ()))
+    parts = []
+    for arg, spec in schema.get("properties", {}).items():
+        kinds = [s.get("type") for s in spec.get("anyOf", [spec]) if s.get("type") not in (None, "null")]
+        bits = [str(kinds[0]) if kinds else "any"]
+        if "enum" in spec:
+            bits = ["one of " + ", ".join(map(repr, spec["enum"]))]
+        if "minimum" in spec and "maximum" in spec:
+            bits.append(f"{spec['minimum']}-{spec['maximum']}")
+        elif "minimum" in spec:
+            bits.append(f">= {spec['minimum']}")
+        if spec.get("minLength") == 1:
+            bits.append("non-empty")
+        if arg in required:
+            bits.append("required")
+        parts.append(f"{arg} ({', '.join(bits)})")
+    return f"{tool}({'; '.join(parts)})"
+
+
+def argument_error(tool: str, arguments: Any, error: ValidationError, schema: Mapping[str, Any]) -> str:
+    """One line naming the argument the SDK refused and the Fix, worded as MemoryTools words it.
+
+    The memory tools are checked again by :func:`~contextmem.memory.tools.check_arguments` (the agent's
+    own message); the session tools get the same shape from the first of pydantic's errors.
+    """
+    library_name = DEPRECATED_ALIASES.get(tool, tool)
+    if library_name in TOOL_SCHEMAS:
+        try:
+            check_arguments(library_name, arguments)
+        except ToolArgumentError as exc:
+            return _one_line(str(exc))
+    fix = f"Fix: call {_usage(tool, schema)}"
+    first = error.errors()[0]
+    arg = ".".join(str(part) for part in first["loc"]) or "?"
+    if first["type"] == "missing":
+        return _one_line(f"{tool} needs the argument {arg!r}. {fix}")
+    got = f", not {type(first.get('input')).__name__}" if str(first["type"]).endswith("_type") else ""
+    return _one_line(f"argument {arg!r} of {tool}: {first['msg'].lower()}{got}. {fix}")
+
+
+class _Server(MCPServer):
+    """The SDK's server, with friendly argument errors and deprecated aliases callable but unlisted."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            schema = tool.parameters if tool is not None else {}
+            message = argument_error(name, arguments, cause, schema)
+            raise ToolError(f"Error executing tool {name}: {message}") from cause
+
+    async def list_tools(self) -> Any:
+        return [t for t in await super().list_tools() if t.name not in DEPRECATED_ALIASES]
+
+
+# The line range of a read, as memory_get and read_file take it.
+# Integers are strict, as MemoryTools checks them: JSON integers only, not true/false or "5".
+_FirstLine = Annotated[int, Field(ge=1, strict=True, description="First line to read (1-based).")]
+_LineCount = Annotated[int, Field(ge=1, le=MAX_READ_LINES, strict=True, description="How many lines.")]
 
 
 def _describe(tool: str) -> str:
@@ -77,7 +202,9 @@ def _describe(tool: str) -> str:
 
 def build_server(namespaces: Namespaces) -> MCPServer:
     """An MCP server whose tools act on the calling connection's namespace."""
-    server: MCPServer = MCPServer("contextmem", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = _Server(
+        "contextmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
 
     def namespace_of(ctx: Context) -> str:
         request = ctx.request_context.request
@@ -88,9 +215,9 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             raise ToolError("this endpoint has no namespace. Fix: serve the app from contextmem.mcp.http_app")
         return str(namespace)
 
-    async def memory_call(ctx: Context, name: str, *, tool: str | None = None, **arguments: Any) -> str:
-        """Memory tool ``name`` in the caller's namespace, inside :func:`tool_errors` (as MCP ``tool``)."""
-        with tool_errors(tool or name):
+    async def memory_call(ctx: Context, name: str, **arguments: Any) -> str:
+        """Memory tool ``name`` in the caller's namespace, inside :func:`tool_errors`."""
+        with tool_errors(name):
             runtime = await namespaces.get(namespace_of(ctx))
             text = await runtime.tools.acall(name, arguments)
             if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
@@ -108,15 +235,18 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             )
         return runtime
 
-    @server.tool(structured_output=False, description=_describe("memory_search"))
+    @server.tool(annotations=READ_ONLY, description=_describe("memory_search"))
     async def memory_search(
         query: Annotated[str, Field(description="What to look for, in any language.")],
         ctx: Context,
-        k: Annotated[int, Field(ge=1, le=50, description="How many passages to return.")] = 5,
-    ) -> str:
-        return await memory_call(ctx, "memory_search", query=query, k=k)
+        k: Annotated[
+            int, Field(ge=1, le=MAX_SEARCH_RESULTS, strict=True, description="How many passages to return.")
+        ] = 5,
+    ) -> Annotated[CallToolResult, SearchResults]:
+        text = await memory_call(ctx, "memory_search", query=query, k=k)
+        return _json_result(text, {"hits": json.loads(text)})
 
-    @server.tool(structured_output=False, description=_describe("memory_get"))
+    @server.tool(structured_output=False, annotations=READ_ONLY, description=_describe("memory_get"))
     async def memory_get(
         path: Annotated[str, Field(description="Relative path, e.g. 'MEMORY.md' or 'memory/2026-03-08.md'.")],
         ctx: Context,
@@ -125,7 +255,7 @@ def build_server(namespaces: Namespaces) -> MCPServer:
     ) -> str:
         return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
 
-    @server.tool(structured_output=False, description=_describe("memory_write"))
+    @server.tool(structured_output=False, annotations=APPEND, description=_describe("memory_write"))
     async def memory_write(
         text: Annotated[str, Field(description="The fact or note, self-contained.")],
         ctx: Context,
@@ -133,36 +263,48 @@ def build_server(namespaces: Namespaces) -> MCPServer:
     ) -> str:
         return await memory_call(ctx, "memory_write", text=text, target=target)
 
-    @server.tool(structured_output=False, description=_describe("read_file"))
-    async def read_archive(
+    async def read_file(
         path: Annotated[str, Field(description="Relative path under dialog/ or tool_results/.")],
         ctx: Context,
         offset: _FirstLine = 1,
         limit: _LineCount = 200,
     ) -> str:
-        return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit, tool="read_archive")
+        return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
+
+    server.add_tool(
+        read_file, structured_output=False, annotations=READ_ONLY, description=_describe("read_file")
+    )
+    for alias, name in DEPRECATED_ALIASES.items():  # callable, not listed (see _Server.list_tools)
+        server.add_tool(
+            read_file,
+            name=alias,
+            structured_output=False,
+            annotations=READ_ONLY,
+            description=f"Deprecated: the old name of {name}. " + _describe(name),
+        )
 
     @server.tool(
-        structured_output=False,
+        annotations=READ_ONLY,
         description="Token use of a stored session: messages, turns, roles, estimate, archived count.",
     )
     async def context_stats(
         session_id: Annotated[str, Field(min_length=1, description="The session to inspect.")], ctx: Context
-    ) -> str:
+    ) -> Annotated[CallToolResult, ContextStatsOutput]:
         with tool_errors("context_stats"):
             runtime = await stored_session(ctx, session_id)
             engine = await runtime.session(session_id)
-            return json.dumps(asdict(engine.stats()), ensure_ascii=False)
+            stats = asdict(engine.stats())
+            return _json_result(json.dumps(stats, ensure_ascii=False), stats)
 
     @server.tool(
-        structured_output=False,
+        annotations=REWRITE,
         description="Summarise the older part of a stored session now (archived first, never lost).",
     )
     async def compact(
         session_id: Annotated[str, Field(min_length=1, description="The session to compact.")],
         ctx: Context,
         instruction: Annotated[str | None, Field(description="What the summary must keep.")] = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, CompactResultOutput]:
         with tool_errors("compact"):
             runtime = await stored_session(ctx, session_id)
             engine = await runtime.session(session_id)
@@ -171,7 +313,8 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             finally:
                 await engine.close()
                 await runtime.flush()
-            return json.dumps(asdict(result), ensure_ascii=False)
+            compacted = asdict(result)
+            return _json_result(json.dumps(compacted, ensure_ascii=False), compacted)
 
     return server
 
@@ -204,15 +347,33 @@ def check_host(host: str, *, allow_remote: bool) -> str:
     return host
 
 
+def startup_line(namespaces: Namespaces, *, host: str, port: int) -> str:
+    """``contextmem mcp <version>: serving http://HOST:PORT/mcp (default namespace 'a'), .../ns/b/mcp``."""
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    urls = [f"{base}/mcp (namespace {namespaces.default!r})"]
+    for name in sorted(namespaces.allowed - {namespaces.default}):
+        urls.append(
+            f"{base}/ns/<name>/mcp (any namespace)" if name == ANY_NAMESPACE else f"{base}/ns/{name}/mcp"
+        )
+    return f"contextmem mcp {__version__}: serving " + ", ".join(urls)
+
+
 async def serve_http(
     namespaces: Namespaces, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False
 ) -> None:
-    """Serve streamable HTTP with uvicorn until stopped."""
+    """Serve streamable HTTP with uvicorn until stopped; once listening, say where on stderr (one line)."""
     import uvicorn
 
     check_host(host, allow_remote=allow_remote)
     config = uvicorn.Config(http_app(namespaces, host=host), host=host, port=port, log_level="warning")
+
+    class _Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # bound and listening (a failed bind exits without the line)
+                print(startup_line(namespaces, host=host, port=port), file=sys.stderr, flush=True)
+
     try:
-        await uvicorn.Server(config).serve()
+        await _Announcing(config).serve()
     finally:
         await namespaces.close()
