@@ -8,6 +8,10 @@ by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
   those whose size or mtime moved (an mtime within the last 2 s is not trusted, so a same-tick edit is
   still caught), compares the content hash, and swaps a changed file's chunks in one transaction: no stale
   hit, no duplicate chunk, also when several processes sync the same namespace at once.
+* **Resumable.** A sync commits in parts of whole files (about :data:`sync.COMMIT_CHUNKS` chunk texts to
+  embed each; a file's chunks and its file row in one transaction), so an interrupted sync (Ctrl-C, a
+  kill) leaves a consistent index holding the parts it committed, and the next sync embeds only the rest.
+  A rebuild (below) is the exception: it swaps the whole namespace in one transaction.
 * **Incremental.** A chunk whose text already has a vector for this embedder in the namespace is not
   embedded again: an edit embeds only the chunks whose text changed, a rename embeds nothing.
 * **One derivation.** The index records, per namespace, the embedder and the keyword scheme (tokenizer,
@@ -39,6 +43,7 @@ test suite (``tests/test_memory_contract.py``) runs against both.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -47,10 +52,67 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from .embedders import Embedder
 from .workspace import Workspace
 
-__all__ = ["IntegrityReport", "MemoryHit", "MemoryIndex", "Progress", "SearchMode", "SyncReport"]
+__all__ = [
+    "IntegrityReport",
+    "MemoryHit",
+    "MemoryIndex",
+    "Progress",
+    "ProgressRate",
+    "RateMeter",
+    "SearchMode",
+    "SyncReport",
+]
 
 SearchMode = Literal["hybrid", "keyword", "vector"]
-Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
+Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed); see RateMeter
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRate:
+    """Where a sync's embedding stands: ``str()`` is e.g. ``"11.2 chunks/s, ETA 6m50s"``."""
+
+    done: int
+    total: int
+    elapsed: float  # seconds since the meter started
+
+    @property
+    def rate(self) -> float | None:
+        """Chunks embedded per second so far (``None`` before the first is done)."""
+        return self.done / self.elapsed if self.done > 0 and self.elapsed > 0 else None
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far (``None`` while unknown)."""
+        rate = self.rate
+        return max(self.total - self.done, 0) / rate if rate else None
+
+    def __str__(self) -> str:
+        rate, eta = self.rate, self.eta
+        if rate is None or eta is None:
+            return ""
+        return f"{rate:.1f} chunks/s, " + ("done" if self.done >= self.total else f"ETA {_duration(eta)}")
+
+
+class RateMeter:
+    """Rate and ETA for a :data:`Progress` callback: ``meter(done, total)`` -> :class:`ProgressRate`.
+
+    The clock starts when the meter is made (make it just before ``sync``); ``Progress`` keeps its
+    ``(done, total)`` signature, a display keeps a meter and shows ``str(meter(done, total))``.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._start = clock()
+
+    def __call__(self, done: int, total: int) -> ProgressRate:
+        return ProgressRate(done, total, self._clock() - self._start)
 
 
 @dataclass(frozen=True, slots=True)

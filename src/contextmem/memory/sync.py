@@ -4,8 +4,10 @@
 :meth:`Workspace.scan_memory_files`) with what an index holds and says what to do: which files were
 added, updated, removed, touched (same content, new mtime) or skipped, whether the namespace must be
 rebuilt (the embedder or keyword scheme changed, or a repair), and which chunks each re-read file now has.
-:func:`embed_missing` embeds the chunk texts the backend has no vector for. A backend then applies the
-plan in one transaction; what it stores is its own business.
+:meth:`SyncPlan.parts` splits a plan into parts of whole files, each with about ``COMMIT_CHUNKS`` chunk
+texts to embed; :func:`embed_missing` embeds the chunk texts the backend has no vector for. A backend then
+applies each part in one transaction (so an interrupted sync keeps the parts already committed); what it
+stores is its own business.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .text import Chunk, content_hash, file_secrets, index_chunks, redact_chunk
 from .workspace import Workspace, daily_date
 
 __all__ = [
+    "COMMIT_CHUNKS",
     "EMBED_BATCH",
     "FileState",
     "IndexState",
@@ -37,6 +40,7 @@ __all__ = [
 ]
 
 EMBED_BATCH = 64
+COMMIT_CHUNKS = 256  # chunk texts to embed per committed part of a sync (a few embedding batches)
 _RACY_NS = 2_000_000_000  # an mtime younger than this is not trusted (a same-tick edit of the same size)
 
 Vector = NDArray[np.float32]
@@ -80,6 +84,37 @@ class SyncPlan:
     def texts(self) -> dict[str, str]:
         """The chunk texts of the plan by hash (each distinct text once)."""
         return {c.hash: c.text for chunks in self.chunks.values() for c in chunks}
+
+    def parts(self, have: Iterable[str], chunks_per_part: int | None = None) -> list[SyncPlan]:
+        """The plan split into parts that can be committed one after another, each consistent alone.
+
+        A part holds whole files (a file's chunks and its file row always travel together) and about
+        ``chunks_per_part`` (default :data:`COMMIT_CHUNKS`) chunk texts not in ``have`` (a text is counted
+        in the first part that needs it; later parts find its vector stored). Touched files go in the
+        first part; removals in the last, so a renamed file's vectors are still stored when its new name
+        is written. A rebuild is never split: it swaps the whole namespace in one transaction.
+        """
+        if self.rebuild:
+            return [self]
+        limit = COMMIT_CHUNKS if chunks_per_part is None else chunks_per_part
+        counted = set(have)
+        parts: list[SyncPlan] = []
+        current = SyncPlan(SyncReport(), False)
+        load = 0
+        current.files.update((rel, st) for rel, st in self.files.items() if rel not in self.chunks)
+        for rel, chunks in self.chunks.items():
+            if load >= limit:
+                parts.append(current)
+                current, load = SyncPlan(SyncReport(), False), 0
+            current.chunks[rel] = chunks
+            current.files[rel] = self.files[rel]
+            for chunk in chunks:
+                if chunk.hash not in counted:
+                    counted.add(chunk.hash)
+                    load += 1
+        current.report.removed = list(self.report.removed)
+        parts.append(current)
+        return parts
 
     def rows(self) -> Iterator[tuple[str, Chunk, date | None]]:
         """``(path, chunk, day)`` of every chunk to insert; ``day`` is set for daily files only."""
