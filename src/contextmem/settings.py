@@ -14,7 +14,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -95,13 +95,15 @@ class Settings(BaseModel):
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 
-    def __init__(self, **data: Any) -> None:
-        """Validate ``data``; a library user constructing settings directly gets the same
-        :class:`ConfigError` (with its Fix) as ``load``, ``parse``, the CLI and the environment."""
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from None
+    if not TYPE_CHECKING:  # type checkers keep pydantic's typed keyword signature
+
+        def __init__(self, **data: Any) -> None:
+            """Validate ``data``; a library user constructing settings directly gets the same
+            :class:`ConfigError` (with its Fix) as ``load``, ``parse``, the CLI and the environment."""
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise ConfigError(_describe(exc)) from None
 
     @field_validator("namespace")
     @classmethod
