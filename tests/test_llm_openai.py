@@ -14,6 +14,7 @@ from contextmem.errors import (
     RateLimitError,
     TransientLLMError,
 )
+from contextmem.formats.openai import from_openai, to_openai
 from contextmem.llm._sdk_errors import retry_after_seconds
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly
@@ -280,3 +281,22 @@ def test_stream_assembly_splits_calls_that_reuse_an_index_and_fills_missing_ids(
         assert assembly.feed(call_chunk(piece)) == []
     calls = assembly.response().message.tool_calls
     assert calls == (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", "{}"), ToolCall("call_2", "h", "{}"))
+
+
+async def test_strict_server_shim_sends_empty_content_beside_tool_calls(server: FakeOpenAIServer) -> None:
+    """llama.cpp's server rejects ``content: null`` beside ``tool_calls`` (the Agents SDK and langchain
+    send it); opted in, the wire copy carries ``""`` and the history keeps its own form."""
+    call = ToolCall("call_1", "get_weather", '{"city": "Oslo"}')
+    from_agents_sdk = from_openai({"role": "assistant", "content": None, "tool_calls": [_wire(call)]})
+    history = [user("weather?"), from_agents_sdk, tool_result("call_1", "sunny")]
+    server.push("ok", "ok")
+    await make_llm(server).complete(history)
+    await make_llm(server, strict_server=True).complete(history)
+    default, strict = (r.body["messages"][1] for r in server.requests)
+    assert default["content"] is None and default["tool_calls"] == [_wire(call)]
+    assert strict["content"] == "" and strict["tool_calls"] == [_wire(call)]
+    assert to_openai(from_agents_sdk)["content"] is None  # the stored message is unchanged
+
+
+def _wire(call: ToolCall) -> dict[str, object]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}

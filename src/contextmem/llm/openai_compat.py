@@ -39,7 +39,10 @@ class OpenAICompatLLM(SDKAdapter):
     """An :class:`~.base.LLM` over ``POST {base_url}/chat/completions``.
 
     ``extra_body`` is merged into every request (e.g. ``{"enable_thinking": False}`` for Qwen);
-    ``max_tokens_param`` is ``"max_completion_tokens"`` for OpenAI reasoning models. Without ``api_key``
+    ``max_tokens_param`` is ``"max_completion_tokens"`` for OpenAI reasoning models. ``strict_server``
+    is an opt-in compatibility shim for servers that reject ``"content": null`` beside ``tool_calls``
+    (llama.cpp's server among them; the Agents SDK and langchain-openai send it): such content is sent
+    as ``""``. History is not changed, only the wire copy. Without ``api_key``
     the key comes from ``OPENAI_API_KEY`` for OpenAI itself; a ``base_url`` server gets a placeholder.
 
     Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`).
@@ -65,8 +68,10 @@ class OpenAICompatLLM(SDKAdapter):
         extra_body: Mapping[str, Any] | None = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         name: str | None = None,
+        strict_server: bool = False,
     ) -> None:
         self.max_tokens_param = max_tokens_param
+        self.strict_server = strict_server
         super().__init__(
             model,
             base_url=base_url,
@@ -78,7 +83,10 @@ class OpenAICompatLLM(SDKAdapter):
         )
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages_to_openai(call.messages)}
+        messages = messages_to_openai(call.messages)
+        if self.strict_server:
+            messages = [_no_null_beside_tool_calls(m) for m in messages]
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
         if call.tools:
             body["tools"] = [t.to_openai() for t in call.tools]
         if call.max_tokens is not None:
@@ -100,6 +108,13 @@ class OpenAICompatLLM(SDKAdapter):
 
     def _assembly(self) -> _Assembly:
         return _Assembly()
+
+
+def _no_null_beside_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with ``"content": ""`` where it had ``null`` (or none) beside tool calls."""
+    if message.get("tool_calls") and message.get("content") is None:
+        return {**message, "content": ""}
+    return message
 
 
 # --- reading responses --------------------------------------------------------------------------
