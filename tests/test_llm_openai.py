@@ -11,6 +11,7 @@ from contextmem.errors import (
     BadRequestError,
     ConfigError,
     ContextOverflowError,
+    IncompleteReplyError,
     RateLimitError,
     TransientLLMError,
 )
@@ -279,6 +280,7 @@ def test_stream_assembly_splits_calls_that_reuse_an_index_and_fills_missing_ids(
         {"index": 5, "function": {"name": "h"}},
     ):
         assert assembly.feed(call_chunk(piece)) == []
+    assembly.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
     calls = assembly.response().message.tool_calls
     assert calls == (ToolCall("a", "f", '{"x": 1}'), ToolCall("b", "g", "{}"), ToolCall("call_2", "h", "{}"))
 
@@ -300,3 +302,24 @@ async def test_strict_server_shim_sends_empty_content_beside_tool_calls(server: 
 
 def _wire(call: ToolCall) -> dict[str, object]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def test_a_stream_that_ends_unfinished_is_an_error_never_a_message() -> None:
+    """A dropped connection, or llama.cpp's server giving up on an over-long prompt (an empty stream)."""
+    partial = _Assembly("openai:x")
+    partial.feed({"choices": [{"index": 0, "delta": {"content": "The answer is"}}]})
+    with pytest.raises(IncompleteReplyError, match=r"without a finish_reason \(13 characters"):
+        partial.response()
+    with pytest.raises(IncompleteReplyError, match="without a finish_reason"):
+        _Assembly("openai:x").response()  # HTTP 200, empty body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_empty_reply_is_an_error_never_a_message(server: FakeOpenAIServer, stream: bool) -> None:
+    server.push(ServerReply(""))
+    llm = make_llm(server)
+    with pytest.raises(IncompleteReplyError, match="empty reply"):
+        if stream:
+            await collect(llm, [user("hi")])
+        else:
+            await llm.complete([user("hi")])

@@ -33,6 +33,7 @@ PUBLIC = [
     "HeuristicCounter",
     "HistoryError",
     "ImagePart",
+    "IncompleteReplyError",
     "JsonlLineError",
     "LLMError",
     "MemoryHit",

@@ -27,6 +27,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
         ├── RateLimitError          429 / quota: transient, retried with backoff
         ├── TransientLLMError       5xx, timeouts, connection resets: retried with backoff
         ├── AuthenticationError     bad or missing key: never retried
+        ├── IncompleteReplyError    an empty reply, or a stream that ended unfinished: never stored
         └── BadRequestError         any other 4xx the caller must fix: never retried
 
 Provider SDK exceptions are translated into this tree in exactly one place per provider.
@@ -216,6 +217,12 @@ class TransientLLMError(LLMError):
 
 class AuthenticationError(LLMError):
     """The API key is missing, wrong or lacks permission: never retried."""
+
+
+class IncompleteReplyError(LLMError):
+    """The model answered nothing usable: an empty reply (no text, no tool call), or a stream that ended
+    without saying it was finished (a dropped connection, or a server that gave up — llama.cpp's server
+    answers an over-long prompt with an empty stream). Nothing is stored as the model's message."""
 
 
 class BadRequestError(LLMError):

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ..errors import IncompleteReplyError
 from ..formats.openai import from_openai, messages_to_openai
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, text_of
 from ._sdk_errors import error_from_response
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
 from .retry import RetryPolicy
@@ -102,12 +103,32 @@ class OpenAICompatLLM(SDKAdapter):
         if not choices:
             raise error_from_response(self.name, None, raw, {}, "the response has no choices")
         message = _assistant(choices[0].get("message") or {})
-        return ChatResponse(
-            message, _usage(raw.get("usage")), choices[0].get("finish_reason"), raw.get("model", "")
-        )
+        finish = choices[0].get("finish_reason")
+        _check_usable(self.name, message, finish, streamed=False)
+        return ChatResponse(message, _usage(raw.get("usage")), finish, raw.get("model", ""))
 
     def _assembly(self) -> _Assembly:
-        return _Assembly()
+        return _Assembly(self.name)
+
+
+def _check_usable(provider: str, message: AssistantMessage, finish: str | None, *, streamed: bool) -> None:
+    """Raise :class:`IncompleteReplyError` for a reply that must not become a stored message."""
+    if streamed and finish is None:
+        got = len(text_of(message.content))
+        raise IncompleteReplyError(
+            f"{provider}: the stream ended without a finish_reason ({got} characters received): the server "
+            "stopped before finishing the reply; nothing was stored. Fix: retry; if it repeats on long "
+            "conversations, the prompt may exceed the server's real context — set context_window "
+            "(--context-window) to it (llama.cpp: its n_ctx).",
+            provider=provider,
+        )
+    if not text_of(message.content).strip() and not message.tool_calls:
+        raise IncompleteReplyError(
+            f"{provider}: the model gave an empty reply (finish_reason {finish!r}); nothing was stored. Fix: "
+            "retry; with finish_reason 'length' raise max_tokens; if it repeats on long conversations, set "
+            "context_window (--context-window) to the server's real context.",
+            provider=provider,
+        )
 
 
 def _no_null_beside_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
@@ -148,6 +169,7 @@ class _PartialCall:
 class _Assembly:
     """Folds stream chunks into the final message, yielding text and reasoning deltas as they arrive."""
 
+    provider: str = "openai"
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
@@ -210,4 +232,6 @@ class _Assembly:
                 }
                 for i, c in enumerate(self.calls.values())
             ]
-        return ChatResponse(_assistant(message), self.usage, self.finish_reason, self.model)
+        reply = _assistant(message)
+        _check_usable(self.provider, reply, self.finish_reason, streamed=True)
+        return ChatResponse(reply, self.usage, self.finish_reason, self.model)
