@@ -33,7 +33,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -41,8 +40,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import ArchiveError, MessageFormatError, PathEscapeError
-from .formats.openai import from_openai, to_openai
+from .errors import ArchiveError, PathEscapeError
+from .formats.openai import from_openai_stored, to_openai
 from .messages import Message
 from .namespace import DEFAULT_NAMESPACE
 from .safefs import Confined, append_or_cut_back
@@ -54,7 +53,6 @@ QUARANTINE_SUFFIX = ".corrupt"
 _CRC_HEAD = b'{"crc":"'
 _PREFIX_LEN = len(_CRC_HEAD) + 8 + 2  # {"crc":"xxxxxxxx",
 _CHUNK = 1 << 16
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +262,7 @@ class DialogArchive:
                 if (session is not None and key[0] != session) or key in seen:
                     continue
                 try:
-                    message = _message(row["message"])
+                    message = from_openai_stored(row["message"])
                 except (ValueError, TypeError, KeyError) as exc:
                     if report is not None:
                         report.append(ArchiveProblem(relative, number, f"not a message ({str(exc)[:80]})"))
@@ -317,18 +315,6 @@ class DialogArchive:
         """Quarantine files holding torn tails cut off by appends (relative paths)."""
         found = self.files.walk(DIALOG_DIR, suffix=QUARANTINE_SUFFIX, max_depth=0)
         return [rel for rel, _ in found.files]
-
-
-def _message(doc: dict[str, Any]) -> Message:
-    """The message of a line. One holding a lone surrogate (archived from an old database, where it was
-    written with a ``\\u`` escape) reads back with U+FFFD in its place: the line itself keeps it exactly."""
-    try:
-        return from_openai(doc)
-    except MessageFormatError:
-        text = json.dumps(doc, ensure_ascii=False)
-        if not _SURROGATE.search(text):
-            raise
-        return from_openai(json.loads(_SURROGATE.sub("\ufffd", text)))
 
 
 def _pread_all(fd: int, start: int, end: int) -> Iterator[bytes]:

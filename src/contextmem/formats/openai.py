@@ -20,6 +20,7 @@ never emitted into OpenAI dicts, because the OpenAI API rejects unknown message 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "ANTHROPIC_EXTRA_KEYS",
     "TOOL_CALL_EXTRA",
     "from_openai",
+    "from_openai_stored",
     "messages_from_openai",
     "messages_to_openai",
     "to_openai",
@@ -322,3 +324,32 @@ def to_openai(m: msg.Message) -> dict[str, Any]:
 def messages_to_openai(msgs: Iterable[msg.Message]) -> list[dict[str, Any]]:
     """Write messages as a list of OpenAI chat dicts."""
     return [to_openai(m) for m in msgs]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def from_openai_stored(doc: Mapping[str, Any]) -> msg.Message:
+    """:func:`from_openai` for a dict read back from storage (the store, the dialog archive).
+
+    Older versions stored lone surrogates (as ``\\udXXX`` escapes), which messages now refuse. Such a
+    message reads back with each lone surrogate replaced by U+FFFD, so a session or an archive line stays
+    usable; the replacement is the only change, and any other problem is raised as usual.
+    """
+    try:
+        return from_openai(doc)
+    except MessageFormatError:
+        scrubbed = _scrub_surrogates(doc)
+        if scrubbed == doc:
+            raise
+        return from_openai(scrubbed)
+
+
+def _scrub_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {_scrub_surrogates(k): _scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_surrogates(v) for v in value]
+    return value

@@ -92,7 +92,6 @@ class DailySummaryJob:
         self.workspace = workspace
         self.summarise = summarise
         self.material = material
-        self.state_path = workspace.dir / STATE_FILE
 
     def next_run(self, now: datetime) -> datetime:
         """The first moment at ``at`` strictly after ``now`` (pure)."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from ..errors import MessageFormatError, MessageStateError, SessionConflictError
-from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai, to_openai
+from ..errors import MessageStateError, SessionConflictError
+from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai_stored, to_openai
 from ..messages import Message, check_message_text
 
 __all__ = [
@@ -57,41 +56,16 @@ def encode_message(message: Message) -> str:
 def decode_message(text: str) -> Message:
     """Inverse of :func:`encode_message`; raises ``ValueError`` (or a ``MessageFormatError``) if corrupt.
 
-    Rows written by older versions may hold lone surrogates (as ``\\udXXX`` escapes), which messages now
-    refuse. Such a row is read with each lone surrogate replaced by U+FFFD, so the session stays usable;
-    the replacement is the only change.
+    A row an older version wrote with lone surrogates reads back with U+FFFD in their place
+    (:func:`~contextmem.formats.openai.from_openai_stored`), so the session stays usable.
     """
     doc = json.loads(text)
     if not isinstance(doc, dict):
         raise ValueError(f"stored message is not a JSON object: {text[:80]!r}")
-    try:
-        return _from_doc(doc)
-    except MessageFormatError:
-        scrubbed = _scrub_surrogates(doc)
-        if scrubbed == doc:
-            raise
-        return _from_doc(scrubbed)
-
-
-def _from_doc(doc: dict[str, Any]) -> Message:
     if "role" in doc:
-        return from_openai(doc)
-    message = from_openai(doc["openai"])
+        return from_openai_stored(doc)
+    message = from_openai_stored(doc["openai"])
     return dc_replace(message, extra={**message.extra, **doc["anthropic_extra"]})
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _scrub_surrogates(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_scrub_surrogates(k): _scrub_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub_surrogates(v) for v in value]
-    return value
 
 
 def session_lock_key(namespace: str, session_id: str) -> int:
