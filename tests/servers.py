@@ -85,6 +85,11 @@ class RecordedRequest:
     body: Any
 
 
+def served_window(model: str, window: int) -> dict[str, Any]:
+    """``static=`` for a server that states its window as vLLM does (``max_model_len`` in /v1/models)."""
+    return {"/v1/models": {"object": "list", "data": [{"id": model, "max_model_len": window}]}}
+
+
 def openai_error(
     status: int,
     message: str,
@@ -180,12 +185,15 @@ class _ScriptedServer:
         default: Scripted | None = None,
         api_key: str | None = None,
         chunk_size: int = 3,
+        static: Mapping[str, Any] | None = None,
     ) -> None:
         self._script: list[Scripted] = list(script)
         self.default = default
+        self.static = dict(static or {})  # path -> JSON answer: GET /v1/models, /props, POST /api/show
         self.api_key = api_key
         self.chunk_size = chunk_size
         self.requests: list[RecordedRequest] = []
+        self.probes: list[RecordedRequest] = []  # requests to the static routes
         self._lock = threading.Lock()
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -258,9 +266,15 @@ class _ScriptedServer:
         except json.JSONDecodeError:
             body = raw.decode(errors="replace")
         headers = {k.lower(): v for k, v in h.headers.items()}
+        path = h.path.split("?")[0]
+        if path in self.static:  # a probe (GET /v1/models, /props, POST /api/show): logged apart
+            with self._lock:
+                self.probes.append(RecordedRequest(h.command, path, headers, body))
+            h.send_json(200, self.static[path])
+            return
         with self._lock:
-            self.requests.append(RecordedRequest(h.command, h.path.split("?")[0], headers, body))
-        if h.path.split("?")[0] != self.path or h.command != "POST":
+            self.requests.append(RecordedRequest(h.command, path, headers, body))
+        if path != self.path or h.command != "POST":
             h.send_json(404, self._error_body("not_found_error", f"no route {h.command} {h.path}"))
             return
         if self.api_key is not None and not self._authorized(headers):

@@ -183,14 +183,14 @@ def test_chat_with_an_openai_compatible_endpoint_calls_tools(tmp_path):
 
     from contextmem.messages import ToolCall
 
-    from .servers import FakeOpenAIServer, ServerReply
+    from .servers import FakeOpenAIServer, ServerReply, served_window
 
     (tmp_path / "user.md").write_text("- Name: Ana\n")
     (tmp_path / "MEMORY.md").write_text("- The staging cluster is called kestrel.\n")
     search = ToolCall("call_1", "memory_search", json.dumps({"query": "staging cluster name"}))
     script = [ServerReply(tool_calls=(search,)), ServerReply("It is called kestrel.")]
     argv = ["--workspace", str(tmp_path), "--embedder", "hash", "--model", "openai:gpt-test"]
-    with FakeOpenAIServer(script) as server:
+    with FakeOpenAIServer(script, static=served_window("gpt-test", 32768)) as server:
         proc = subprocess.run(
             [sys.executable, "-m", "contextmem.cli.main", *argv, "--base-url", server.base_url, "chat"],
             input="What is the staging cluster called?\n/exit\n",
@@ -243,6 +243,8 @@ def _ask_argv(tmp_path: Path, base_url: str) -> list[str]:
         "openai:gpt-test",
         "--base-url",
         base_url,
+        "--context-window",  # the fake server states none: set, as a user of such a server must
+        "32768",
     ]
 
 
@@ -255,7 +257,7 @@ def test_ask_prints_the_reply_only_on_the_chat_session(tmp_path, capsys, monkeyp
     import io
     import sys
 
-    from .servers import FakeOpenAIServer, ServerReply
+    from .servers import FakeOpenAIServer, ServerReply, served_window
 
     (tmp_path / "user.md").write_text("- Name: Ana\n")
     replies = [ServerReply("Four."), ServerReply("Eight."), ServerReply("Nine."), ServerReply("Ten.")]
@@ -284,7 +286,7 @@ def test_ask_exits_1_when_the_model_fails_or_says_nothing(tmp_path, capsys, monk
 
     from .servers import FakeOpenAIServer, ServerReply, openai_error
 
-    with FakeOpenAIServer([openai_error(400, "bad request"), ServerReply("")]) as server:
+    with FakeOpenAIServer([openai_error(400, "bad request"), ServerReply(""), ServerReply("")]) as server:
         argv = _ask_argv(tmp_path, server.base_url)
         assert main([*argv, "ask", "hi"]) == 1
         captured = capsys.readouterr()

@@ -316,7 +316,7 @@ def test_a_stream_that_ends_unfinished_is_an_error_never_a_message() -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_empty_reply_is_an_error_never_a_message(server: FakeOpenAIServer, stream: bool) -> None:
-    server.push(ServerReply(""))
+    server.push(ServerReply(""), ServerReply(""))  # an empty stream is asked once more, without streaming
     llm = make_llm(server)
     with pytest.raises(IncompleteReplyError, match="empty reply"):
         if stream:

@@ -16,7 +16,14 @@ from contextmem.testing import ScriptedLLM
 
 from .servers import FakeAnthropicServer, FakeOpenAIServer
 
-KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY")
+KEY_VARS = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "DEEPSEEK_API_KEY",
+    "DASHSCOPE_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +35,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_openai_spec_reads_the_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     with FakeOpenAIServer(["来自环境变量的密钥"], api_key="sk-from-env") as server:
-        llm = load_llm("openai:gpt-4o-mini", base_url=server.base_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the endpoint the key belongs to
+        llm = load_llm("openai:gpt-4o-mini")
         response = await llm.complete([user("hi")])
     assert isinstance(llm, OpenAICompatLLM) and isinstance(llm, LLM)
     assert llm.name == "openai:gpt-4o-mini"

@@ -14,7 +14,6 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .budget import fit_settings
 from .engine import ContextEngine, EngineEvent
 from .llm.base import LLM
 from .messages import UserMessage
@@ -68,10 +67,12 @@ class ContextMem:
         """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given.
 
         The window and summary sizes the user did not set are fitted to the LLM's own ``context_window``
-        (:func:`~contextmem.budget.fit_settings`), so every session, adapter and integration plans
+        (:func:`~contextmem.budget.fit_settings`; an OpenAI-compatible server is asked for it first,
+        :func:`~contextmem.llm.discovery.fit_to_llm`), so every session, adapter and integration plans
         against what the model can take.
         """
-        from .llm.registry import load_llm
+        from .llm.discovery import fit_to_llm
+        from .llm.registry import llm_from_settings
         from .memory import Workspace, embedder_from_spec, open_memory_index
 
         settings = settings or Settings.load()
@@ -81,10 +82,8 @@ class ContextMem:
             url = store or settings.store_url
             store = open_store(url)
         if llm is None or isinstance(llm, str):
-            llm = load_llm(
-                llm or settings.model, **({"base_url": settings.base_url} if settings.base_url else {})
-            )
-        settings = fit_settings(settings, llm)  # a local model's 8192 tokens, not the 50,000-token cap
+            llm = llm_from_settings(settings, llm)
+        settings = await fit_to_llm(settings, llm)  # a local model's 8192 tokens, a server's own n_ctx
         index: MemoryIndex | None = None
         if memory:
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder

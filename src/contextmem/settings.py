@@ -51,6 +51,14 @@ class Settings(BaseModel):
     # The model
     model: str = Field("local", description="'local', a path to a .gguf, 'openai:MODEL' or 'anthropic:MODEL'")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint for openai:MODEL")
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        description="Environment variable whose key goes to base_url (never the key itself)",
+    )
+    strict_server: bool = Field(
+        False, description="llama.cpp-style servers: '' not null beside tool calls, explicit tool_choice"
+    )
     context_window: int | None = Field(
         None, gt=0, description="The model's context window; else the model table"
     )

@@ -31,7 +31,9 @@ input: end a line with \\ to continue it; a line with only \"\"\" starts and end
 
 
 # Settings a running chat cannot switch (its model, store and files are open): saved for the next start.
-RESTART_KEYS = frozenset({"model", "base_url", "workspace", "store", "namespace", "tokenizer"})
+RESTART_KEYS = frozenset(
+    {"model", "base_url", "api_key_env", "strict_server", "workspace", "store", "namespace", "tokenizer"}
+)
 
 
 class ChatCommands:

@@ -16,7 +16,17 @@ from ..settings import Settings
 CONFIG_FILE = "config.json"
 
 # command-line option -> setting
-OPTION_KEYS = ("model", "base_url", "workspace", "namespace", "store", "context_window", "max_tokens")
+OPTION_KEYS = (
+    "model",
+    "base_url",
+    "api_key_env",
+    "strict_server",
+    "workspace",
+    "namespace",
+    "store",
+    "context_window",
+    "max_tokens",
+)
 
 
 def cli_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -47,11 +47,9 @@ async def _open_agent(
 ) -> AsyncIterator[tuple[ContextMem, Agent]]:
     """The agent ``chat`` and ``ask`` talk to: the configured model on ``--session``."""
     from ..agent import Agent
-    from ..llm.registry import load_llm
     from ..runtime import ContextMem
 
-    llm = load_llm(settings.model, **({"base_url": settings.base_url} if settings.base_url else {}))
-    runtime = await ContextMem.open(settings, llm=llm, embedder=args.embedder)  # fits the window to llm
+    runtime = await ContextMem.open(settings, embedder=args.embedder)  # fits the window to the model
     try:
         yield runtime, await Agent.open(runtime, args.session, restore=not args.new)
     finally:
@@ -227,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL"
     )
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="send the key in this environment variable to --base-url (by default a vendor's key goes "
+        "only to the vendor, or to its OPENAI_BASE_URL / ANTHROPIC_BASE_URL)",
+    )
+    parser.add_argument(
+        "--strict-server",
+        action="store_const",
+        const=True,
+        help="llama.cpp-style server: '' instead of null beside tool calls, explicit tool_choice",
+    )
     parser.add_argument("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
     parser.add_argument("--namespace", help="tenant/user/agent owning sessions and memory")
     parser.add_argument("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")

@@ -50,8 +50,9 @@ def error_from_response(
         )
     if status in (401, 403):
         return AuthenticationError(
-            f"{where} (authentication): {message}. Fix: check the API key (api_key= or the provider's "
-            "environment variable) and that it may use this model.",
+            f"{where} (authentication): {message}. Fix: check the API key and that it may use this "
+            "model; a provider's key variable is sent only to its own endpoint (or its *_BASE_URL): for "
+            "another base URL name the variable with --api-key-env VAR (api_key_env=), or pass api_key=.",
             provider=provider,
             status=status,
         )

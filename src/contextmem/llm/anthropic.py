@@ -16,17 +16,15 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from ..formats.anthropic import from_anthropic, to_anthropic
 from ..messages import AssistantMessage, TextPart
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
-from .retry import RetryPolicy
-from .sdk import SDKAdapter
+from .sdk import SDKAdapter, SDKOptions
 
-__all__ = ["ANTHROPIC_BASE_URL", "DEFAULT_MAX_TOKENS", "AnthropicLLM"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLLM"]
 
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 
 # Anthropic's stop reasons in the vocabulary the rest of contextmem (and OpenAI) uses.
@@ -47,30 +45,12 @@ class AnthropicLLM(SDKAdapter):
     sdk_module = "anthropic"
     client_class = "AsyncAnthropic"
     create_path = "messages.create"
-    default_base_url = ANTHROPIC_BASE_URL
 
     def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retry: RetryPolicy | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        extra_body: Mapping[str, Any] | None = None,
-        name: str | None = None,
+        self, model: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, **options: Unpack[SDKOptions]
     ) -> None:
         self.max_tokens = max_tokens
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            extra_body=extra_body,
-            name=name,
-        )
+        super().__init__(model, **options)
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
         system, wire = to_anthropic(call.messages)

@@ -12,22 +12,21 @@ this provider. This module holds only what is OpenAI's own: the request, the rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from ..errors import IncompleteReplyError
 from ..formats.openai import from_openai, messages_to_openai
 from ..messages import AssistantMessage, text_of
 from ._sdk_errors import error_from_response
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
-from .retry import RetryPolicy
-from .sdk import SDKAdapter
+from .discovery import discover_window
+from .sdk import SDKAdapter, SDKOptions
 
-__all__ = ["OPENAI_BASE_URL", "OpenAICompatLLM"]
+__all__ = ["OpenAICompatLLM"]
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "no-key"
 """Sent when a self-hosted server (Ollama, vLLM, llama.cpp) needs no key: the SDK insists on one."""
 
@@ -41,12 +40,15 @@ class OpenAICompatLLM(SDKAdapter):
 
     ``extra_body`` is merged into every request (e.g. ``{"enable_thinking": False}`` for Qwen);
     ``max_tokens_param`` is ``"max_completion_tokens"`` for OpenAI reasoning models. ``strict_server``
-    is an opt-in compatibility shim for servers that reject ``"content": null`` beside ``tool_calls``
-    (llama.cpp's server among them; the Agents SDK and langchain-openai send it): such content is sent
-    as ``""``. History is not changed, only the wire copy. Without ``api_key``
-    the key comes from ``OPENAI_API_KEY`` for OpenAI itself; a ``base_url`` server gets a placeholder.
+    is an opt-in compatibility shim for llama.cpp's server and other strict ones (setting
+    ``strict_server``): ``"content": null`` beside ``tool_calls`` (which the Agents SDK and
+    langchain-openai send, and they reject) is sent as ``""``, and a call with tools states
+    ``tool_choice: "auto"`` (their default chat format ignores tools without it). History is not changed,
+    only the wire copy. Keys, URLs and client options: :mod:`.sdk` and :func:`~.registry.resolve_endpoint`.
 
-    Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`).
+    Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`). A stream that
+    ends before anything arrived (llama.cpp's answer to an over-long prompt) is asked once more without
+    streaming, so the server's own error (a context overflow, with its limit) is what the caller sees.
     """
 
     provider = "openai"
@@ -54,7 +56,6 @@ class OpenAICompatLLM(SDKAdapter):
     sdk_module = "openai"
     client_class = "AsyncOpenAI"
     create_path = "chat.completions.create"
-    default_base_url = OPENAI_BASE_URL
     placeholder_key = NO_KEY
     stream_params = MappingProxyType({"stream": True, "stream_options": {"include_usage": True}})
 
@@ -62,26 +63,25 @@ class OpenAICompatLLM(SDKAdapter):
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retry: RetryPolicy | None = None,
-        extra_body: Mapping[str, Any] | None = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
-        name: str | None = None,
         strict_server: bool = False,
+        **options: Unpack[SDKOptions],
     ) -> None:
         self.max_tokens_param = max_tokens_param
         self.strict_server = strict_server
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            extra_body=extra_body,
-            name=name,
-        )
+        super().__init__(model, **options)
+
+    async def discover_window(self) -> int | None:
+        """Ask the server for its window (:mod:`.discovery`); remember and return it."""
+        probing = self._client.with_options(timeout=10.0)
+
+        async def fetch(method: str, url: str, body: Mapping[str, Any] | None) -> Any:
+            if method == "POST":
+                return await probing.post(url, body=body, cast_to=object)
+            return await probing.get(url, cast_to=object)
+
+        self.context_window = await discover_window(fetch, self.base_url, self.model) or self.context_window
+        return self.context_window
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
         messages = messages_to_openai(call.messages)
@@ -90,6 +90,8 @@ class OpenAICompatLLM(SDKAdapter):
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if call.tools:
             body["tools"] = [t.to_openai() for t in call.tools]
+            if self.strict_server:
+                body["tool_choice"] = "auto"
         if call.max_tokens is not None:
             body[self.max_tokens_param] = call.max_tokens
         if call.temperature is not None:
@@ -109,6 +111,25 @@ class OpenAICompatLLM(SDKAdapter):
 
     def _assembly(self) -> _Assembly:
         return _Assembly(self.name)
+
+    async def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        started = False
+        try:
+            async for event in super()._stream(request):
+                started = True
+                yield event
+        except IncompleteReplyError:
+            if started:
+                raise
+        else:
+            return
+        # Nothing arrived: ask once without streaming, so the server's own error (or reply) is what we see.
+        response = await self._complete(request)
+        if text := text_of(response.message.content):
+            yield StreamEvent("text", text)
+        for call in response.message.tool_calls:
+            yield StreamEvent("tool_call", call.name)
+        yield StreamEvent("done", response=response)
 
 
 def _check_usable(provider: str, message: AssistantMessage, finish: str | None, *, streamed: bool) -> None:

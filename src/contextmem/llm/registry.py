@@ -10,8 +10,18 @@ Specs::
     local  |  local:NAME  |  /m/qwen.gguf   a local GGUF model (the ``local`` extra)
     scripted                                :class:`contextmem.testing.ScriptedLLM`, for tests
 
-This module is the one place that reads API keys from the environment (:func:`api_key_from_env`);
-adapters constructed directly ask it too, so no SDK reads its own environment variables behind our back.
+This module is the one place that reads a provider's environment (:func:`resolve_endpoint`): its key,
+base URL and client options (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID``,
+``OPENAI_PROJECT_ID``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``, ...).
+Adapters constructed directly ask it too, so no SDK reads its own environment behind our back.
+
+**One rule for which key goes where.** The environment describes one endpoint: the provider's
+``*_BASE_URL`` when set, else its default (or preset) URL. Its key, token and organisation go to that
+endpoint and nowhere else. A call aimed elsewhere (``base_url=``, ``--base-url``) gets a key only when the
+caller names one: ``api_key=...``, or ``api_key_env="VAR"`` (CLI ``--api-key-env VAR``, setting
+``api_key_env``) to read it from that variable. So pointing ``--base-url`` at a third-party server never
+leaks the vendor's key, and pointing the SDK variables at a gateway sends everything there.
+
 Providers are imported lazily by dotted path, so an uninstalled SDK costs nothing until it is used.
 """
 
@@ -19,14 +29,24 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, cast
 
 from ..errors import ConfigError
+from ..settings import Settings
 from .base import LLM
 
-__all__ = ["PROVIDERS", "Provider", "api_key_from_env", "load_llm"]
-
+__all__ = [
+    "PROVIDERS",
+    "Endpoint",
+    "Provider",
+    "api_key_from_env",
+    "llm_from_settings",
+    "load_llm",
+    "resolve_endpoint",
+]
 
 @dataclass(frozen=True, slots=True)
 class Provider:
@@ -37,20 +57,41 @@ class Provider:
     whole_spec: bool = False  # the class reads the spec itself ("local", "local:NAME", "/path/x.gguf")
     key_env: str | None = None  # environment variable holding the API key
     base_url: str | None = None  # preset endpoint of an OpenAI-compatible provider
+    base_url_env: str | None = None  # environment variable that moves the endpoint (a gateway, a proxy)
+    option_env: tuple[tuple[str, str], ...] = ()  # (SDK client option, environment variable) pairs
+    remote: bool = False  # an SDK adapter: takes provider=, base_url=, api_key=, api_key_env=
 
 
 _OPENAI = "contextmem.llm.openai_compat:OpenAICompatLLM"
 
+
+def _compatible(key_env: str | None, base_url: str) -> Provider:
+    """An OpenAI-compatible provider at a preset URL."""
+    return Provider(_OPENAI, key_env=key_env, base_url=base_url, remote=True)
+
+
 PROVIDERS: dict[str, Provider] = {
-    "openai": Provider(_OPENAI, key_env="OPENAI_API_KEY"),
-    "anthropic": Provider("contextmem.llm.anthropic:AnthropicLLM", key_env="ANTHROPIC_API_KEY"),
-    "deepseek": Provider(_OPENAI, key_env="DEEPSEEK_API_KEY", base_url="https://api.deepseek.com"),
-    "dashscope": Provider(
-        _OPENAI, key_env="DASHSCOPE_API_KEY", base_url="https://dashscope.aliyuncs.com/compatible-mode/v1"
+    "openai": Provider(
+        _OPENAI,
+        key_env="OPENAI_API_KEY",
+        base_url="https://api.openai.com/v1",
+        base_url_env="OPENAI_BASE_URL",
+        option_env=(("organization", "OPENAI_ORG_ID"), ("project", "OPENAI_PROJECT_ID")),
+        remote=True,
     ),
-    "moonshot": Provider(_OPENAI, key_env="MOONSHOT_API_KEY", base_url="https://api.moonshot.cn/v1"),
-    "zhipu": Provider(_OPENAI, key_env="ZHIPUAI_API_KEY", base_url="https://open.bigmodel.cn/api/paas/v4"),
-    "ollama": Provider(_OPENAI, base_url="http://localhost:11434/v1"),
+    "anthropic": Provider(
+        "contextmem.llm.anthropic:AnthropicLLM",
+        key_env="ANTHROPIC_API_KEY",
+        base_url="https://api.anthropic.com",
+        base_url_env="ANTHROPIC_BASE_URL",
+        option_env=(("auth_token", "ANTHROPIC_AUTH_TOKEN"),),
+        remote=True,
+    ),
+    "deepseek": _compatible("DEEPSEEK_API_KEY", "https://api.deepseek.com"),
+    "dashscope": _compatible("DASHSCOPE_API_KEY", "https://dashscope.aliyuncs.com/compatible-mode/v1"),
+    "moonshot": _compatible("MOONSHOT_API_KEY", "https://api.moonshot.cn/v1"),
+    "zhipu": _compatible("ZHIPUAI_API_KEY", "https://open.bigmodel.cn/api/paas/v4"),
+    "ollama": _compatible(None, "http://localhost:11434/v1"),
     "local": Provider("contextmem.llm.local:LocalLLM", model=False, whole_spec=True),
     "scripted": Provider("contextmem.testing:ScriptedLLM", model=False),
 }
@@ -63,6 +104,59 @@ def api_key_from_env(provider: str) -> str | None:
     if entry is None or entry.key_env is None:
         return None
     return os.environ.get(entry.key_env) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one adapter sends its calls, and what it sends along.
+
+    ``own`` is true when ``base_url`` is the endpoint the environment describes (so its key and options
+    apply); ``vendor`` when it is the provider's default or preset URL (not a gateway or local server);
+    ``api_key`` is ``None`` when nobody gave one for this endpoint.
+    """
+
+    base_url: str
+    api_key: str | None
+    options: Mapping[str, str]
+    own: bool
+    vendor: bool
+
+
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
+
+
+def resolve_endpoint(
+    provider: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Endpoint:
+    """The endpoint, key and client options of one adapter, by the module's one rule (see above).
+
+    Raises :class:`ConfigError` when ``api_key_env`` names a variable that is not set.
+    """
+    entry = PROVIDERS[provider]
+    env = os.environ if environ is None else environ
+    env_url = (env.get(entry.base_url_env) if entry.base_url_env else None) or entry.base_url
+    url = base_url or env_url
+    if url is None:
+        raise ConfigError(f"{provider} needs a base_url. Fix: pass base_url=... (--base-url).")
+    own = env_url is not None and _same_url(url, env_url)
+    if api_key is None and api_key_env:
+        api_key = env.get(api_key_env) or None
+        if api_key is None:
+            raise ConfigError(
+                f"api_key_env names {api_key_env!r}, which is not set (or empty). "
+                f"Fix: export {api_key_env}=..., or name the variable that holds the key."
+            )
+    if api_key is None and own and entry.key_env:
+        api_key = env.get(entry.key_env) or None
+    options = {opt: env[var] for opt, var in entry.option_env if own and env.get(var)}
+    vendor = entry.base_url is not None and _same_url(url, entry.base_url)
+    return Endpoint(url, api_key, MappingProxyType(options), own, vendor)
 
 
 def _parse(spec: str) -> tuple[str, str | None]:
@@ -91,8 +185,9 @@ def _import(target: str) -> Any:
 def load_llm(spec: str, **kw: Any) -> LLM:
     """Build the LLM a spec names. Keyword arguments go to its constructor.
 
-    ``api_key`` defaults to the provider's environment variable and ``base_url`` to its preset;
-    both can be passed explicitly (``base_url`` points ``openai:`` at any OpenAI-compatible server).
+    The key, the base URL and the client options of a remote provider follow :func:`resolve_endpoint`;
+    ``base_url`` points ``openai:`` at any OpenAI-compatible server, ``api_key_env`` names the variable
+    whose key goes there.
     """
     prefix, model = _parse(spec)
     provider = PROVIDERS.get(prefix)
@@ -111,14 +206,34 @@ def load_llm(spec: str, **kw: Any) -> LLM:
         args = [model]
     elif model is not None:
         raise ConfigError(f"LLM spec {spec!r}: {prefix!r} takes no model. Fix: write just '{prefix}'.")
-    if provider.key_env is not None and kw.get("api_key") is None:
-        kw["api_key"] = api_key_from_env(prefix)
-        if kw["api_key"] is None and kw.get("base_url") is None:  # a self-hosted base_url may need no key
-            raise ConfigError(
-                f"no API key for LLM spec {spec!r}. Fix: set {provider.key_env}, or pass api_key=..."
-            )
-    if provider.base_url is not None and kw.get("base_url") is None:
-        kw["base_url"] = provider.base_url
+    if provider.remote:
+        kw.setdefault("provider", prefix)  # its key variable, preset URL and gateway variables
     if provider.model:
         kw.setdefault("name", f"{prefix}:{model}")  # the identity calibration and logs key on
     return cast(LLM, _import(provider.target)(*args, **kw))
+
+
+def llm_from_settings(settings: Settings, spec: str | None = None) -> LLM:
+    """The LLM ``settings`` describe (``spec`` overrides ``settings.model``): the one place the CLI, the
+    MCP server and :meth:`ContextMem.open` build it, so ``base_url``, ``api_key_env`` and
+    ``strict_server`` mean the same everywhere. Those three apply to remote providers only; given for
+    the local model they are a :class:`ConfigError` rather than silently ignored."""
+    spec = spec or settings.model
+    chosen = {
+        key: value
+        for key, value in (
+            ("base_url", settings.base_url),
+            ("api_key_env", settings.api_key_env),
+            ("strict_server", settings.strict_server or None),
+        )
+        if value is not None
+    }
+    entry = PROVIDERS.get(_parse(spec)[0])
+    if chosen and entry is not None and not entry.remote:
+        raise ConfigError(
+            f"{', '.join(sorted(chosen))} apply to a remote model, not {spec!r}. "
+            "Fix: choose --model openai:MODEL (or anthropic:MODEL), or unset them."
+        )
+    if entry is not None and entry.target != _OPENAI:
+        chosen.pop("strict_server", None)  # a shim for OpenAI-compatible servers only
+    return load_llm(spec, **chosen)

@@ -6,10 +6,13 @@ exception hierarchy (translated by :mod:`._sdk_errors`). What is the same lives 
 
 * the SDK is imported lazily, at construction; without it :class:`~contextmem.errors.MissingExtraError`
   names the extra to install;
-* the key comes from the caller or, through :func:`~.registry.api_key_from_env`, the provider's
-  environment variable, never from the SDK reading the environment itself;
+* the endpoint, key and client options come from the caller or, by the one rule of
+  :func:`~.registry.resolve_endpoint`, the provider's environment (``OPENAI_BASE_URL``,
+  ``ANTHROPIC_AUTH_TOKEN``, ...), never from the SDK reading the environment itself;
 * the client is built in :meth:`SDKAdapter._make_client` only, with the SDK's own retries off
-  (``max_retries=0``): :func:`~.retry.call_with_retries` owns the policy;
+  (``max_retries=0``): :func:`~.retry.call_with_retries` owns the policy. A caller may hand in its own
+  SDK client (``client=``; used as a copy with retries off) or options for the one we build
+  (``client_options=``: ``http_client``, ``default_headers``, ``organization``, ...);
 * every SDK exception crosses :meth:`SDKAdapter._translate`, the one place per provider;
 * retries cover a whole ``complete`` call and the *opening* of a stream; an error after a stream has
   yielded events is raised, translated, since the deltas already handed out cannot be taken back.
@@ -25,15 +28,33 @@ import operator
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from ..errors import ConfigError, LLMError, MissingExtraError
 from ._sdk_errors import guarded, translate_sdk_error
 from .base import BaseLLM, ChatResponse, StreamEvent
-from .registry import PROVIDERS, api_key_from_env
+from .registry import PROVIDERS, resolve_endpoint
 from .retry import RetryPolicy, call_with_retries
 
-__all__ = ["SDKAdapter", "StreamAssembly"]
+__all__ = ["SDKAdapter", "SDKOptions", "StreamAssembly"]
+
+_OURS = frozenset({"api_key", "base_url", "max_retries", "timeout"})
+"""Client options set through our own arguments, never through ``client_options``."""
+
+
+class SDKOptions(TypedDict, total=False):
+    """The keyword arguments every SDK adapter takes (see :class:`SDKAdapter`)."""
+
+    base_url: str | None
+    api_key: str | None
+    api_key_env: str | None
+    timeout: float
+    retry: RetryPolicy | None
+    extra_body: Mapping[str, Any] | None
+    name: str | None
+    provider: str | None
+    client: Any
+    client_options: Mapping[str, Any] | None
 
 
 class StreamAssembly(Protocol):
@@ -52,16 +73,19 @@ class StreamAssembly(Protocol):
 class SDKAdapter(BaseLLM):
     """An :class:`~.base.LLM` over a Stainless-generated provider SDK. Subclasses set the class variables.
 
-    ``placeholder_key`` is sent when a ``base_url`` server is used without a key (the SDK insists on
-    one); a provider without it always needs a key, from ``api_key`` or its environment variable.
+    ``provider`` names the registry entry whose environment and preset URL apply (``"deepseek"`` for an
+    OpenAI-compatible preset; the class's own by default). ``placeholder_key`` is sent when a server
+    other than the provider's default is used without a key (the SDK insists on one); the provider's
+    own default endpoint always needs a key. ``context_window`` is ``None`` until
+    :meth:`discover_window` (or the caller) sets it.
     """
 
+    vendor_endpoint: bool  # the provider's own default or preset URL (not a gateway, proxy or local server)
     provider: ClassVar[str]  # registry prefix: the default name's prefix and where the key is looked up
     label: ClassVar[str]  # the provider as error messages name it
     sdk_module: ClassVar[str]  # the SDK's import name, which is also the extra that installs it
     client_class: ClassVar[str]  # the SDK's async client class
     create_path: ClassVar[str]  # the client's create call, as a dotted attribute path
-    default_base_url: ClassVar[str]
     placeholder_key: ClassVar[str | None] = None
     stream_params: ClassVar[Mapping[str, Any]] = MappingProxyType({"stream": True})
 
@@ -69,47 +93,75 @@ class SDKAdapter(BaseLLM):
         self,
         model: str,
         *,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float,
-        retry: RetryPolicy | None,
-        extra_body: Mapping[str, Any] | None,
-        name: str | None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        provider: str | None = None,
+        client: Any = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         try:
             self._sdk = importlib.import_module(self.sdk_module)
         except ImportError as exc:
             raise MissingExtraError(self.sdk_module, self.sdk_module) from exc
-        key = self._api_key(model, api_key, base_url)
+        prefix = provider or self.provider
         self.model = model
-        self.name = name or f"{self.provider}:{model}"
-        self.base_url = base_url or self.default_base_url
+        self.name = name or f"{prefix}:{model}"
         self.retry = retry or RetryPolicy()
         self.extra_body = dict(extra_body or {})
-        self._client = self._make_client(key, timeout)
+        self.context_window: int | None = None
+        if client is not None:  # the caller's own client: its key, URL, headers and transport
+            self._client = client.with_options(max_retries=0, timeout=timeout)
+            self.base_url = str(self._client.base_url)
+            self.vendor_endpoint = resolve_endpoint(prefix, base_url=self.base_url, environ={}).vendor
+            return
+        endpoint = resolve_endpoint(prefix, base_url=base_url, api_key=api_key, api_key_env=api_key_env)
+        self.base_url = endpoint.base_url
+        self.vendor_endpoint = endpoint.vendor
+        options = {**endpoint.options, **(client_options or {})}
+        if _OURS & options.keys():
+            raise ConfigError(
+                f"client_options may not set {sorted(_OURS & options.keys())}. "
+                "Fix: pass api_key=, base_url= and timeout= to the adapter; retries are its retry= policy."
+            )
+        key = self._api_key(prefix, endpoint.api_key, endpoint.own, options)
+        if key is not None:
+            options.pop("auth_token", None)  # a key wins over a token, as the SDKs decide
+        self._client = self._make_client(key, timeout, options)
+        for option in {option for option, _ in PROVIDERS[prefix].option_env} - options.keys():
+            setattr(self._client, option, None)  # what the SDK read from the environment itself: not ours
 
-    def _api_key(self, model: str, api_key: str | None, base_url: str | None) -> str:
-        """The key to send: ``api_key``, else the environment's, else the placeholder for a ``base_url``."""
-        if api_key is None and (base_url is None or self.placeholder_key is None):
-            api_key = api_key_from_env(self.provider)
-            if api_key is None:
-                fixes = ["pass api_key=...", f"set {PROVIDERS[self.provider].key_env}"]
-                if self.placeholder_key is not None:
-                    fixes.append("pass base_url=... of a server that needs no key")
-                raise ConfigError(
-                    f"no API key for {self.label} model {model!r}. "
-                    f"Fix: {', '.join(fixes[:-1])} or {fixes[-1]}."
-                )
-        return api_key or self.placeholder_key or ""
+    def _api_key(self, prefix: str, api_key: str | None, own: bool, options: Mapping[str, Any]) -> str | None:
+        """The key to send: the resolved one, else the placeholder for a server that is not the provider's
+        default; ``None`` when another credential (``auth_token``) stands in for it."""
+        if api_key is not None or options.get("auth_token"):
+            return api_key
+        entry = PROVIDERS[prefix]
+        if self.placeholder_key is not None and not (self.vendor_endpoint and entry.key_env):
+            return self.placeholder_key
+        fixes = [f"set {entry.key_env}"] if entry.key_env else []
+        if not own and entry.key_env:
+            fixes = [f"to send {entry.key_env} to {self.base_url}, add --api-key-env {entry.key_env}"]
+        fixes += ["pass api_key=... (or api_key_env=VAR, --api-key-env VAR)"]
+        where = f"{self.label} model {self.model!r} at {self.base_url}"
+        raise ConfigError(f"no API key for {where}. Fix: {'; or '.join(fixes)}.")
 
-    def _make_client(self, api_key: str, timeout: float) -> Any:
-        """The SDK's async client: the one place it is built, with the SDK's own retries off.
-
-        Options that shape the client (a caller's own client, ``http_client``, default headers) belong
-        here and nowhere else, so every adapter gets them at once.
-        """
+    def _make_client(self, api_key: str | None, timeout: float, options: Mapping[str, Any]) -> Any:
+        """The SDK's async client: the one place it is built, with the SDK's own retries off, the key,
+        URL and options :func:`~.registry.resolve_endpoint` chose, and nothing the SDK would have read
+        from the environment for another endpoint."""
         client_class = getattr(self._sdk, self.client_class)
-        return client_class(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=0)
+        return client_class(
+            api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=0, **options
+        )
+
+    async def discover_window(self) -> int | None:
+        """Ask the endpoint for its context window; ``None`` when it does not say (the default)."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"

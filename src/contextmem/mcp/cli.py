@@ -7,7 +7,6 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from ..budget import fit_settings
 from ..errors import ConfigError, ContextmemError
 from ..settings import Settings
 
@@ -39,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
     """Open the store, the LLM and the embedder once, and serve."""
-    from ..llm.registry import load_llm
+    from ..llm.discovery import fit_to_llm
+    from ..llm.registry import llm_from_settings
     from ..memory import embedder_from_spec
     from ..store.open import open_store
     from .namespaces import Namespaces
@@ -53,9 +53,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     if args.transport == "http":
         check_host(args.host, allow_remote=args.allow_remote)
     url = settings.store_url
-    base_url = {"base_url": settings.base_url} if settings.base_url else {}
-    llm = None if args.no_llm else load_llm(settings.model, **base_url)
-    settings = fit_settings(settings, llm)  # as ContextMem.open does: the window fitted to the model
+    llm = None if args.no_llm else llm_from_settings(settings)
+    settings = await fit_to_llm(settings, llm)  # as ContextMem.open does: the window fitted to the model
     namespaces = Namespaces(
         settings,
         store=open_store(url),
