@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Hashable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
 from ..messages import AssistantMessage, Message
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
+from .scheduler import EndpointGate, gate_for
 
 T = TypeVar("T")
 
@@ -62,6 +63,9 @@ class LLM(Protocol):
     state its own reply size as ``max_tokens``. :func:`contextmem.budget.fit_window` then fits every
     setting the user left unset to it: the window sessions plan against, the output reserve, and the
     summary sizes (a summary call must fit the model too).
+
+    Only :class:`BaseLLM` subclasses take part in the replies-first scheduling of :mod:`.scheduler`; an
+    object that merely satisfies this protocol is called as it is, ungated.
     """
 
     name: str
@@ -85,6 +89,14 @@ class LLM(Protocol):
     ) -> AsyncIterator[StreamEvent]: ...
 
 
+class CallOptions(TypedDict, total=False):
+    """The keywords of :meth:`LLM.complete` and :meth:`LLM.stream`, as :class:`BaseLLM` takes them."""
+
+    tools: Sequence[ToolSpec]
+    max_tokens: int | None
+    temperature: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class ModelCall:
     """One call as the caller asked for it, before an adapter turns it into its provider's request."""
@@ -103,9 +115,31 @@ class BaseLLM(ABC):
     its request on its first step, so its errors surface there. Closing the stream closes :meth:`_stream`
     at once, so a transport's ``finally`` (an HTTP response, a model's lock) is released when the consumer
     stops.
+
+    Both hold the endpoint's :class:`~.scheduler.EndpointGate` around the transport call (a stream for its
+    whole life), at the priority of the context (see :mod:`.scheduler`): replies go first, summaries wait.
+    The endpoint is :meth:`_gate_key`, with :attr:`_gate_slots` calls at once.
     """
 
     name: str
+    _gate_slots: ClassVar[int | None] = None
+    """Calls the endpoint runs at once; ``None`` (unbounded) suits an HTTP server, 1 an in-process model."""
+
+    def _gate_key(self) -> Hashable:
+        """Which endpoint this model's calls compete for.
+
+        By default ``(base_url, model)`` for an adapter that has a ``base_url`` (the SDK adapters: every
+        instance talking to one server and model shares a gate), else this instance alone.
+        """
+        base_url = getattr(self, "base_url", None)
+        if isinstance(base_url, str) and base_url:
+            return ("http", base_url.rstrip("/"), getattr(self, "model", None))
+        return ("instance", id(self))
+
+    @property
+    def gate(self) -> EndpointGate:
+        """The gate of this model's endpoint, shared by every model with the same :meth:`_gate_key`."""
+        return gate_for(self._gate_key(), self._gate_slots)
 
     @abstractmethod
     def _request(self, call: ModelCall) -> dict[str, Any]:
@@ -119,26 +153,16 @@ class BaseLLM(ABC):
     def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         """Send ``request`` and yield the reply as it comes; the last event is ``done``."""
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        return await self._complete(self._request(ModelCall(messages, tools, max_tokens, temperature)))
+    async def complete(self, messages: Sequence[Message], **options: Unpack[CallOptions]) -> ChatResponse:
+        request = self._request(ModelCall(messages, **options))
+        async with self.gate.hold():
+            return await self._complete(request)
 
     async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec] = (),
-        max_tokens: int | None = None,
-        temperature: float | None = None,
+        self, messages: Sequence[Message], **options: Unpack[CallOptions]
     ) -> AsyncIterator[StreamEvent]:
-        request = self._request(ModelCall(messages, tools, max_tokens, temperature))
-        async with aclosing(self._stream(request)) as events:
+        request = self._request(ModelCall(messages, **options))
+        async with self.gate.hold(), aclosing(self._stream(request)) as events:
             async for event in events:
                 yield event
 

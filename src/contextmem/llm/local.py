@@ -7,6 +7,12 @@ Concurrency: one llama.cpp instance is loaded per process and per (file, ``n_ctx
 ``extra_buffers``), and shared by every :class:`LocalLLM` using it; a lock serialises calls on it, and
 generation runs in a worker thread so the event loop never blocks. Streaming holds the lock until the
 stream ends or is closed.
+
+The lock serialises, but does not order: every :class:`LocalLLM` sharing an instance also shares one
+single-slot :class:`~.scheduler.EndpointGate` (see :meth:`LocalLLM._gate_key`), so a reply waiting for
+the model goes before a queued summary. A summary already generating is not interrupted, and a call
+cancelled mid-generation (a summary's timeout) leaves its worker thread running to the end of that
+generation (llama-cpp-python's non-streamed completion has no stop hook): the next call waits on the lock.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import atexit
 import contextlib
 import importlib
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +213,12 @@ class LocalLLM(BaseLLM):
     def context_window(self) -> int:
         """How many tokens one call may hold, prompt and reply (see :class:`~contextmem.llm.base.LLM`)."""
         return self.n_ctx
+
+    _gate_slots = 1  # one llama.cpp instance runs one call at a time
+
+    def _gate_key(self) -> Hashable:
+        """The loaded llama.cpp instance these calls run on (the key :func:`_load` shares it by)."""
+        return ("local", self.path.resolve(), self.n_ctx, self.n_threads, self.extra_buffers)
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
         return {

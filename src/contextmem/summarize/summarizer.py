@@ -4,15 +4,15 @@ Order of work, and why:
 
 1. The ledger is computed first, deterministically, from the previous ledger and the messages — so no
    identifier depends on what the model chose to write.
-2. The model is asked for the new structured summary, under a timeout. Everything in the prompt is
-   redacted first (a secret the model never sees cannot come back), and so is the reply, with every
-   secret value found in the input scrubbed wherever the model repeats it. The reply is cleaned (a chatty
-   preface or a code fence is stripped) and validated: empty, chatty, fewer than four
-   of the six sections, a template echoed back unfilled, or over budget is junk. A reply with four or
-   five sections is kept, the missing ones filled with "(none)" (small local models tend to drop the
-   last section). Junk gets exactly one retry — the re-compression prompt when the reply was only too
-   long, the same prompt otherwise. Errors and timeouts are not retried here (the provider adapter has
-   its own retry policy).
+2. The model is asked for the new structured summary, as a background call (replies on the same endpoint go
+   first), under a timeout that counts the time the call runs, not the time it queues. Everything in the
+   prompt is redacted first (a secret the model never sees cannot come back), and so is the reply, with
+   every secret value found in the input scrubbed wherever the model repeats it. The reply is cleaned (a
+   chatty preface or a code fence is stripped) and validated: empty, chatty, fewer than four of the six
+   sections, a template echoed back unfilled, or over budget is junk. A reply with four or five sections is
+   kept, the missing ones filled with "(none)" (small local models tend to drop the last section). Junk
+   gets exactly one retry — the re-compression prompt when the reply was only too long, the same prompt
+   otherwise. Errors and timeouts are not retried here (the provider adapter has its own retry policy).
 3. If the model still has nothing usable, the extractive fallback writes the summary, starting from the
    previous summary's items: the previous summary is never lost.
 4. The result is redacted once more and fitted to ``max_tokens``: ``render()`` — summary, ledger and
@@ -22,7 +22,6 @@ Order of work, and why:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -31,6 +30,7 @@ from typing import Literal
 
 from ..errors import ConfigError, LLMError
 from ..llm.base import LLM
+from ..llm.scheduler import background_calls, wait_running
 from ..messages import Message, text_of
 from ..redaction import redact_secrets
 from ..tokens import MessageCounter
@@ -211,8 +211,13 @@ class Summarizer:
     """Incremental, bounded summaries with a deterministic fallback (see the module docstring).
 
     ``max_tokens`` bounds ``Summary.render()``; of it, the ledger may take ``ledger_share`` and the
-    archive guide ``archive_share``, the summary text gets the rest. ``timeout`` (seconds) bounds
-    each model call.
+    archive guide ``archive_share``, the summary text gets the rest.
+
+    Model calls are background calls (:func:`~contextmem.llm.scheduler.background_calls`): on a gated
+    model they wait while a reply runs or waits on the same endpoint. ``timeout`` (seconds) bounds the
+    time each call *runs*; time queued behind replies is bounded separately by ``queue_timeout``
+    (default: ``timeout``), after which the call is given up like a timed-out one: the extractive
+    summary stands in, so nothing is lost.
     """
 
     def __init__(
@@ -222,6 +227,7 @@ class Summarizer:
         *,
         max_tokens: int = 2000,
         timeout: float = 120.0,
+        queue_timeout: float | None = None,
         ledger_share: float = 0.35,
         archive_share: float = 0.1,
         ledger_max_entries: int = DEFAULT_MAX_ENTRIES,
@@ -233,6 +239,11 @@ class Summarizer:
             )
         if timeout <= 0:
             raise ConfigError(f"summary timeout={timeout!r} must be > 0 seconds. Fix: use e.g. 120.")
+        if queue_timeout is not None and queue_timeout <= 0:
+            raise ConfigError(
+                f"summary queue_timeout={queue_timeout!r} must be > 0 seconds. Fix: use e.g. 120, or None "
+                "for the same as timeout."
+            )
         if not (0 <= ledger_share < 1 and 0 <= archive_share < 1 and ledger_share + archive_share < 1):
             raise ConfigError(
                 f"ledger_share={ledger_share!r} and archive_share={archive_share!r} must be in [0, 1) and "
@@ -242,6 +253,7 @@ class Summarizer:
         self.counter = counter
         self.max_tokens = max_tokens
         self.timeout = timeout
+        self.queue_timeout = timeout if queue_timeout is None else queue_timeout
         self.ledger_share = ledger_share
         self.archive_share = archive_share
         self.ledger_max_entries = ledger_max_entries
@@ -337,11 +349,14 @@ class Summarizer:
         while attempt < attempts:
             attempt += 1
             try:
-                reply = await asyncio.wait_for(
-                    self.llm.complete(prompt, max_tokens=max(256, budget * 2)), self.timeout
-                )
-            except TimeoutError:
-                return None, f"timed out after {self.timeout}s"
+                with background_calls():
+                    reply = await wait_running(
+                        self.llm.complete(prompt, max_tokens=max(256, budget * 2)),
+                        self.timeout,
+                        max_queue=self.queue_timeout,
+                    )
+            except TimeoutError as exc:
+                return None, str(exc)
             except LLMError as exc:
                 return None, f"{type(exc).__name__}: {exc}"
             text, problem = _accept(_clean(text_of(reply.message.content), secrets), lang)
