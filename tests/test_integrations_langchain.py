@@ -1,7 +1,10 @@
-"""The LangChain v1 middleware: a scripted 200-turn agent with tool calls, fitted by contextmem."""
+"""The LangChain v1 middleware: a scripted 200-turn agent with tool calls, fitted by contextmem; and a real
+``create_agent`` with ``ChatOpenAI`` over HTTP through both paths, ``invoke`` and ``ainvoke``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +22,13 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from contextmem import ContextMem, ToolSpec, Workspace, orphan_tool_messages
+from contextmem import ContextMem, ToolCall, ToolSpec, Workspace, orphan_tool_messages
 from contextmem.integrations.langchain import ContextMemMiddleware, from_langchain, to_langchain
 from contextmem.testing import MemoryStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
 from .engine_helpers import GOOD_SUMMARY, small_settings
+from .servers import FakeOpenAIServer, ServerReply
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -61,6 +65,26 @@ def lookup(ticket: str) -> str:
     return f"ticket {ticket}: " + "log line with several words in it\n" * 30
 
 
+def _agent(tmp: Path, model: Any, **settings: Any) -> tuple[Any, ContextMemMiddleware]:
+    """A support agent with the middleware over a fresh in-memory runtime; summaries are scripted."""
+    runtime = ContextMem(
+        small_settings(workspace=tmp, **settings),
+        store=MemoryStore(),
+        workspace=Workspace(tmp),
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        memory=None,
+    )
+    middleware = ContextMemMiddleware(runtime)
+    agent = create_agent(
+        model,
+        [lookup],
+        system_prompt="You resolve support tickets.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    return agent, middleware
+
+
 def test_messages_convert_with_tool_pairs_and_ids() -> None:
     lc = [
         HumanMessage("hi", id="h1"),
@@ -78,24 +102,9 @@ def test_messages_convert_with_tool_pairs_and_ids() -> None:
 
 
 async def test_200_turn_agent_stays_within_budget_with_summary(tmp_path: Path) -> None:
-    settings = small_settings(
-        workspace=tmp_path, context_window=4000, max_tokens=500, agent_max_context_turns=100
-    )
-    runtime = ContextMem(
-        settings,
-        store=MemoryStore(),
-        workspace=Workspace(tmp_path),
-        llm=ScriptedLLM(default=GOOD_SUMMARY),
-        memory=None,
-    )
     model = ScriptedChatModel(calls=[])
-    middleware = ContextMemMiddleware(runtime)
-    agent = create_agent(
-        model,
-        [lookup],
-        system_prompt="You resolve support tickets.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
+    agent, middleware = _agent(
+        tmp_path, model, context_window=4000, max_tokens=500, agent_max_context_turns=100
     )
     config = {"configurable": {"thread_id": "support-1"}}
     for turn in range(200):
@@ -123,3 +132,85 @@ async def test_200_turn_agent_stays_within_budget_with_summary(tmp_path: Path) -
     assert len(model.calls[-1]) < 60  # far fewer than the 800 messages in the graph state
     report = await engine.verify()
     assert report.appended == 799 and report.lost == 0 and report.archived > 700  # last reply not yet seen
+
+
+# --- a real create_agent with ChatOpenAI over HTTP, through invoke and ainvoke ---------------------------
+
+
+def _http_agent(tmp: Path, server: Any) -> tuple[Any, ContextMemMiddleware]:
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    model = chat_openai(model="gpt-test", base_url=server.base_url, api_key="sk-test", max_retries=0)
+    return _agent(tmp, model, context_window=2500, max_tokens=300, compact_message_threshold=8)
+
+
+HTTP_TURNS = 8
+
+
+def _http_script() -> list[ServerReply]:
+    replies = []
+    for turn in range(HTTP_TURNS):
+        call = ToolCall(f"call_{turn}", "lookup", json.dumps({"ticket": str(turn)}))
+        replies += [ServerReply(tool_calls=(call,)), ServerReply(f"Ticket {turn} resolved. " + "notes " * 40)]
+    return replies
+
+
+def _check_requests(server: Any, states: list[dict[str, Any]]) -> None:
+    """The server saw every call fitted: the system prompt first (with the summary once history left),
+    tool calls with their results (the server refuses orphans), far fewer messages than the graph holds."""
+    assert len(server.requests) == 2 * HTTP_TURNS
+    for turn, state in enumerate(states):
+        assert f"Ticket {turn} resolved" in str(state["messages"][-1].content)
+    assert len(states[-1]["messages"]) == 4 * HTTP_TURNS
+    sent = [r.body["messages"] for r in server.requests]
+    assert all(m[0]["role"] == "system" and m[0]["content"].startswith("You resolve") for m in sent)
+    assert "## Goal" in sent[-1][0]["content"]
+    assert len(sent[-1]) < 4 * HTTP_TURNS - 8
+    assert sent[-2][-1]["content"] == f"ticket {HTTP_TURNS - 1} needs attention"
+
+
+def _verify(middleware: ContextMemMiddleware) -> None:
+    """Nothing lost, read back from the store by a fresh engine on a loop of its own."""
+
+    async def report() -> Any:
+        engine = await middleware.runtime.session("support-http")
+        return await engine.verify()
+
+    result = asyncio.run(report())
+    assert result.lost == 0 and result.archived > 0
+
+
+def _invoke_all(agent: Any) -> list[dict[str, Any]]:
+    config = {"configurable": {"thread_id": "support-http"}}
+    return [
+        agent.invoke({"messages": [HumanMessage(f"ticket {turn} needs attention")]}, config)
+        for turn in range(HTTP_TURNS)
+    ]
+
+
+def test_invoke_without_a_running_loop(tmp_path: Path) -> None:
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, middleware = _http_agent(tmp_path, server)
+        states = _invoke_all(agent)
+    _check_requests(server, states)
+    _verify(middleware)
+
+
+async def test_invoke_inside_a_running_loop(tmp_path: Path) -> None:
+    # A sync call from a coroutine blocks this loop; the engine runs on the middleware's own loop.
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, _ = _http_agent(tmp_path, server)
+        states = _invoke_all(agent)
+    _check_requests(server, states)
+
+
+async def test_ainvoke(tmp_path: Path) -> None:
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, middleware = _http_agent(tmp_path, server)
+        config = {"configurable": {"thread_id": "support-http"}}
+        states = [
+            await agent.ainvoke({"messages": [HumanMessage(f"ticket {turn} needs attention")]}, config)
+            for turn in range(HTTP_TURNS)
+        ]
+    _check_requests(server, states)
+    engine = await middleware.engine("support-http")
+    assert (await engine.verify()).lost == 0

@@ -7,6 +7,12 @@ the LLM (incrementally: previous summary + new messages, in chunks a small model
 extractive stand-in. The asynchronous path after a turn keeps its messages live until their LLM summary
 is ready, then swaps them out through the one plan application. One background task at a time; a
 trigger while it runs is coalesced into its next round.
+
+A round is two steps: :func:`fold_round` (the model call, outside the session lock) and
+:func:`apply_folded` (under it). The engine applies a finished round at once, or, when it holds
+summaries (:meth:`ContextEngine.hold_summaries`), keeps it until :meth:`ContextEngine.apply_summary`,
+so a caller whose view must not move between its calls (a framework session) chooses when it does.
+Popping or clearing never waits for a round: a round that folded an undone message is discarded.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..budget import CountedHistory, Window
@@ -26,7 +33,15 @@ from .apply import PlanApplier
 from .session import LiveSession
 from .types import summary_to_json
 
-__all__ = ["NoLLM", "Scheduler", "fold_in_chunks", "summarize_plan", "summarize_round"]
+__all__ = [
+    "Folded",
+    "NoLLM",
+    "Scheduler",
+    "apply_folded",
+    "fold_in_chunks",
+    "fold_round",
+    "summarize_plan",
+]
 
 logger = logging.getLogger("contextmem.engine")
 
@@ -75,51 +90,85 @@ def summarize_plan(
     )
 
 
-async def summarize_round(
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A round's finished LLM summary, not applied yet (:func:`apply_folded` applies it).
+
+    ``summary`` is ``base`` with ``pending`` (the queued messages when the round began, a prefix of
+    :attr:`LiveSession.pending`) and the live messages ``candidates`` (their seqs) folded in.
+    """
+
+    summary: Summary
+    pending: tuple[Message, ...]
+    candidates: frozenset[int]
+
+
+async def fold_round(
     live: LiveSession,
-    applier: PlanApplier,
     lock: asyncio.Lock,
     summarizer: Summarizer,
     *,
     plan: Callable[[], Plan],
     chunk_tokens: int,
     instruction: str | None,
-) -> int:
-    """Fold the queued messages (and ``plan()``'s older live part) into the summary with the LLM.
+    emit: Callable[..., None],
+) -> Folded | None:
+    """Fold the queued messages (and ``plan()``'s older live part) into a new summary with the LLM.
 
-    The model works outside ``lock``; messages that left meanwhile are folded in extractively, and live
-    messages that are still there leave through ``applier`` once their summary exists. Returns how many
-    messages the round summarised.
+    Only the snapshot is taken under ``lock``; the model works outside it, so adding, building and
+    popping go on meanwhile. ``None`` when there is nothing to fold.
     """
     async with lock:
-        pending = list(live.pending)
+        pending = tuple(live.pending)
         candidates = [(live.seqs[i], live.history.messages[i]) for i in plan().drop]
         base = live.base
     if not pending and not candidates and instruction is None:
-        return 0
-    leaving = pending + [m for _, m in candidates]
+        return None
+    leaving = [*pending, *(m for _, m in candidates)]
     folded = await fold_in_chunks(
         summarizer, live.counter, chunk_tokens, base, leaving, instruction=instruction
     )
     if folded.source != "llm":
-        applier.emit("summary_fallback", reason=folded.fallback_reason or "model unusable")
-    async with lock:
-        still = {seq for seq, _ in candidates} & set(live.seqs)
-        live_plan = Plan(
-            tuple(i for i, s in enumerate(live.seqs) if s not in still),
-            tuple(i for i, s in enumerate(live.seqs) if s in still),
-            steps=("summarize",),
-        )
-        rest = live.pending[len(pending) :]  # left the context while the model was working
-        new_summary = applier.extractor.extract(folded, rest) if rest else folded
-        if live_plan.empty:
-            live.summary = new_summary
-            await live.store.set_meta(live.namespace, live.session_id, summary=summary_to_json(new_summary))
-        elif not await applier.apply(live_plan, "summarize", summary=new_summary):
-            return 0
-        live.base = folded
-        live.pending = rest
-    return len(pending) + len(still)
+        emit("summary_fallback", reason=folded.fallback_reason or "model unusable")
+    return Folded(folded, pending, frozenset(s for s, _ in candidates))
+
+
+async def apply_folded(live: LiveSession, applier: PlanApplier, folded: Folded) -> int:
+    """Apply a finished round; the caller holds the session lock. Returns how many messages it
+    summarised, 0 when it was discarded.
+
+    Discarded (everything stays as it is) when the session moved under it: a message it folded was
+    undone (:attr:`LiveSession.undone`: popped or cleared, never to be summarised) or its queued
+    messages are no longer queued (a clear). Otherwise the candidates still live leave through
+    ``applier`` — but never the newest turn: whatever happened meanwhile, the newest user message and
+    what follows it stay live. Messages that left while the model worked are folded in extractively.
+    """
+    queued = live.pending[: len(folded.pending)]
+    if (
+        folded.candidates & live.undone
+        or len(queued) != len(folded.pending)
+        or any(a is not b for a, b in zip(queued, folded.pending, strict=True))
+    ):
+        logger.info("a background summary was discarded: the session changed while it was made")
+        return 0
+    starts = live.history.starts
+    newest = starts[-1] if starts else 0
+    leaving = {i for i, s in enumerate(live.seqs[:newest]) if s in folded.candidates}
+    plan = Plan(
+        tuple(i for i in range(len(live.seqs)) if i not in leaving),
+        tuple(sorted(leaving)),
+        steps=("summarize",),
+    )
+    rest = live.pending[len(folded.pending) :]  # left the context while the model was working
+    summary = applier.extractor.extract(folded.summary, rest) if rest else folded.summary
+    if plan.empty:
+        live.summary = summary
+        await live.store.set_meta(live.namespace, live.session_id, summary=summary_to_json(summary))
+    elif not await applier.apply(plan, "summarize", summary=summary):
+        return 0
+    live.base = folded.summary
+    live.pending = rest
+    return len(folded.pending) + len(leaving)
 
 
 async def fold_in_chunks(

@@ -27,6 +27,7 @@ from ..compaction.plans import Plan, plan_restore
 from ..errors import ArchiveError, BudgetExceededError, CompactionError
 from ..formats.openai import from_openai
 from ..llm.base import LLM, ToolSpec, Usage
+from ..llm.scheduler import foreground_calls
 from ..messages import Message, check_message_text
 from ..redaction import redact_data
 from ..safefs import Confined
@@ -36,7 +37,7 @@ from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
 from .apply import PlanApplier
-from .background import NoLLM, Scheduler, summarize_plan, summarize_round
+from .background import Folded, NoLLM, Scheduler, apply_folded, fold_round, summarize_plan
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
 from .offload import offload_results
@@ -106,7 +107,9 @@ class ContextEngine:
             has_listeners=lambda: bool(self._listeners),
             on_pending=self._on_pending,
         )
-        self._background = Scheduler(lambda: self._summarize_round(instruction=None, force=False))
+        self._background = Scheduler(self._background_round)
+        self._holding = False
+        self._held: Folded | None = None
         self._emergency_stage = 0
         self._last_cleanup = 0.0
         self._regions = Regions(self.counter)
@@ -274,17 +277,21 @@ class ContextEngine:
                 # Lead with the cause: the request would have fit had the archive taken what must leave.
                 raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
 
-    def assemble(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
-        """The request as it stands (:func:`~.request.assemble`, the one assembler); changes nothing."""
-        return self._assemble(self._regions.fixed(system_prompt, tools))
+    def assemble(
+        self, system_prompt: str = "", tools: Sequence[ToolSpec] = (), *, fit: bool = True
+    ) -> Request:
+        """The request as it stands (:func:`~.request.assemble`, the one assembler); changes nothing.
+        ``fit=False``: the whole live history, even where it is over the budget (a session's contents
+        between two builds, not a request to send)."""
+        return self._assemble(self._regions.fixed(system_prompt, tools), fit=fit)
 
-    def _assemble(self, fixed: Fixed) -> Request:
+    def _assemble(self, fixed: Fixed, *, fit: bool = True) -> Request:
         est = self._estimate(fixed)
         return assemble(
             self._live.history,
             fixed,
             est,
-            budget=history_budget(est, self.window, self._live.calibration.ratio),
+            budget=history_budget(est, self.window, self._live.calibration.ratio) if fit else None,
             summary=self._regions.summary(self._live.summary)[0],
             first_user=self.settings.summary_injection == "first_user",
             counter=self.counter,
@@ -312,7 +319,8 @@ class ContextEngine:
 
     async def pop_newest(self) -> Message | None:
         """Remove the newest live message (an undo, e.g. a framework session's ``pop_item``): archived
-        first, never summarised; returns its original form, ``None`` for an empty history. See
+        first, never summarised; returns its original form, ``None`` for an empty history. Never waits
+        for a background summary (a round that folded the message is discarded). See
         :func:`contextmem.engine.removal.pop_newest`."""
         return await pop_newest(self)
 
@@ -350,10 +358,16 @@ class ContextEngine:
         ) from error
 
     async def clear(self) -> int:
-        """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset."""
-        await self.wait_idle()
+        """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset.
+
+        Never waits for a background summary: a held one is dropped, a running one is discarded when it
+        finishes (it folded what was cleared)."""
+        self._held = None
         async with self._lock:
-            return await self._applier.clear()
+            seqs = list(self._live.seqs)
+            n = await self._applier.clear()
+            self._live.undone.update(seqs)
+            return n
 
     # --- background summarisation (C8, C9) -------------------------------------------------------
 
@@ -361,22 +375,60 @@ class ContextEngine:
         """Call after each turn: starts (or coalesces into) the background summarisation when due."""
         self._emergency_stage = 0
         self.cleanup_offloads(throttle=3600)
+        self._schedule_due()
+
+    def _schedule_due(self) -> None:
         if self.summarizer is not None and (self._live.pending or not self._summarize_plan().empty):
             self._background.schedule()
 
     def _summarize_plan(self, *, force: bool = False) -> Plan:
         return summarize_plan(self._live.history, self.settings, self.window, force=force)
 
-    async def _summarize_round(self, *, instruction: str | None, force: bool) -> int:
+    def hold_summaries(self, hold: bool = True) -> None:
+        """Hold finished background summaries for :meth:`apply_summary` instead of applying them at once.
+
+        For a caller whose view of the session must not change between its calls (a framework
+        session): the live history and the summary then change only by its own adds and pops, by its
+        ``build`` (which may compact) and when it calls :meth:`apply_summary`. One round is held at a
+        time; the next one starts after it was applied.
+        """
+        self._holding = hold
+
+    async def apply_summary(self) -> bool:
+        """Apply the held background summary, if one finished (:meth:`hold_summaries`); True if one was.
+        Starts the next round if one is due."""
+        folded, self._held = self._held, None
+        if folded is None:
+            return False
+        await self._apply_folded(folded)
+        self._schedule_due()
+        return True
+
+    async def _background_round(self) -> None:
+        if self._held is not None:  # one held round at a time: the next starts once it is applied
+            return
+        folded = await self._fold(instruction=None, force=False)
+        if folded is None:
+            return
+        if self._holding:
+            self._held = folded
+        else:
+            await self._apply_folded(folded)
+
+    async def _apply_folded(self, folded: Folded) -> int:
+        async with self._lock:
+            return await apply_folded(self._live, self._applier, folded)
+
+    async def _fold(self, *, instruction: str | None, force: bool) -> Folded | None:
         assert self.summarizer is not None
-        return await summarize_round(
+        return await fold_round(
             self._live,
-            self._applier,
             self._lock,
             self.summarizer,
             plan=lambda: self._summarize_plan(force=force),
             chunk_tokens=self._chunk_tokens,
             instruction=instruction,
+            emit=self._emit,
         )
 
     async def wait_idle(self) -> None:
@@ -384,15 +436,19 @@ class ContextEngine:
         await self._background.wait_idle()
 
     async def compact(self, instruction: str | None = None) -> CompactResult:
-        """``/compact [instruction]``: summarise the older part now, with the extra instruction."""
+        """``/compact [instruction]``: summarise the older part now, with the extra instruction (a held
+        background summary is superseded: this round folds all it did)."""
         await self.wait_idle()
+        self._held = None
         if self.summarizer is None:
             plan = self._summarize_plan(force=True)
             async with self._lock:
                 await self._apply(plan, "manual_compact")
             n = len(plan.drop)
         else:
-            n = await self._summarize_round(instruction=instruction, force=True)
+            with foreground_calls():  # the user waits for this one: it goes before background rounds
+                folded = await self._fold(instruction=instruction, force=True)
+            n = await self._apply_folded(folded) if folded is not None else 0
         return CompactResult(n, self.summary.render() if self.summary else "")
 
     # --- inspection and upkeep ---------------------------------------------------------------------

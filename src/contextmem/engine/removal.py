@@ -37,13 +37,19 @@ def pop_plan(history: Sequence[Message]) -> Plan:
 
 async def _apply_planned(engine: ContextEngine, make_plan: Callable[[], Plan]) -> bool:
     """Plan under the engine's lock, then apply with the engine's plan application (archive, then
-    remove; not summarised). The only place this module touches engine internals.
+    remove; not summarised) and mark what left as undone, so no background summary folds it in. The
+    only place this module touches engine internals.
 
     False: nothing changed (the archive failed, or another process changed the session since the plan
     was made and the engine reloaded it).
     """
     async with engine._lock:
-        return await engine._apply(make_plan(), REASON, summarize=False)
+        plan = make_plan()
+        leaving = [engine.seqs[i] for i in plan.drop]
+        if not await engine._apply(plan, REASON, summarize=False):
+            return False
+        engine._live.undone.update(leaving)
+        return True
 
 
 async def pop_newest(engine: ContextEngine) -> Message | None:
@@ -54,8 +60,11 @@ async def pop_newest(engine: ContextEngine) -> Message | None:
     the store marks the message archived before it leaves the engine's history. Raises
     :class:`ArchiveError` (and removes nothing) when the archive cannot be written. If another process
     changes the session meanwhile, the engine reloads it and the newest message *then* is popped.
+
+    Immediate: it never waits for a background summary. The model works outside the session lock, and
+    a round that folded the popped message is discarded when it finishes (see
+    :func:`~contextmem.engine.background.apply_folded`), so the message is never summarised.
     """
-    await engine.wait_idle()  # a background summary round must not fold the message being popped
     for _ in range(ATTEMPTS):
         newest: Message | None = None
         planned = engine.history

@@ -81,17 +81,18 @@ def assemble(
     fixed: Fixed,
     est: RequestEstimate,
     *,
-    budget: int,
+    budget: int | None,
     summary: str,
     first_user: bool,
     counter: MessageCounter,
 ) -> Request:
     """The request: the system prompt and ``summary`` (or the summary before the first user message,
     ``first_user``), then the newest turns of ``history`` that fit ``budget`` — all of it unless archiving
-    failed and nothing could leave. Raises :class:`BudgetExceededError` when not even the newest turn fits.
+    failed and nothing could leave; all of it, unfitted, when ``budget`` is ``None``. Raises
+    :class:`BudgetExceededError` when not even the newest turn fits.
     """
     messages: list[Message] = list(history.messages)
-    if history.total > budget:
+    if budget is not None and history.total > budget:
         try:
             cut = history.fit_cut(budget)
         except BudgetExceededError as exc:

@@ -26,7 +26,8 @@ class LiveSession:
     ``originals`` maps the seq of a live message whose form was cut (an offloaded tool result) to its
     original, which the archive already holds. ``base`` is the last LLM-folded summary; ``pending`` the
     messages that left the context since, summarised only extractively so far. ``own`` are the seqs this
-    engine appended (its own open tool calls are never waited for).
+    engine appended (its own open tool calls are never waited for). ``undone`` are the seqs that left by
+    an undo or a clear (never to be summarised): a background summary that folded one is discarded.
     """
 
     def __init__(self, store: SessionStore, namespace: str, session_id: str, counter: MessageCounter) -> None:
@@ -43,6 +44,7 @@ class LiveSession:
         self.calibration = Calibration()
         self.next_seq = 1
         self.own: set[int] = set()
+        self.undone: set[int] = set()
 
     async def load(self, state: SessionState | None = None) -> None:
         """Take the store's state (``state`` if just read, else read now)."""

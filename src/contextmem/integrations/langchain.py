@@ -12,12 +12,26 @@ replaces the request's messages with what :meth:`ContextEngine.build` assembles:
 — older turns summarised and archived, tool calls kept with their results — and the system prompt with
 the running summary appended. LangChain messages are converted at the edge through the OpenAI format;
 each stored message keeps its LangChain id in ``extra["lc_id"]``, which is how "already seen" is known,
-across restarts too. Async only (``ainvoke``/``astream``): the engine is async.
+across restarts too.
+
+Both paths work: ``ainvoke``/``astream`` (``awrap_model_call``) and ``invoke``/``stream``
+(``wrap_model_call``); they share one coroutine that fits the request. The engine is async, so the sync
+path runs that coroutine on the middleware's private event loop, in a daemon thread started by the
+first sync call, and waits for it — whether or not the calling thread runs a loop of its own. Not
+``asyncio.run`` per call: a background summary started in one call must outlive it, and the engine's
+lock must stay on one loop. And not the caller's loop, which a sync call inside a running loop blocks.
+Each session's engine lives on one loop: the async path uses the running loop (or the private one,
+where a sync call opened the session), and a session whose loop is gone, or that a sync call needs
+off the private loop, is reopened from the store, which is the truth. A store bound to one event loop
+(the PostgreSQL pool) must then be used from one path only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .. import (
@@ -72,6 +86,16 @@ def _tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
     return specs
 
 
+@dataclass
+class _Session:
+    """A contextmem session as the middleware holds it: its engine, the loop the engine lives on, and
+    the LangChain ids it already holds (live or archived)."""
+
+    engine: ContextEngine
+    loop: asyncio.AbstractEventLoop
+    seen: set[str]
+
+
 class ContextMemMiddleware(AgentMiddleware):
     """Fits every model call of a LangChain v1 agent with contextmem (see the module docstring).
 
@@ -83,8 +107,9 @@ class ContextMemMiddleware(AgentMiddleware):
         super().__init__()
         self.runtime = runtime
         self.session_id = session_id
-        self._engines: dict[str, ContextEngine] = {}
-        self._seen: dict[str, set[str]] = {}
+        self._sessions: dict[str, _Session] = {}
+        self._private: asyncio.AbstractEventLoop | None = None
+        self._private_lock = threading.Lock()
 
     def _session_of(self, request: ModelRequest) -> str:
         if self.session_id is not None:
@@ -98,38 +123,69 @@ class ContextMemMiddleware(AgentMiddleware):
         return str(configurable.get("thread_id") or "default")
 
     async def engine(self, session_id: str) -> ContextEngine:
-        """The engine of a session, and the LangChain ids it already holds (live or archived)."""
-        engine = self._engines.get(session_id)
-        if engine is None:
-            engine = await self.runtime.session(session_id)
-            stored = await engine.store.messages(engine.namespace, session_id)
-            self._seen[session_id] = {
-                str(s.message.extra[ID_KEY]) for s in stored if ID_KEY in s.message.extra
-            }
-            self._engines[session_id] = engine
-        return engine
+        """The engine of a session, opened on the running loop unless it lives on one already."""
+        session = self._sessions.get(session_id)
+        if session is None or not session.loop.is_running():
+            session = await self._open(session_id)
+        return session.engine
 
-    async def awrap_model_call(
-        self,
-        request: ModelRequest,
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
-    ) -> ModelResponse:
-        session_id = self._session_of(request)
-        engine = await self.engine(session_id)
-        seen = self._seen[session_id]
+    async def _open(self, session_id: str) -> _Session:
+        """Open the session's engine on the running loop (from the store, which knows every id seen)."""
+        engine = await self.runtime.session(session_id)
+        stored = await engine.store.messages(engine.namespace, session_id)
+        seen = {str(s.message.extra[ID_KEY]) for s in stored if ID_KEY in s.message.extra}
+        session = self._sessions[session_id] = _Session(engine, asyncio.get_running_loop(), seen)
+        return session
+
+    async def _fitted(self, session_id: str, request: ModelRequest) -> ModelRequest:
+        """The request with contextmem's messages; runs on the loop the session's engine lives on
+        (opening it there if it lives nowhere yet, or on another loop)."""
+        session = self._sessions.get(session_id)
+        if session is None or session.loop is not asyncio.get_running_loop():
+            session = await self._open(session_id)
+        engine, seen = session.engine, session.seen
         new = [m for m in request.messages if m.id is None or m.id not in seen]
         if new:
             await engine.add(*from_langchain(new))
             seen.update(str(m.id) for m in new if m.id is not None)
             if any(m.type == "human" for m in new):  # a new turn began: the previous one is over
                 await engine.end_turn()
-        system_prompt = request.system_prompt or ""
-        built = await engine.build(system_prompt, _tool_specs(request.tools))
+        built = await engine.build(request.system_prompt or "", _tool_specs(request.tools))
         messages = list(built.messages)
         system = messages.pop(0) if messages and isinstance(messages[0], SystemMessage) else None
-        return await handler(
-            request.override(
-                messages=to_langchain(messages),
-                system_message=LCSystemMessage(text_of(system.content)) if system else None,
-            )
+        return request.override(
+            messages=to_langchain(messages),
+            system_message=LCSystemMessage(text_of(system.content)) if system else None,
         )
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        """The sync path (``invoke``/``stream``): the engine runs on the private loop (module docstring)."""
+        fitted = self._fitted(self._session_of(request), request)
+        return handler(asyncio.run_coroutine_threadsafe(fitted, self._private_loop()).result())
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """The async path (``ainvoke``/``astream``): the engine runs on the running loop, or on the
+        private loop when the session's engine lives there (module docstring)."""
+        session_id = self._session_of(request)
+        session = self._sessions.get(session_id)
+        fitted = self._fitted(session_id, request)
+        if session is not None and session.loop is self._private and session.loop.is_running():
+            return await handler(
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(fitted, session.loop))
+            )
+        return await handler(await fitted)
+
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        """The middleware's own event loop, running in a daemon thread from the first sync call on."""
+        with self._private_lock:
+            if self._private is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="contextmem-langchain", daemon=True).start()
+                self._private = loop
+            return self._private
