@@ -19,24 +19,7 @@ from contextmem.settings import Settings
 
 from .servers import FakeAnthropicServer, FakeOpenAIServer
 
-ENV = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_ORG_ID",
-    "OPENAI_PROJECT_ID",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_CUSTOM_HEADERS",
-    "DEEPSEEK_API_KEY",
-    "GATEWAY_KEY",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV:
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 async def test_openai_variables_point_everything_at_a_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,11 +53,13 @@ async def test_a_vendor_key_never_goes_to_another_base_url(monkeypatch: pytest.M
     """One rule: the environment's key, token and organisation go to the environment's endpoint only."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-vendor-secret")
     monkeypatch.setenv("OPENAI_ORG_ID", "org-vendor")
-    with FakeOpenAIServer(["ok"]) as third_party:
-        llm = OpenAICompatLLM("m", base_url=third_party.base_url)
-        await llm.complete([user("hi")])
-        via_registry = load_llm("openai:m", base_url=third_party.base_url)
-        await via_registry.complete([user("hi")]) if third_party.push("ok") is None else None
+    with FakeOpenAIServer(["ok", "ok"]) as third_party:
+        for llm in (
+            OpenAICompatLLM("m", base_url=third_party.base_url),
+            load_llm("openai:m", base_url=third_party.base_url),
+        ):
+            await llm.complete([user("hi")])
+    assert len(third_party.requests) == 2
     for request in third_party.requests:
         assert "sk-vendor-secret" not in str(request.headers)
         assert "openai-organization" not in request.headers

@@ -16,20 +16,7 @@ from contextmem.testing import ScriptedLLM
 
 from .servers import FakeAnthropicServer, FakeOpenAIServer
 
-KEY_VARS = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "DEEPSEEK_API_KEY",
-    "DASHSCOPE_API_KEY",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in KEY_VARS:
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 
 async def test_openai_spec_reads_the_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,25 +35,18 @@ _MEMORY_EVENTS = {
 }
 
 
+@dataclass(eq=False)
 class ContextMem:
     """The wired-up engine. Create with :meth:`open`; get sessions with :meth:`session`."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        store: SessionStore,
-        workspace: Workspace,
-        llm: LLM | None,
-        memory: MemoryIndex | None,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.workspace = workspace
-        self.llm = llm
-        self.memory = memory
-        self._writes: list[asyncio.Future[Any]] = []
-        self._jobs: list[asyncio.Task[None]] = []
+    settings: Settings
+    _: KW_ONLY
+    store: SessionStore
+    workspace: Workspace
+    llm: LLM | None
+    memory: MemoryIndex | None
+    _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
+    _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
     @classmethod
     async def open(

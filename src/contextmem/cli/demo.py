@@ -17,10 +17,10 @@ import asyncio
 import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent, Toolbox, memory_tools
 from ..agent.replay import count_lost
@@ -59,18 +59,22 @@ DEMO_SETTINGS: dict[str, Any] = {
 # --- the run ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Totals:
-    turns: int = 0
-    calls: int = 0
-    sent: int = 0
-    full: int = 0
-    offloads: int = 0
-    compactions: int = 0
-    folded: int = 0
-    lost: int = 0
-    archived: int = 0
-    live: int = 0
+Total = Literal[
+    "turns", "calls", "sent", "full", "offloads", "compactions", "folded", "lost", "archived", "live"
+]
+"""The running totals the demo keeps (a tally by name: a missing one counts 0)."""
+
+REPORTED: tuple[Total, ...] = (
+    "turns",
+    "calls",
+    "sent",
+    "full",
+    "offloads",
+    "compactions",
+    "archived",
+    "lost",
+)
+"""The totals :func:`run` returns, beside ``llm_summaries``; ``folded`` and ``live`` are only shown."""
 
 
 def run(
@@ -124,18 +128,7 @@ async def _run(
             await runtime.close()
         demo.memory_files()
         demo.final_table(time.monotonic() - started)
-    t = demo.totals
-    return {
-        "turns": t.turns,
-        "calls": t.calls,
-        "sent": t.sent,
-        "full": t.full,
-        "offloads": t.offloads,
-        "compactions": t.compactions,
-        "archived": t.archived,
-        "llm_summaries": local.used if local else 0,
-        "lost": t.lost,
-    }
+    return {**{key: demo.totals[key] for key in REPORTED}, "llm_summaries": local.used if local else 0}
 
 
 class Demo:
@@ -154,7 +147,7 @@ class Demo:
         )
         recorded = [self.tools.tool(n) for n in names if not n.startswith("memory_")]
         self.box = Toolbox([*memory_tools(runtime.tools), *recorded])
-        self.totals = Totals()
+        self.totals: Counter[Total] = Counter()
         self.notices: list[str] = []
 
     async def _agent(self, session_id: str, *, fold: bool) -> Agent:
@@ -182,11 +175,11 @@ class Demo:
             counts = engine.counter.count_messages(messages)
             at_calls = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
             for request, at in zip(result.requests, at_calls, strict=True):
-                self.totals.sent += request.estimate.prompt
-                self.totals.full += full + sum(counts[:at])
+                self.totals["sent"] += request.estimate.prompt
+                self.totals["full"] += full + sum(counts[:at])
             full += sum(counts)
-            self.totals.turns += 1
-            self.totals.calls += len(result.requests)
+            self.totals["turns"] += 1
+            self.totals["calls"] += len(result.requests)
             est = max(result.requests, key=lambda r: r.estimate.prompt).estimate
             values = [est.system, est.summary, est.history, est.tool_defs, est.max_tokens, max(est.free, 0)]
             self.echo(
@@ -219,13 +212,13 @@ class Demo:
                 elif event.result is not None:
                     steps = event.result.task.steps
                     transcript.extend(turn_messages(q["ask"], self.assistant.replies, steps))
-                    self.totals.calls += len(event.result.requests)
+                    self.totals["calls"] += len(event.result.requests)
             answer = " ".join("".join(parts).split())
             mark = "✓" if q["expect"] in answer else ("~" if found else "✗")
             note = "" if found else ", not in the hits"
             self.echo(f"A: {answer}  [{mark} expected {q['expect']!r}{note}]")
             self._show_notices()
-        self.totals.turns += len(self.conversation["questions"])
+        self.totals["turns"] += len(self.conversation["questions"])
         await self._finish(agent.engine, transcript)
 
     async def _finish(self, engine: ContextEngine, transcript: list[Message]) -> None:
@@ -241,9 +234,9 @@ class Demo:
                 self.echo(f"   │ {line[:100]}")
         lost = await count_lost(engine, transcript)
         report = await engine.verify()
-        self.totals.lost += lost
-        self.totals.archived += report.archived
-        self.totals.live += report.live
+        self.totals["lost"] += lost
+        self.totals["archived"] += report.archived
+        self.totals["live"] += report.live
         self.echo(
             f"   check: {report.appended} messages = {report.live} live + {report.archived} archived;"
             f" lost {lost}"
@@ -253,12 +246,12 @@ class Demo:
     def _notice(self, event: EngineEvent) -> None:
         d, t = event.data, self.totals
         if event.kind == "offload":
-            t.offloads += 1
+            t["offloads"] += 1
         elif event.kind == "compaction_finished" and d.get("archived"):
             if d.get("reason") == "fold_task":
-                t.folded += int(d["archived"])
+                t["folded"] += int(d["archived"])
             else:
-                t.compactions += 1
+                t["compactions"] += 1
         notice = describe_event(event)
         if notice:
             self.notices.append(notice)
@@ -280,14 +273,14 @@ class Demo:
     def final_table(self, seconds: float) -> None:
         t, local = self.totals, self.local
         rows = [
-            ("turns (incl. questions)", f"{t.turns}"),
-            ("model calls", f"{t.calls}"),
-            ("tokens sent", f"{t.sent:,}"),
-            ("tokens with full history", f"{t.full:,} ({t.full / max(t.sent, 1):.1f}x more)"),
-            ("tool results offloaded", f"{t.offloads}"),
-            ("compactions", f"{t.compactions}"),
-            ("task-step messages folded", f"{t.folded}"),
-            ("messages archived / live", f"{t.archived} / {t.live}"),
+            ("turns (incl. questions)", f"{t['turns']}"),
+            ("model calls", f"{t['calls']}"),
+            ("tokens sent", f"{t['sent']:,}"),
+            ("tokens with full history", f"{t['full']:,} ({t['full'] / max(t['sent'], 1):.1f}x more)"),
+            ("tool results offloaded", f"{t['offloads']}"),
+            ("compactions", f"{t['compactions']}"),
+            ("task-step messages folded", f"{t['folded']}"),
+            ("messages archived / live", f"{t['archived']} / {t['live']}"),
             ("local-model summary calls", f"{local.used} ({local.seconds:.0f}s)" if local else "0 (--fast)"),
             ("runtime", f"{seconds:.0f}s"),
         ]
@@ -295,4 +288,4 @@ class Demo:
         self.echo("")
         for key, value in rows:
             self.echo(f"{key:<{width}}  {value}")
-        self.echo(f"lost: {t.lost}")
+        self.echo(f"lost: {t['lost']}")

@@ -9,7 +9,8 @@ removal — the proactive check, turn and budget trims, task folding, summarisat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Protocol
 
 from ..archive import DialogArchive
 from ..budget import CountedHistory
@@ -23,38 +24,31 @@ from .types import EventKind, summary_to_json
 
 __all__ = ["PlanApplier", "emergency_plan"]
 
-Emit = Callable[..., None]
-"""Publishes an engine event: ``emit(kind, **data)``."""
+
+class Emit(Protocol):
+    """Publishes an engine event: ``emit(kind, **data)``."""
+
+    def __call__(self, kind: EventKind, **data: Any) -> None: ...
 
 
+@dataclass(eq=False)
 class PlanApplier:
     """Applies plans to one :class:`LiveSession`, archiving before anything leaves.
 
     ``failure`` is the last archive failure since :meth:`reset_failure`: a request that cannot fit because
-    nothing could leave says why. ``on_pending`` is called when messages left with only an extractive
-    summary, so the LLM summary can catch up in the background.
+    nothing could leave says why. ``has_listeners`` says whether anyone would see an event's extractive
+    summary (it is only computed then); ``on_pending`` is called when messages left with only an
+    extractive summary, so the LLM summary can catch up in the background.
     """
 
-    def __init__(
-        self,
-        session: LiveSession,
-        archive: DialogArchive,
-        extractor: Summarizer,
-        *,
-        emit: Emit,
-        has_listeners: Callable[[], bool],
-        on_pending: Callable[[], None],
-    ) -> None:
-        self.session = session
-        self.archive = archive
-        self.extractor = extractor
-        self._emit = emit
-        self._has_listeners = has_listeners
-        self._on_pending = on_pending
-        self.failure: ArchiveError | None = None
-
-    def emit(self, kind: EventKind, **data: Any) -> None:
-        self._emit(kind, **data)
+    session: LiveSession
+    archive: DialogArchive
+    extractor: Summarizer
+    _: KW_ONLY
+    emit: Emit
+    has_listeners: Callable[[], bool]
+    on_pending: Callable[[], None]
+    failure: ArchiveError | None = field(default=None, init=False)
 
     def reset_failure(self) -> ArchiveError | None:
         failure, self.failure = self.failure, None
@@ -111,7 +105,7 @@ class PlanApplier:
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
         digest = (
             self.extractor.extract(None, dropped).render()
-            if dropped and summarize and self._has_listeners()
+            if dropped and summarize and self.has_listeners()
             else ""
         )
         self.emit(
@@ -124,7 +118,7 @@ class PlanApplier:
             digest=digest,
         )
         if live.pending:
-            self._on_pending()
+            self.on_pending()
         return True
 
     async def fold_task(self) -> int:

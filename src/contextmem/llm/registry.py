@@ -32,7 +32,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from ..errors import ConfigError
 from ..settings import Settings
@@ -41,12 +41,14 @@ from .base import LLM
 __all__ = [
     "PROVIDERS",
     "Endpoint",
+    "EndpointOptions",
     "Provider",
     "api_key_from_env",
     "llm_from_settings",
     "load_llm",
     "resolve_endpoint",
 ]
+
 
 @dataclass(frozen=True, slots=True)
 class Provider:
@@ -104,6 +106,15 @@ def api_key_from_env(provider: str) -> str | None:
     if entry is None or entry.key_env is None:
         return None
     return os.environ.get(entry.key_env) or None
+
+
+class EndpointOptions(TypedDict, total=False):
+    """How a caller names an endpoint and its key: the keywords of :func:`resolve_endpoint`, which every
+    client of a provider (the LLM adapters, the OpenAI embedder) takes as they are."""
+
+    base_url: str | None
+    api_key: str | None
+    api_key_env: str | None
 
 
 @dataclass(frozen=True, slots=True)

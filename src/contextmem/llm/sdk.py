@@ -28,12 +28,12 @@ import operator
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol, TypedDict
+from typing import Any, ClassVar, Protocol, Unpack
 
 from ..errors import ConfigError, LLMError, MissingExtraError
 from ._sdk_errors import guarded, translate_sdk_error
 from .base import BaseLLM, ChatResponse, StreamEvent
-from .registry import PROVIDERS, resolve_endpoint
+from .registry import PROVIDERS, EndpointOptions, resolve_endpoint
 from .retry import RetryPolicy, call_with_retries
 
 __all__ = ["SDKAdapter", "SDKOptions", "StreamAssembly"]
@@ -42,12 +42,9 @@ _OURS = frozenset({"api_key", "base_url", "max_retries", "timeout"})
 """Client options set through our own arguments, never through ``client_options``."""
 
 
-class SDKOptions(TypedDict, total=False):
+class SDKOptions(EndpointOptions, total=False):
     """The keyword arguments every SDK adapter takes (see :class:`SDKAdapter`)."""
 
-    base_url: str | None
-    api_key: str | None
-    api_key_env: str | None
     timeout: float
     retry: RetryPolicy | None
     extra_body: Mapping[str, Any] | None
@@ -93,9 +90,6 @@ class SDKAdapter(BaseLLM):
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         timeout: float = 120.0,
         retry: RetryPolicy | None = None,
         extra_body: Mapping[str, Any] | None = None,
@@ -103,6 +97,7 @@ class SDKAdapter(BaseLLM):
         provider: str | None = None,
         client: Any = None,
         client_options: Mapping[str, Any] | None = None,
+        **endpoint: Unpack[EndpointOptions],
     ) -> None:
         try:
             self._sdk = importlib.import_module(self.sdk_module)
@@ -119,16 +114,16 @@ class SDKAdapter(BaseLLM):
             self.base_url = str(self._client.base_url)
             self.vendor_endpoint = resolve_endpoint(prefix, base_url=self.base_url, environ={}).vendor
             return
-        endpoint = resolve_endpoint(prefix, base_url=base_url, api_key=api_key, api_key_env=api_key_env)
-        self.base_url = endpoint.base_url
-        self.vendor_endpoint = endpoint.vendor
-        options = {**endpoint.options, **(client_options or {})}
+        resolved = resolve_endpoint(prefix, **endpoint)
+        self.base_url = resolved.base_url
+        self.vendor_endpoint = resolved.vendor
+        options = {**resolved.options, **(client_options or {})}
         if _OURS & options.keys():
             raise ConfigError(
                 f"client_options may not set {sorted(_OURS & options.keys())}. "
                 "Fix: pass api_key=, base_url= and timeout= to the adapter; retries are its retry= policy."
             )
-        key = self._api_key(prefix, endpoint.api_key, endpoint.own, options)
+        key = self._api_key(prefix, resolved.api_key, resolved.own, options)
         if key is not None:
             options.pop("auth_token", None)  # a key wins over a token, as the SDKs decide
         self._client = self._make_client(key, timeout, options)

