@@ -235,3 +235,24 @@ def test_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"contextmem {__version__}"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_script_completes_from_the_parser(shell: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    assert "complete -F _contextmem_complete contextmem" in script
+    if shell == "zsh" or shutil.which("bash") is None:
+        assert script.startswith("autoload -U +X bashcompinit") == (shell == "zsh")
+        return
+    probe = script + (
+        "COMP_WORDS=(contextmem --model x memory search --); COMP_CWORD=5; _contextmem_complete; "
+        'echo "${COMPREPLY[*]}"; COMP_WORDS=(contextmem sess); COMP_CWORD=1; _contextmem_complete; '
+        'echo "${COMPREPLY[*]}"'
+    )
+    out = subprocess.run(
+        ["bash", "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["--help --json --k --mode", "sessions"]

