@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_compaction.py
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_redaction.py
+	$(PY) bench/bench_cache.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis

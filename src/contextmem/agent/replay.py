@@ -4,6 +4,11 @@ Every assistant message in the transcript marks one model call: before it, the e
 (offloading, trimming and summarising as needed) and the request's regions are measured; then the
 assistant message and its tool results are appended. After each turn ``end_turn`` runs, as in the agent.
 
+Every call's request is also compared with the previous one, as it is sent, for the prompt cache
+(:mod:`.cache_metrics`): shared prefix tokens, append-only or why the prefix broke, billed-equivalent
+tokens; per turn (``TurnReport.cache``) and in total (``ReplayReport.cache``). ``on_request`` sees each
+request as sent, e.g. to dump it (``contextmem replay --dump-requests``).
+
 At the end :func:`count_lost` compares the transcript, message by message, with what the session still
 holds plus what the dialog archive holds: the proof that nothing was lost.
 """
@@ -15,16 +20,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..budget import turn_starts
 from ..engine import ContextEngine, EngineEvent
-from ..formats.openai import to_openai
 from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
+from .cache_metrics import CacheTally, CallCache, WireRequest, canonical, compare, tally, wire_request
 
-__all__ = ["ReplayReport", "TurnReport", "count_lost", "load_transcript", "replay"]
+__all__ = ["ReplayReport", "TurnReport", "count_lost", "load_tools", "load_transcript", "replay"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,7 @@ class TurnReport:
     offloads: int
     archived: int  # messages that left the context during this turn
     within_budget: bool
+    cache: CacheTally = field(default_factory=CacheTally)  # this turn's calls against their predecessors
 
 
 @dataclass(slots=True)
@@ -57,38 +63,33 @@ class ReplayReport:
     lost: int = 0
     live: int = 0
     archived_total: int = 0
+    calls: list[CallCache] = field(default_factory=list)  # every call's cache figures, in order
 
     @property
-    def sent(self) -> int:
-        return sum(t.sent for t in self.turns)
+    def cache(self) -> CacheTally:
+        return tally(self.calls)
 
-    @property
-    def full(self) -> int:
-        return sum(t.full for t in self.turns)
-
-    @property
-    def compactions(self) -> int:
-        return sum(t.compactions for t in self.turns)
-
-    @property
-    def offloads(self) -> int:
-        return sum(t.offloads for t in self.turns)
+    def total(self, name: Literal["sent", "full", "compactions", "offloads"]) -> int:
+        """One of the turns' counts, summed over the replay."""
+        return sum(getattr(t, name) for t in self.turns)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "context_window": self.context_window,
             "max_tokens": self.max_tokens,
             "messages": self.messages,
-            "turns": [asdict(t) for t in self.turns],
+            "turns": [{**asdict(t), "cache": t.cache.to_dict()} for t in self.turns],
             "totals": {
                 "turns": len(self.turns),
-                "compactions": self.compactions,
-                "offloads": self.offloads,
+                "compactions": self.total("compactions"),
+                "offloads": self.total("offloads"),
                 "archived": self.archived_total,
                 "live": self.live,
-                "tokens_sent": self.sent,
-                "tokens_full_history": self.full,
+                "tokens_sent": self.total("sent"),
+                "tokens_full_history": self.total("full"),
             },
+            "cache": self.cache.to_dict(),
+            "calls": [{"prompt": c.prompt, "shared": c.shared, "kind": c.kind} for c in self.calls],
             "lost": self.lost,
         }
 
@@ -102,6 +103,21 @@ def load_transcript(path: str | Path) -> tuple[str, list[Message]]:
     messages = messages_from_jsonl(path, what="transcript")
     system = "\n\n".join(text_of(m.content) for m in messages if isinstance(m, SystemMessage))
     return system, [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+def load_tools(path: str | Path) -> list[ToolSpec]:
+    """OpenAI tool definitions (a JSON list of ``{"type": "function", "function": {...}}``) as specs.
+    Raises :class:`ValueError` naming the file and the entry that has no ``function.name``."""
+    specs = []
+    for i, tool in enumerate(json.loads(Path(path).read_text(encoding="utf-8"))):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ValueError(
+                f"{path}: tools[{i}] = {tool!r} is not an OpenAI tool definition. "
+                'Fix: write {"type": "function", "function": {"name": ..., "parameters": {...}}}'
+            )
+        specs.append(ToolSpec(fn["name"], fn.get("description", ""), fn.get("parameters", {})))
+    return specs
 
 
 def _groups(turn: Sequence[Message]) -> list[list[Message]]:
@@ -122,8 +138,10 @@ async def replay(
     system_prompt: str = "",
     tools: Sequence[ToolSpec] = (),
     on_turn: Callable[[TurnReport], None] | None = None,
+    on_request: Callable[[int, int, WireRequest], None] | None = None,
 ) -> ReplayReport:
-    """Replay ``transcript`` into ``engine`` (a new, empty session); see the module docstring."""
+    """Replay ``transcript`` into ``engine`` (a new, empty session); see the module docstring.
+    ``on_request(call, turn, request)`` (both numbered from 1) runs for each request before it is used."""
     if engine.history.messages or (await engine.verify()).appended:
         raise ValueError(f"session {engine.session_id!r} is not empty. Fix: replay into a new session id")
     counts: dict[str, int] = {"offload": 0, "compaction": 0, "archived": 0}
@@ -142,15 +160,23 @@ async def replay(
         starts.insert(0, 0)
     fixed = engine.counter.count_text(system_prompt) + engine.counter.count_tools(tools)
     full_so_far = fixed
+    previous: WireRequest | None = None
     for number, (a, b) in enumerate(pairwise(starts), start=1):
         before = dict(counts)
         biggest = None
         sent = full = calls = 0
+        turn_calls: list[CallCache] = []
         for group in _groups(transcript[a:b]):
             if isinstance(group[0], AssistantMessage):
                 request = await engine.build(system_prompt, tools)
                 est = request.estimate
                 calls += 1
+                wire = wire_request(request.messages, request.tools, engine.counter)
+                if on_request is not None:
+                    on_request(len(report.calls) + 1, number, wire)
+                turn_calls.append(compare(previous, wire))
+                report.calls.append(turn_calls[-1])
+                previous = wire
                 sent += est.prompt
                 full += full_so_far
                 if biggest is None or est.prompt > biggest.prompt:
@@ -175,6 +201,7 @@ async def replay(
             offloads=counts["offload"] - before["offload"],
             archived=counts["archived"] - before["archived"],
             within_budget=est.prompt + est.max_tokens <= est.context_window,
+            cache=tally(turn_calls),
         )
         report.turns.append(turn)
         if on_turn is not None:
@@ -187,16 +214,12 @@ async def replay(
     return report
 
 
-def _canonical(message: Message) -> str:
-    return json.dumps(to_openai(message), sort_keys=True, ensure_ascii=False)
-
-
 async def count_lost(engine: ContextEngine, transcript: Iterable[Message], first_seq: int = 1) -> int:
     """Transcript messages found neither live in the session nor in the dialog archive (in their original
     form), plus any the engine's own :meth:`~ContextEngine.verify` reports missing."""
     live = await engine.store.messages(engine.namespace, engine.session_id, state="live")
-    found = {a.seq: _canonical(a.message) for a in engine.archive.read(engine.session_id)}
-    found.update((s.seq, _canonical(s.message)) for s in live)
-    lost = {seq for seq, m in enumerate(transcript, start=first_seq) if found.get(seq) != _canonical(m)}
+    found = {a.seq: canonical(a.message) for a in engine.archive.read(engine.session_id)}
+    found.update((s.seq, canonical(s.message)) for s in live)
+    lost = {seq for seq, m in enumerate(transcript, start=first_seq) if found.get(seq) != canonical(m)}
     lost.update((await engine.verify()).missing)
     return len(lost)

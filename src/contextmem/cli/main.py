@@ -122,11 +122,20 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     """Replay a transcript into a fresh session (a temporary workspace unless --workspace is given)."""
-    from ..agent.replay import TurnReport, load_transcript, replay
+    from ..agent.cache_metrics import CACHE_READ_PRICE, WireRequest
+    from ..agent.replay import TurnReport, load_tools, load_transcript, replay
     from ..engine import ContextEngine
     from ..store.open import open_store
 
     system, transcript = load_transcript(args.transcript)
+    tools = load_tools(args.tools) if args.tools else []
+    dump = open(args.dump_requests, "w", encoding="utf-8") if args.dump_requests else None  # noqa: SIM115
+
+    def write_request(call: int, turn: int, request: WireRequest) -> None:
+        if dump is not None:
+            line = {"call": call, "turn": turn, **request.to_json()}
+            dump.write(json.dumps(line, ensure_ascii=False) + "\n")
+
     with tempfile.TemporaryDirectory(prefix="contextmem-replay-") as tmp:
         if args.workspace is None:
             settings = settings.with_value("workspace", tmp)
@@ -147,21 +156,38 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
                 + (f" · compactions {t.compactions}" if t.compactions else "")
                 + (f" · offloads {t.offloads}" if t.offloads else "")
                 + (f" · archived {t.archived}" if t.archived else "")
+                + (f" · cache {t.cache.cache_ratio:.0%}" if t.cache.calls else "")
+                + "".join(f" · break {r} {n}" for r, n in t.cache.breaks.items())
             )
 
         try:
-            report = await replay(engine, transcript, system_prompt=system, on_turn=show)
+            report = await replay(
+                engine, transcript, system_prompt=system, tools=tools, on_turn=show, on_request=write_request
+            )
         finally:
             await store.close()
+            if dump is not None:
+                dump.close()
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
+        cache = report.cache
         rows = [
             ("window / output reserve", f"{report.context_window:,} / {report.max_tokens:,}"),
             ("turns / messages", f"{len(report.turns)} / {report.messages}"),
-            ("tokens sent vs full history", f"{report.sent:,} vs {report.full:,}"),
-            ("compactions / offloads", f"{report.compactions} / {report.offloads}"),
+            ("tokens sent vs full history", f"{report.total('sent'):,} vs {report.total('full'):,}"),
+            ("compactions / offloads", f"{report.total('compactions')} / {report.total('offloads')}"),
             ("messages archived / live", f"{report.archived_total} / {report.live}"),
+            ("model calls / append-only", f"{cache.calls} / {cache.appended}"),
+            (
+                "prefix shared (cache ratio)",
+                f"{cache.shared:,} of {cache.prompt:,} ({cache.cache_ratio:.1%})",
+            ),
+            (
+                "billed-equivalent per call",
+                f"{cache.billed_per_call:,.0f} (cache reads at {CACHE_READ_PRICE}x)",
+            ),
+            ("prefix breaks (by reason)", ", ".join(f"{r} {n}" for r, n in cache.breaks.items()) or "none"),
         ]
         print(table(rows, ("replay", "")))
         print(f"lost: {report.lost}")
@@ -256,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--max-tokens", type=int, default=argparse.SUPPRESS, help="output reserve")
     rep.add_argument("--session", default="replay", help="session id (default: replay)")
     rep.add_argument("--json", action="store_true")
+    rep.add_argument(
+        "--tools", metavar="PATH", help="OpenAI tool definitions (JSON list) sent with each call"
+    )
+    rep.add_argument(
+        "--dump-requests", metavar="PATH", help="write each request as sent, one JSON object per line"
+    )
     rep.set_defaults(func=cmd_replay)
 
     from ..mcp.cli import add_arguments as mcp_arguments  # cheap: argparse only, no SDK import

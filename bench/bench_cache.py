@@ -1,0 +1,279 @@
+"""Prompt-cache stability (issue 15): how much of each request is a prefix of the previous one.
+
+For each seed, a long agent transcript (``bench/agent_transcript.py``: tool calls, outputs up to 200 KB,
+English and Chinese, ~20 facts planted in the first 30 turns) is replayed through three strategies, and
+every request is compared with the previous one as it is sent (:mod:`contextmem.agent.cache_metrics`:
+tool definitions, then OpenAI-form messages, message granularity; tokens of the o200k counter):
+
+* **contextmem**: the engine with default settings at the window, through the very code path of
+  ``contextmem replay --tools ... --dump-requests ... --json`` (a fresh workspace and SQLite store; no
+  LLM, so summaries are extractive);
+* **trim_messages**: a sliding window, langchain-core's real ``trim_messages`` (``strategy="last"``,
+  ``start_on="human"``, system kept) with the same counter and the same history budget
+  (window - output reserve - tool definitions - reply priming);
+* **full history**: every message, never compacted.
+
+Reported per strategy: calls, mean prompt tokens, cache ratio (shared prefix / prompt tokens),
+billed-equivalent per call (misses + 0.1 x hits), breaks by reason, requests over the window
+(prompt + output reserve > window), and facts: in the final request's context for all; for contextmem also
+reachable anywhere it keeps them (final request incl. summary, dialog archive, offloaded tool results,
+memory files) and ``lost``. Writes ``bench/results/cache.md`` (date, machine load).
+
+    python bench/bench_cache.py [--turns 300] [--seeds 1,2] [--window 16000] [--transcripts DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import agent_transcript
+from bench_budget import to_langchain
+
+from contextmem.agent.cache_metrics import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.agent.replay import load_tools, load_transcript
+from contextmem.cli.main import main as cli_main
+from contextmem.messages import AssistantMessage, Message, SystemMessage, ToolSpec
+from contextmem.tokens import MessageCounter, get_counter
+from contextmem.tokens.counter import REPLY_PRIMING
+
+RESULTS = Path(__file__).parent / "results" / "cache.md"
+
+
+def transcript_path(folder: Path, turns: int, seed: int) -> Path:
+    """The transcript for ``(turns, seed)`` in ``folder``, generated unless it is already there."""
+    path = folder / f"agent-{turns}t-seed{seed}.jsonl"
+    if not path.exists():
+        agent_transcript.write(path, agent_transcript.generate(turns, seed))
+    return path
+
+
+def _has(text: str, needle: str) -> bool:
+    return needle in text
+
+
+def _request_text(messages: Sequence[dict[str, Any]]) -> str:
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def _workspace_text(root: Path) -> str:
+    """Every text file the workspace keeps (dialog archive, offloaded results, memory), SQLite aside."""
+    parts = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".sqlite" not in p.name and not p.name.endswith(("-wal", "-shm")):
+            parts.append(p.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+def _row(name: str, calls: list[CallCache], window: int, reserve: int, **extra: Any) -> dict[str, Any]:
+    t = tally(calls)
+    return {
+        "strategy": name,
+        "calls": t.calls,
+        "mean_prompt": t.prompt / t.calls if t.calls else 0.0,
+        "cache_ratio": t.cache_ratio,
+        "billed_per_call": t.billed_per_call,
+        "breaks": dict(t.breaks),
+        "over_window": sum(c.prompt + reserve > window for c in calls),
+        **extra,
+    }
+
+
+def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict[str, Any]:
+    """``contextmem replay`` on ``path`` in a fresh workspace; the row plus ``max_tokens``."""
+    tools = agent_transcript.sidecars(path)[1]
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
+        ws, dump = Path(tmp) / "ws", Path(tmp) / "requests.jsonl"
+        argv = ["--workspace", str(ws), "replay", str(path), "--context-window", str(window)]
+        argv += ["--tools", str(tools), "--dump-requests", str(dump), "--json"]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = cli_main(argv)
+        if code not in (0, 1):
+            raise SystemExit(f"contextmem replay {path} failed with exit code {code}")
+        report = json.loads(out.getvalue())
+        with dump.open(encoding="utf-8") as f:
+            *_, last = f
+        final = _request_text(json.loads(last)["messages"])
+        kept = final + "\n" + _workspace_text(ws)
+    calls = [CallCache(c["prompt"], c["shared"], c["kind"]) for c in report["calls"]]
+    return _row(
+        "contextmem",
+        calls,
+        window,
+        report["max_tokens"],
+        lost=report["lost"],
+        facts_context=sum(_has(final, f["needle"]) for f in facts),
+        facts_reachable=sum(_has(kept, f["needle"]) for f in facts),
+        max_tokens=report["max_tokens"],
+    )
+
+
+def _peer(
+    name: str,
+    pick: Any,
+    system: str,
+    transcript: list[Message],
+    tools: list[ToolSpec],
+    counter: MessageCounter,
+    facts: list[dict[str, Any]],
+    window: int,
+    reserve: int,
+) -> dict[str, Any]:
+    """A peer strategy: ``pick(i)`` is the history sent before transcript message ``i`` (an assistant
+    message); the request is the system prompt plus that history."""
+    head = [SystemMessage(system)] if system else []
+    previous: WireRequest | None = None
+    calls: list[CallCache] = []
+    missing_newest = 0
+    for i, m in enumerate(transcript):
+        if not isinstance(m, AssistantMessage):
+            continue
+        history = pick(i)
+        missing_newest += not history or history[-1] is not transcript[i - 1]
+        request = wire_request([*head, *history], tools, counter)
+        calls.append(compare(previous, request))
+        previous = request
+    assert previous is not None
+    final = _request_text(previous.to_json()["messages"])
+    return _row(
+        name,
+        calls,
+        window,
+        reserve,
+        facts_context=sum(_has(final, f["needle"]) for f in facts),
+        missing_newest=missing_newest,
+    )
+
+
+def run_peers(path: Path, facts: list[dict[str, Any]], window: int, reserve: int) -> list[dict[str, Any]]:
+    """The sliding window (langchain-core ``trim_messages``) and the full history on ``path``."""
+    from langchain_core.messages import trim_messages
+
+    system, transcript = load_transcript(path)
+    tools = load_tools(agent_transcript.sidecars(path)[1])
+    counter = MessageCounter(get_counter("auto"))
+    tokens = counter.count_messages(transcript)
+    budget = window - reserve - counter.count_tools(tools) - REPLY_PRIMING
+    budget -= counter.count_messages([SystemMessage(system)])[0] if system else 0
+    lc = to_langchain(transcript)
+    for k, m in enumerate(lc):
+        m.id = str(k)
+
+    def count(msgs: list[Any]) -> int:
+        return sum(tokens[int(m.id)] for m in msgs)
+
+    def sliding(i: int) -> list[Message]:
+        kept = trim_messages(
+            lc[:i], max_tokens=budget, token_counter=count, strategy="last", start_on="human"
+        )
+        return [transcript[int(m.id)] for m in kept]
+
+    args = (system, transcript, tools, counter, facts, window, reserve)
+    return [
+        _peer("trim_messages (sliding)", sliding, *args),
+        _peer("full history", lambda i: transcript[:i], *args),
+    ]
+
+
+def _breaks(b: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in b.items()) or "none"
+
+
+def revision() -> str:
+    """The checkout's commit, and whether ``src/`` differs from it (``unknown`` outside a git checkout)."""
+    root = Path(__file__).parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" + uncommitted changes in src/" if dirty else "")
+
+
+def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float, n_facts: int) -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    head = [
+        "# Prompt-cache stability (issue 15)",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · {platform.machine()} · {os.cpu_count()} cores · "
+        f"load average {load} · {seconds:.0f} s · engine: {args.label or revision()}",
+        "",
+        f"`python bench/bench_cache.py --turns {args.turns} --seeds {args.seeds} --window {args.window}`: "
+        "generated agent transcripts (bench/agent_transcript.py), each request compared with the previous "
+        "one as sent (tools, then OpenAI-form messages; message granularity; o200k tokens). "
+        "Billed-equivalent = misses + 0.1 × prefix hits. Over window = prompt + output reserve > window. "
+        f"Facts: of {n_facts} planted in turns 1–30; 'context' = in the final request, 'reachable' adds "
+        "the dialog archive, offloaded results and memory files.",
+        "",
+        "| seed | strategy | calls | mean prompt | cache ratio | billed-eq / call | breaks by reason "
+        "| over window | lost | facts context / reachable |",
+        "|---|---|--:|--:|--:|--:|---|--:|--:|--:|",
+    ]
+    body = []
+    for r in rows:
+        lost = str(r["lost"]) if "lost" in r else "–"
+        facts = f"{r['facts_context']} / {r.get('facts_reachable', '–')}"
+        over = str(r["over_window"])
+        if r.get("missing_newest"):
+            over += f" ({r['missing_newest']} without the newest message)"
+        body.append(
+            f"| {r['seed']} | {r['strategy']} | {r['calls']} | {r['mean_prompt']:,.0f} | "
+            f"{r['cache_ratio']:.1%} | {r['billed_per_call']:,.0f} | {_breaks(r['breaks'])} | {over} | "
+            f"{lost} | {facts} |"
+        )
+    return "\n".join(head + body) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--seeds", default="1,2", help="comma-separated transcript seeds (default 1,2)")
+    parser.add_argument("--window", type=int, default=16_000)
+    parser.add_argument("--transcripts", help="folder for the transcripts (default: a temporary one)")
+    parser.add_argument("--out", default=str(RESULTS), help="the markdown file to write ('' = none)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead")
+    parser.add_argument("--label", help="what engine was measured (default: the git commit)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    n_facts = 0
+    with tempfile.TemporaryDirectory(prefix="bench-cache-t-") as tmp:
+        folder = Path(args.transcripts or tmp)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            path = transcript_path(folder, args.turns, seed)
+            facts = json.loads(agent_transcript.sidecars(path)[0].read_text(encoding="utf-8"))
+            n_facts = len(facts)
+            ours = run_contextmem(path, facts, args.window)
+            peers = run_peers(path, facts, args.window, ours.pop("max_tokens"))
+            rows += [{"seed": seed, **r} for r in (ours, *peers)]
+            print(f"seed {seed}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    text = markdown(rows, args, time.perf_counter() - started, n_facts)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    print(json.dumps(rows, ensure_ascii=False, indent=1) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
