@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextmem.errors import (
     AuthenticationError,
@@ -14,12 +18,19 @@ from contextmem.errors import (
     RateLimitError,
     TransientLLMError,
 )
+from contextmem.formats.anthropic import (
+    MAX_CACHE_BREAKPOINTS,
+    from_anthropic,
+    mark_cache_breakpoints,
+    to_anthropic,
+)
 from contextmem.llm.anthropic import AnthropicLLM
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.retry import RetryPolicy
-from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
+from contextmem.messages import AssistantMessage, Message, ToolCall, system, text_of, tool_result, user
 
 from .servers import Disconnect, FakeAnthropicServer, ServerReply, anthropic_error
+from .strategies import histories
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
 ONCE = RetryPolicy(max_attempts=1)
@@ -247,3 +258,151 @@ def test_missing_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         AnthropicLLM("claude-test")
+
+
+# --- prompt-cache breakpoints ---------------------------------------------------------------------
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def marked_blocks(body: object) -> list[dict[str, Any]]:
+    """Every dict in ``body`` that carries ``cache_control``."""
+    if isinstance(body, list):
+        return [b for item in body for b in marked_blocks(item)]
+    if isinstance(body, dict):
+        own = [body] if "cache_control" in body else []
+        return own + [b for value in body.values() for b in marked_blocks(value)]
+    return []
+
+
+def two_turns_with_a_tool_step() -> list[Message]:
+    call = ToolCall("toolu_9", "search_memory", '{"query": "deadline"}')
+    return [
+        system("You are a memory assistant."),
+        user("When is the launch?"),
+        AssistantMessage("On 14 May."),
+        user("And the deadline?"),
+        AssistantMessage(None, tool_calls=(call,)),
+        tool_result("toolu_9", "deadline: 2 May"),
+    ]
+
+
+async def test_cache_breakpoints_mark_system_newest_previous_call_and_previous_turn(
+    server: FakeAnthropicServer,
+) -> None:
+    server.push("2 May.")
+    messages = two_turns_with_a_tool_step()
+    before = list(messages)
+
+    await make_llm(server, cache_min_tokens=0).complete(messages, tools=[SEARCH])
+
+    body = server.requests[0].body
+    mark = {"cache_control": EPHEMERAL}
+    assert body["system"] == [{"type": "text", "text": "You are a memory assistant.", **mark}]
+    assert "cache_control" not in body["tools"][-1]  # the system block's marker covers the tools too
+    wire = body["messages"]
+    assert wire[0] == {"role": "user", "content": "When is the launch?"}
+    assert wire[1]["content"] == [{"type": "text", "text": "On 14 May.", **mark}]  # previous turn's end
+    assert wire[2]["content"] == [{"type": "text", "text": "And the deadline?", **mark}]  # previous call
+    assert "cache_control" not in wire[3]["content"][-1]
+    assert wire[4]["content"][-1]["cache_control"] == EPHEMERAL  # the newest message
+    assert len(marked_blocks(body)) == 4
+    # Only the wire copy is marked: the history is as it was, and maps to Anthropic without markers.
+    assert messages == before and messages == two_turns_with_a_tool_step()
+    assert marked_blocks(list(to_anthropic(messages))) == []
+
+
+async def test_cache_breakpoints_stream_and_mark_the_last_tool_without_a_system_prompt(
+    server: FakeAnthropicServer,
+) -> None:
+    server.push("ok")
+    messages = [m for m in two_turns_with_a_tool_step() if m.kind != "system"]
+
+    events = await collect(make_llm(server, cache_min_tokens=0), messages, tools=[SEARCH])
+
+    assert events[-1].kind == "done"
+    body = server.requests[0].body
+    assert body["stream"] is True and "system" not in body
+    assert body["tools"][-1]["cache_control"] == EPHEMERAL
+    assert len(marked_blocks(body)) == 4
+
+
+async def test_cache_breakpoints_keep_the_callers_markers_within_four(server: FakeAnthropicServer) -> None:
+    server.push("ok")
+    theirs = {"type": "ephemeral", "ttl": "1h"}
+    history = from_anthropic(
+        [
+            {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": theirs}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "b", "cache_control": theirs}]},
+            {"role": "user", "content": [{"type": "text", "text": "c", "cache_control": theirs}]},
+            {"role": "assistant", "content": "d"},
+            {"role": "user", "content": "e"},
+        ],
+        system="s",
+    )
+
+    await make_llm(server, cache_min_tokens=0).complete(history)
+
+    body = server.requests[0].body
+    marks = marked_blocks(body)
+    assert len(marks) == 4
+    assert [m["cache_control"] for m in marks].count(theirs) == 3  # all of the caller's are kept
+    assert body["system"][0]["cache_control"] == EPHEMERAL  # the one slot left: tools + system
+
+
+async def test_small_requests_and_cache_hints_off_are_sent_unmarked(server: FakeAnthropicServer) -> None:
+    server.push("ok", "ok", "ok")
+    big: list[Message] = [
+        system("Facts: " + "the deploy window is Tuesday 10:00 to 12:00 UTC. " * 200),
+        user("When?"),
+    ]
+
+    await make_llm(server).complete([system("short"), user("hi")])  # far below 1024 tokens
+    await make_llm(server).complete(big)
+    await make_llm(server, cache_min_tokens=None).complete(big)
+
+    small, marked, off = (r.body for r in server.requests)
+    assert small["system"] == "short" and marked_blocks(small) == []
+    assert marked["system"][0]["cache_control"] == EPHEMERAL
+    question = {"type": "text", "text": "When?", "cache_control": EPHEMERAL}
+    assert marked["messages"] == [{"role": "user", "content": [question]}]
+    assert isinstance(off["system"], str) and marked_blocks(off) == []
+
+
+def _unmarked(value: object) -> object:
+    """``value`` without cache markers, every string content or system as the text block it stands for."""
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    for key in ("content", "system"):
+        if isinstance(out.get(key), str):
+            out[key] = [{"type": "text", "text": out[key]}]
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(max_turns=5), st.booleans(), st.booleans())
+def test_cache_breakpoints_change_nothing_but_markers_and_never_exceed_four(
+    history: list[Message], with_system: bool, with_tools: bool
+) -> None:
+    prompt, wire = to_anthropic([system("You help."), *history] if with_system else history)
+    body: dict[str, object] = {"model": "m", "messages": wire, "max_tokens": 10}
+    if prompt:
+        body["system"] = prompt
+    if with_tools:
+        body["tools"] = [{"name": "search", "input_schema": {"type": "object"}}]
+    before = copy.deepcopy(body)
+
+    marked = mark_cache_breakpoints(body)
+
+    assert body == before  # the caller's body (and the history it came from) is untouched
+    marks = marked_blocks(marked)
+    assert len(marks) <= MAX_CACHE_BREAKPOINTS
+    assert all(m.get("type") not in ("thinking", "redacted_thinking") for m in marks)
+    assert all(m.get("type") != "text" or m.get("text") for m in marks)
+    key = "system" if prompt else "tools" if with_tools else None
+    if key:
+        assert isinstance(marked[key], list) and "cache_control" in marked[key][-1]
+    assert _unmarked(marked) == _unmarked(before)

@@ -17,7 +17,8 @@ from contextmem.errors import (
 )
 from contextmem.formats.openai import from_openai, to_openai
 from contextmem.llm._sdk_errors import retry_after_seconds
-from contextmem.llm.base import StreamEvent, ToolSpec, Usage
+from contextmem.llm.base import ModelCall, StreamEvent, ToolSpec, Usage
+from contextmem.llm.cache import cache_key, keyed
 from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
@@ -323,3 +324,37 @@ async def test_an_empty_reply_is_an_error_never_a_message(server: FakeOpenAIServ
             await collect(llm, [user("hi")])
         else:
             await llm.complete([user("hi")])
+
+
+# --- prompt_cache_key -----------------------------------------------------------------------------
+
+
+async def test_prompt_cache_key_is_sent_only_while_a_caller_set_one(server: FakeOpenAIServer) -> None:
+    server.push("one", "two", "three")
+    llm = make_llm(server, send_cache_key=True)
+
+    with cache_key("session-a"):
+        await llm.complete([user("hi")])
+    events = [e async for e in keyed("session-b", llm.stream([user("hi")]))]
+    await llm.complete([user("hi")])
+
+    assert events[-1].kind == "done"
+    keyed_call, streamed, plain = (r.body for r in server.requests)
+    assert keyed_call["prompt_cache_key"] == "session-a"
+    assert streamed["prompt_cache_key"] == "session-b" and streamed["stream"] is True
+    assert "prompt_cache_key" not in plain
+
+
+async def test_prompt_cache_key_goes_by_default_to_openai_itself_only(server: FakeOpenAIServer) -> None:
+    server.push("ok")
+    call = ModelCall([user("hi")])
+
+    with cache_key("session-a"):
+        await make_llm(server).complete([user("hi")])  # a local server: vLLM warns, strict ones reject it
+        openai = OpenAICompatLLM("gpt-4o", api_key="sk-test")._request(call)
+        deepseek = OpenAICompatLLM("deepseek-chat", provider="deepseek", api_key="sk-test")._request(call)
+        off = OpenAICompatLLM("gpt-4o", api_key="sk-test", send_cache_key=False)._request(call)
+
+    assert "prompt_cache_key" not in server.requests[0].body
+    assert openai["prompt_cache_key"] == "session-a"
+    assert "prompt_cache_key" not in deepseek and "prompt_cache_key" not in off

@@ -9,6 +9,8 @@ One turn::
 At most ``agent_max_steps`` model calls per turn; the last allowed call is offered no tools, so the turn
 ends in a reply. Overflow retries are bounded by the engine's emergency stages (it raises
 :class:`~contextmem.errors.CompactionError` when none is left), and by ``max_overflow_retries`` here.
+Every model call carries the session's prompt-cache key (:mod:`contextmem.llm.cache`), so a provider that
+routes by it keeps the session on one cache.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..engine import ContextEngine, Request
 from ..llm.base import LLM, ChatResponse, StreamEvent, ToolSpec
+from ..llm.cache import keyed, session_cache_key
 from ..llm.overflow import is_overflow
 from ..messages import AssistantMessage, ToolMessage, UserMessage, text_of
 from .profile import compose_system_prompt
@@ -157,13 +160,15 @@ class Agent:
         yield AgentEvent("done", task.outcome, result=result)
 
     async def _stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        """The model's stream for ``request`` (the engine's messages, tools and output reserve)."""
-        async for event in self.llm.stream(
+        """The model's stream for ``request`` (the engine's messages, tools and output reserve), keyed
+        to this session's prompt cache."""
+        events = self.llm.stream(
             request.messages,
             tools=request.tools,
             max_tokens=request.max_tokens,
             temperature=self.temperature,
-        ):
+        )
+        async for event in keyed(session_cache_key(self.engine.namespace, self.engine.session_id), events):
             yield event
 
 

@@ -72,6 +72,11 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
         f"messages: {stats.messages} ({roles}) · turns: {stats.turns} · characters: {stats.characters:,}"
         f" · archived: {stats.archived} · summary: {stats.summary_source or 'none'}"
     )
+    if (usage := stats.usage).calls:
+        lines.append(
+            f"cache: {100 * usage.cache_ratio:.0f}% of prompt tokens read from the provider's cache "
+            f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls)"
+        )
     return "\n".join(lines)
 
 

@@ -298,10 +298,21 @@ class ContextEngine:
         )
 
     def record_usage(self, request: Request, usage: Usage) -> None:
-        """Calibrate the estimate against the prompt tokens the provider reported (C2)."""
+        """Calibrate the estimate against the prompt tokens the provider reported (C2), and add the call
+        to the session's usage totals (``/context``; event ``usage``). ``prompt_tokens`` include the
+        cached ones: a cache read is still text the model was sent."""
         if usage.prompt_tokens > 0:
-            self._live.calibration = self._live.calibration.observe(
+            live = self._live
+            live.calibration = live.calibration.observe(
                 request.estimate.prompt + REPLY_PRIMING, usage.prompt_tokens
+            )
+            live.usage = totals = live.usage.add(usage)
+            self._emit(
+                "usage",
+                prompt=usage.prompt_tokens,
+                cached=usage.cached_tokens,
+                ratio=round(totals.cache_ratio, 4),
+                calls=totals.calls,
             )
         self._emergency_stage = 0
 

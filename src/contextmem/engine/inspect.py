@@ -24,6 +24,7 @@ def context_stats(live: LiveSession, estimate: RequestEstimate) -> ContextStats:
         estimate=estimate,
         archived=live.next_seq - 1 - len(msgs),
         summary_source=live.summary.source if live.summary else None,
+        usage=live.usage,
     )
 
 

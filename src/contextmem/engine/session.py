@@ -14,7 +14,7 @@ from ..messages import Message
 from ..store.base import SessionState, SessionStore
 from ..summarize import Summary
 from ..tokens import Calibration, MessageCounter
-from .types import summary_from_json
+from .types import UsageTotals, summary_from_json
 from .writer import View
 
 __all__ = ["LiveSession"]
@@ -28,6 +28,7 @@ class LiveSession:
     messages that left the context since, summarised only extractively so far. ``own`` are the seqs this
     engine appended (its own open tool calls are never waited for). ``undone`` are the seqs that left by
     an undo or a clear (never to be summarised): a background summary that folded one is discarded.
+    ``usage`` totals the session's model calls; it is saved with the metadata at its next write.
     """
 
     def __init__(self, store: SessionStore, namespace: str, session_id: str, counter: MessageCounter) -> None:
@@ -45,6 +46,7 @@ class LiveSession:
         self.next_seq = 1
         self.own: set[int] = set()
         self.undone: set[int] = set()
+        self.usage = UsageTotals()
 
     async def load(self, state: SessionState | None = None) -> None:
         """Take the store's state (``state`` if just read, else read now)."""
@@ -56,6 +58,9 @@ class LiveSession:
         self.summary = self.base = summary_from_json(state.summary)
         meta = json.loads(state.meta) if state.meta else {}
         self.calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
+        stored = UsageTotals(*meta.get("usage", ()))
+        if stored.calls >= self.usage.calls:  # a reload must not drop calls counted since the last write
+            self.usage = stored
         cut = set(meta.get("cut", ()))
         self.originals = {}
         if cut:
@@ -63,12 +68,15 @@ class LiveSession:
             self.originals = {s.seq: s.message for s in live if s.seq in cut}
 
     def meta(self) -> str:
-        """The session's metadata as the store keeps it: calibration, and which live messages were cut."""
+        """The session's metadata as the store keeps it: calibration, which live messages were cut, and
+        the usage totals as ``[calls, prompt_tokens, cached_tokens]``."""
+        usage = self.usage
         return json.dumps(
             {
                 "ratio": self.calibration.ratio,
                 "samples": self.calibration.samples,
                 "cut": sorted(self.originals),
+                "usage": [usage.calls, usage.prompt_tokens, usage.cached_tokens],
             }
         )
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..archive import ArchiveProblem
 from ..budget import RequestEstimate
 from ..formats.openai import messages_to_openai
-from ..llm.base import ToolSpec
+from ..llm.base import ToolSpec, Usage
 from ..messages import Message
 from ..summarize import Ledger, LedgerEntry, Summary
 
@@ -24,6 +24,7 @@ EventKind = Literal[
     "overflow",
     "cleared",
     "restored",
+    "usage",
 ]
 
 
@@ -57,6 +58,26 @@ class CompactResult:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """A session's model calls as the providers billed them; ``prompt_tokens`` include ``cached_tokens``
+    (what was read from the provider's prompt cache, at a fraction of the price)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def cache_ratio(self) -> float:
+        """The share of prompt tokens read from the cache, 0.0 before any call."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def add(self, usage: Usage) -> UsageTotals:
+        return UsageTotals(
+            self.calls + 1, self.prompt_tokens + usage.prompt_tokens, self.cached_tokens + usage.cached_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ContextStats:
     """What ``/context`` shows."""
 
@@ -67,6 +88,7 @@ class ContextStats:
     estimate: RequestEstimate
     archived: int
     summary_source: str | None
+    usage: UsageTotals = UsageTotals()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ ones mapped (``cache_control``, ``citations``) are kept in ``extra["anthropic_bl
 ``[[index, {key: value}], ...]``. Both are re-inserted on the way out. Malformed blocks raise
 :class:`~contextmem.errors.MessageFormatError`.
 
+Prompt caching: :func:`mark_cache_breakpoints` puts ``cache_control`` on a copy of a request body (the
+stored messages never carry it unless they were read with it).
+
 Known limits, by design: text or image blocks placed *after* ``tool_use`` blocks (or before ``tool_result``
 blocks) come back in the canonical order above; OpenAI-only fields (``name``, image ``detail``, OpenAI
 ``extra`` keys) have no Anthropic form and are not sent; a tool result without ``content`` is read as ``""``.
@@ -37,7 +40,7 @@ from ..errors import MessageFormatError
 from ..messages import MAX_NESTING, check_arguments, check_json_value, text_of
 from ._checks import fail, require_list, require_mapping, require_str
 
-__all__ = ["from_anthropic", "to_anthropic"]
+__all__ = ["MAX_CACHE_BREAKPOINTS", "from_anthropic", "mark_cache_breakpoints", "to_anthropic"]
 
 RAW_BLOCKS = "anthropic_blocks"
 BLOCK_KEYS = "anthropic_block_keys"
@@ -171,6 +174,92 @@ def to_anthropic(
             out.append(_assistant_to_anthropic(m))
         open_results = False
     return _system_param(systems), out
+
+
+# --- prompt-cache breakpoints -------------------------------------------------------------------
+
+MAX_CACHE_BREAKPOINTS = 4
+"""Blocks one request may mark with ``cache_control`` (the API rejects more)."""
+
+_EPHEMERAL = {"type": "ephemeral"}
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})  # the API refuses cache_control on these
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, Mapping) and "cache_control" in block
+
+
+def _markable(block: Any) -> bool:
+    if not isinstance(block, Mapping) or block.get("type") in _UNMARKABLE:
+        return False
+    return block.get("type") != "text" or bool(block.get("text"))  # an empty text block cannot be cached
+
+
+def _starts_turn(message: Mapping[str, Any]) -> bool:
+    """A user message with something besides tool results: where a turn starts."""
+    content = message.get("content")
+    if message.get("role") != "user":
+        return False
+    return isinstance(content, str) or any(
+        not isinstance(b, Mapping) or b.get("type") != "tool_result" for b in content or ()
+    )
+
+
+def _breakpoint_messages(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indexes of the messages to mark, most valuable first: the newest message (what this call adds),
+    the end of the previous call (the user message before the newest one), the end of the previous turn
+    (the message before the newest turn starts, the same for every call of this turn)."""
+    last = len(messages) - 1
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    turns = [i for i in users if _starts_turn(messages[i])]
+    wanted = [last, users[-2] if len(users) > 1 else -1, turns[-1] - 1 if turns else -1]
+    return list(dict.fromkeys(i for i in wanted if i >= 0))
+
+
+def _mark_last(blocks: list[Any]) -> list[Any] | None:
+    """``blocks`` with the last markable one marked (a copy), ``None`` if marked already or none can be."""
+    for j in range(len(blocks) - 1, -1, -1):
+        if _marked(blocks[j]):
+            return None
+        if _markable(blocks[j]):
+            return [*blocks[:j], {**blocks[j], "cache_control": dict(_EPHEMERAL)}, *blocks[j + 1 :]]
+    return None
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or ())
+
+
+def mark_cache_breakpoints(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an Anthropic request ``body`` with ``cache_control`` breakpoints where later calls reuse
+    the prefix: the end of tools + system (the ``system`` block, else the last tool), the newest message,
+    the end of the previous call and the end of the previous turn (:func:`_breakpoint_messages`).
+
+    A string ``system`` or message content becomes one text block, the only form that carries a marker.
+    Markers already in the body are kept and count against :data:`MAX_CACHE_BREAKPOINTS`; ``body`` itself
+    and everything in it are left unchanged.
+    """
+    out = dict(body)
+    messages = list(out.get("messages") or ())
+    blocks = [b for m in messages if not isinstance(m.get("content"), str) for b in m.get("content") or ()]
+    system = out.get("system")
+    existing = [*blocks, *(out.get("tools") or ()), *(system if isinstance(system, list) else ())]
+    room = MAX_CACHE_BREAKPOINTS - sum(map(_marked, existing))
+    if room <= 0:
+        return out
+    if system:
+        if (marked := _mark_last(_as_blocks(system))) is not None:
+            out["system"], room = marked, room - 1
+    elif out.get("tools") and (tools := _mark_last(list(out["tools"]))) is not None:
+        out["tools"], room = tools, room - 1
+    for i in _breakpoint_messages(messages):
+        if room <= 0:
+            break
+        if (content := _mark_last(_as_blocks(messages[i].get("content")))) is not None:
+            messages[i] = {**messages[i], "content": content}
+            room -= 1
+    out["messages"] = messages
+    return out
 
 
 # --- reading ------------------------------------------------------------------------------------

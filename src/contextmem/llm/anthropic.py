@@ -6,8 +6,9 @@ as ``thinking`` blocks with their signature (all mapped by :mod:`contextmem.form
 
 Usage is normalised to what the other adapters report: Anthropic counts cache reads and cache writes
 *apart from* ``input_tokens``, so ``prompt_tokens = input + cache_read + cache_creation`` and
-``cached_tokens = cache_read``. SDK exceptions are translated in :meth:`AnthropicLLM._translate` only
-(from :mod:`.sdk`, which holds the skeleton this adapter shares with the OpenAI one).
+``cached_tokens = cache_read``. Prompt-cache breakpoints: see :class:`AnthropicLLM`. SDK exceptions are
+translated in :meth:`AnthropicLLM._translate` only (from :mod:`.sdk`, which holds the skeleton this
+adapter shares with the OpenAI one).
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from ..formats.anthropic import from_anthropic, to_anthropic
+from ..formats.anthropic import from_anthropic, mark_cache_breakpoints, to_anthropic
 from ..messages import AssistantMessage, TextPart
+from ..tokens.heuristic import HeuristicCounter
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
 from .sdk import SDKAdapter, SDKOptions
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicLLM"]
+__all__ = ["CACHE_MIN_TOKENS", "DEFAULT_MAX_TOKENS", "AnthropicLLM"]
 
 DEFAULT_MAX_TOKENS = 4096
+CACHE_MIN_TOKENS = 1024
+"""The shortest prompt Anthropic caches on most models (Sonnet, Opus 4/4.1); some need 2048 or 4096."""
 
 # Anthropic's stop reasons in the vocabulary the rest of contextmem (and OpenAI) uses.
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
@@ -37,6 +41,15 @@ class AnthropicLLM(SDKAdapter):
     ``extra_body`` is merged into every request (e.g. ``{"thinking": {"type": "adaptive"}}``); a
     ``temperature`` goes there too, because the SDK no longer has a typed parameter for it.
 
+    Prompt caching (on by default; ``cache_min_tokens=None`` turns it off): Anthropic caches a prefix only
+    up to a block marked ``cache_control``, at most four per request. The wire copy of a request of at
+    least ``cache_min_tokens`` (estimated, erring high) is marked at the end of tools + system, the newest
+    message, the end of the previous call and of the previous turn
+    (:func:`~contextmem.formats.anthropic.mark_cache_breakpoints`), so the next call reads what this one
+    wrote. Smaller requests go unmarked: the API caches nothing below its minimum (1024 tokens on most
+    models, 2048 or 4096 on some; raise ``cache_min_tokens`` to match yours). A write costs 1.25x the
+    input price, a read 0.1x. History is never changed, only the wire copy.
+
     Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`).
     """
 
@@ -47,9 +60,15 @@ class AnthropicLLM(SDKAdapter):
     create_path = "messages.create"
 
     def __init__(
-        self, model: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, **options: Unpack[SDKOptions]
+        self,
+        model: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        cache_min_tokens: int | None = CACHE_MIN_TOKENS,
+        **options: Unpack[SDKOptions],
     ) -> None:
         self.max_tokens = max_tokens
+        self.cache_min_tokens = cache_min_tokens
         super().__init__(model, **options)
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
@@ -66,6 +85,8 @@ class AnthropicLLM(SDKAdapter):
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in call.tools
             ]
+        if self.cache_min_tokens is not None and _at_least(body, self.cache_min_tokens):
+            body = mark_cache_breakpoints(body)
         extra = dict(self.extra_body)
         if call.temperature is not None:
             extra["temperature"] = call.temperature
@@ -83,6 +104,16 @@ class AnthropicLLM(SDKAdapter):
 
     def _assembly(self) -> _Assembly:
         return _Assembly()
+
+
+def _at_least(body: Mapping[str, Any], tokens: int) -> bool:
+    """Whether a request holds ``tokens`` tokens, estimated high (its JSON's punctuation counts too).
+
+    Only a prefix of ``16 * tokens`` characters is counted, so a 200k-token prompt costs no more than a
+    small one: no text but whitespace runs needs more than 16 characters a token.
+    """
+    wire = json.dumps([body.get("tools"), body.get("system"), body["messages"]], ensure_ascii=False)
+    return HeuristicCounter().count_text(wire[: 16 * tokens]) >= tokens
 
 
 # --- reading responses --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ..formats.openai import from_openai, messages_to_openai
 from ..messages import AssistantMessage, text_of
 from ._sdk_errors import error_from_response
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
+from .cache import current_cache_key
 from .discovery import discover_window
 from .sdk import SDKAdapter, SDKOptions
 
@@ -46,6 +47,12 @@ class OpenAICompatLLM(SDKAdapter):
     ``tool_choice: "auto"`` (their default chat format ignores tools without it). History is not changed,
     only the wire copy. Keys, URLs and client options: :mod:`.sdk` and :func:`~.registry.resolve_endpoint`.
 
+    ``send_cache_key`` sends the session's ``prompt_cache_key`` (set by the caller, :mod:`.cache`) so that a
+    session's calls share one prompt cache. By default (``None``) it is sent to OpenAI's own endpoint only:
+    other servers gain nothing from it, vLLM logs a warning for each request with a field it does not know,
+    and strict gateways reject one. ``True`` sends it anywhere (Azure OpenAI, a proxy to OpenAI), ``False``
+    nowhere.
+
     Retries cover a whole ``complete`` call and the *opening* of a stream (see :mod:`.sdk`). A stream that
     ends before anything arrived (llama.cpp's answer to an over-long prompt) is asked once more without
     streaming, so the server's own error (a context overflow, with its limit) is what the caller sees.
@@ -65,11 +72,14 @@ class OpenAICompatLLM(SDKAdapter):
         *,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         strict_server: bool = False,
+        send_cache_key: bool | None = None,
         **options: Unpack[SDKOptions],
     ) -> None:
         self.max_tokens_param = max_tokens_param
         self.strict_server = strict_server
         super().__init__(model, **options)
+        openai_itself = self.vendor_endpoint and (options.get("provider") or self.provider) == "openai"
+        self.send_cache_key = openai_itself if send_cache_key is None else send_cache_key
 
     async def discover_window(self) -> int | None:
         """Ask the server for its window (:mod:`.discovery`); remember and return it."""
@@ -96,6 +106,8 @@ class OpenAICompatLLM(SDKAdapter):
             body[self.max_tokens_param] = call.max_tokens
         if call.temperature is not None:
             body["temperature"] = call.temperature
+        if self.send_cache_key and (key := current_cache_key()) is not None:
+            body["prompt_cache_key"] = key
         if self.extra_body:
             body["extra_body"] = self.extra_body
         return body
