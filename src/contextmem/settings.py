@@ -75,9 +75,15 @@ class Settings(BaseModel):
     )
     reserve_threshold_ratio: float = Field(0.1, ge=0, lt=1, description="Recent tokens kept when summarising")
     compact_message_threshold: int = Field(50, gt=0, description="Summarise when history has more messages")
+    compact_target_ratio: float = Field(
+        0.2, gt=0, le=1, description="Over budget, trim history to this share of it (one large step)"
+    )
 
     # Tool-result offload (C5)
     pruning_recent_n: int = Field(2, ge=0, description="Recent tool results with the higher threshold")
+    tool_result_budget_share: float = Field(
+        0.125, gt=0, le=1, description="Most of the history budget one tool result may keep (small windows)"
+    )
     pruning_recent_msg_max_bytes: int = Field(50_000, gt=0)
     pruning_old_msg_max_bytes: int = Field(3_000, gt=0)
     historical_tool_result_max_chars: int = Field(20_000, gt=0, description="CowAgent head+tail rule")

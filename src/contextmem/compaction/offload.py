@@ -118,17 +118,21 @@ def plan_offload(
     path_of: Callable[[int], str],
     *,
     cap_bytes: int | None = None,
+    first_new: int = 0,
 ) -> list[Offload]:
-    """Tool results whose current form is over its limit.
+    """Tool results whose current form is over its limit, from index ``first_new`` on.
 
     A result cut earlier under the recent threshold is cut again, tighter, once it ages past
     ``pruning_recent_n``; the new cut is made from the original, never from an earlier cut.
     ``path_of(i)`` names the offload file of message ``i`` (asked only for the results that are cut).
-    Idempotent: a cut always fits its limit, so
-    planning again after applying yields nothing.
+    Idempotent: a cut always fits its limit, so planning again after applying yields nothing.
+
+    ``first_new`` is where the messages the model has not seen yet begin: cutting one of those changes
+    nothing a provider has cached, while cutting an older one again rewrites the middle of a cached
+    prefix, so the engine plans the older ones (``first_new=0``) only when it compacts anyway.
     """
     return [
         Offload(i, limit, path_of(i))
         for i, limit in enumerate(offload_limits(history, current_turn_start, settings, cap_bytes))
-        if limit is not None and not fits(text_of(history[i].content), limit)
+        if i >= first_new and limit is not None and not fits(text_of(history[i].content), limit)
     ]

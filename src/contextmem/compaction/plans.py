@@ -73,10 +73,16 @@ def plan_turn_trim(history: Sequence[Message], max_turns: int) -> Plan:
     return Plan(tuple(range(cut, len(history))), tuple(range(cut)), steps=("turn_trim",))
 
 
-def plan_budget_trim(history: Sequence[Message], counts: Sequence[int], budget: int) -> Plan:
+def plan_budget_trim(
+    history: Sequence[Message], counts: Sequence[int], budget: int, target: int | None = None
+) -> Plan:
     """C7: while over ``budget``: with < 5 turns compress each past turn to its first user text and
     last reply; with >= 5, the older half of the turns leaves. The newest turn is never touched here;
     if it alone is over budget the plan says ``fits=False`` and the caller escalates.
+
+    ``target`` (below ``budget``) makes the step large and rare, since every step breaks the provider's
+    prompt cache: once within ``budget``, the oldest whole turns keep leaving while over ``target``,
+    so the turns that follow append to an unchanged prefix for a while. The newest turn always stays.
     """
     keep = list(range(len(history)))
     steps: list[str] = []
@@ -100,6 +106,12 @@ def plan_budget_trim(history: Sequence[Message], counts: Sequence[int], budget: 
             steps.append("budget_keep_newest_turn")
         else:
             break
+    if target is not None and total() > target:
+        turns = _turns(history, keep)
+        while len(turns) > 1 and total() > target:
+            turns.pop(0)
+            keep = [i for t in turns for i in t]
+        steps.append("budget_trim_to_target")
     kept = set(keep)
     drop = tuple(i for i in range(len(history)) if i not in kept)
     return Plan(tuple(keep), drop, steps=tuple(steps), fits=total() <= budget)

@@ -8,7 +8,7 @@ removal — the proactive check, turn and budget trims, task folding, summarisat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
@@ -49,6 +49,7 @@ class PlanApplier:
     has_listeners: Callable[[], bool]
     on_pending: Callable[[], None]
     failure: ArchiveError | None = field(default=None, init=False)
+    applied: int = field(default=0, init=False)  # plans applied so far: each one rewrote the prefix
 
     def reset_failure(self) -> ArchiveError | None:
         failure, self.failure = self.failure, None
@@ -102,6 +103,7 @@ class PlanApplier:
             )
             live.seqs = [live.seqs[i] for i in plan.keep]
             live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
+            self.applied += 1
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
         digest = (
             self.extractor.extract(None, dropped).render()
@@ -154,19 +156,32 @@ class PlanApplier:
             self.emit("overflow", error=str(error)[:300], summary=snapshot.render())
         await self.apply(emergency_plan(settings, live.history.messages, stage, budget), f"emergency_{stage}")
 
-    async def proactive_check(self, settings: Settings, budget: Callable[[], int]) -> None:
+    async def proactive_check(
+        self, settings: Settings, budget: Callable[[], int], age: Callable[[], Awaitable[None]]
+    ) -> None:
         """Before a call (C6, C7, C10): over ``agent_max_context_turns`` the oldest turns leave; over the
         history ``budget()`` (re-read after each step, as the summary grows) the oldest turns that must;
-        and if the newest turn alone is over it, a certain overflow, it is shrunk by emergency stages."""
+        and if the newest turn alone is over it, a certain overflow, it is shrunk by emergency stages.
+
+        Each of these rewrites a prefix the provider has cached, so a step is taken large and rarely: once
+        one is due, older tool results get their tighter cut too (``age``), and over budget the oldest
+        turns leave until history is within ``compact_target_ratio`` of its budget. Within budget and
+        under the turn limit nothing changes, and the request extends the previous one.
+        """
         history = self.session.history
         turns = settings.agent_max_context_turns
-        if len(history.starts) > turns:
+        over_turns = len(history.starts) > turns
+        if not over_turns and history.total <= budget():
+            return  # nothing is due: the request extends the previous one
+        if over_turns:
             await self.apply(plan_turn_trim(history.messages, turns), "turn_trim")
+        await age()
         for _ in range(4):  # the summary may grow as messages leave; re-check a few times
             history, limit = self.session.history, budget()
-            if history.total <= limit:
+            target = int(limit * settings.compact_target_ratio)
+            if history.total <= target:
                 break
-            plan = plan_budget_trim(history.messages, history.counts, limit)
+            plan = plan_budget_trim(history.messages, history.counts, limit, target)
             if plan.empty or not await self.apply(plan, "budget_trim"):
                 break
         for stage in (1, 2):

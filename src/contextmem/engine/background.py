@@ -164,6 +164,7 @@ async def apply_folded(live: LiveSession, applier: PlanApplier, folded: Folded) 
     if plan.empty:
         live.summary = summary
         await live.store.set_meta(live.namespace, live.session_id, summary=summary_to_json(summary))
+        applier.applied += 1  # the summary the model sees changed: the cached prefix broke
     elif not await applier.apply(plan, "summarize", summary=summary):
         return 0
     live.base = folded.summary

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model
@@ -52,6 +52,17 @@ Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
 
 
+class EngineParts(TypedDict, total=False):
+    """The optional parts of a :class:`ContextEngine` (see its docstring), for ``__init__`` and ``open``."""
+
+    workspace_dir: str | os.PathLike[str] | None
+    files: Confined | None
+    llm: LLM | None
+    counter: MessageCounter | None
+    window: Window | None
+    clock: Callable[[], float]
+
+
 class ContextEngine:
     """Owns one session: history, summary, per-message counts, calibration. Use :meth:`open`.
 
@@ -66,28 +77,19 @@ class ContextEngine:
     busy_timeout: float = BUSY_TIMEOUT
 
     def __init__(
-        self,
-        *,
-        store: SessionStore,
-        session_id: str,
-        settings: Settings,
-        workspace_dir: str | os.PathLike[str] | None = None,
-        files: Confined | None = None,
-        llm: LLM | None = None,
-        counter: MessageCounter | None = None,
-        window: Window | None = None,
-        clock: Callable[[], float] = time.time,
+        self, *, store: SessionStore, session_id: str, settings: Settings, **parts: Unpack[EngineParts]
     ) -> None:
         self.store = store
         self.session_id = session_id
         self.namespace = settings.namespace
         self.settings = settings
-        self.files = resolve_files(settings, workspace_dir, files)
+        self.files = resolve_files(settings, parts.get("workspace_dir"), parts.get("files"))
         self.workspace_dir = self.files.dir
-        self.counter = counter or MessageCounter(
+        self.counter = parts.get("counter") or MessageCounter(
             get_counter(settings.tokenizer), image_tokens=settings.image_tokens
         )
-        self.llm = llm
+        self.llm = llm = parts.get("llm")
+        clock = parts.get("clock", time.time)
         self.summarizer = (
             Summarizer(llm, self.counter, timeout=settings.summary_timeout_seconds)
             if llm is not None
@@ -111,11 +113,13 @@ class ContextEngine:
         self._holding = False
         self._held: Folded | None = None
         self._emergency_stage = 0
+        self._applied_at_build = 0  # PlanApplier.applied when the last request was built
+        self._sent_next_seq = 0  # messages from this seq on were not in the last request built
         self._last_cleanup = 0.0
         self._regions = Regions(self.counter)
         self.window: Window
         self._chunk_tokens: int
-        self._fit(window)
+        self._fit(parts.get("window"))
 
     # --- the session's state (owned by LiveSession) --------------------------------------------
 
@@ -150,25 +154,10 @@ class ContextEngine:
         store: SessionStore,
         settings: Settings,
         restore: bool = False,
-        workspace_dir: str | os.PathLike[str] | None = None,
-        files: Confined | None = None,
-        llm: LLM | None = None,
-        counter: MessageCounter | None = None,
-        window: Window | None = None,
-        clock: Callable[[], float] = time.time,
+        **parts: Unpack[EngineParts],
     ) -> ContextEngine:
         """Load (or create) the session. ``restore=True`` applies the restart policy of S1."""
-        engine = cls(
-            store=store,
-            session_id=session_id,
-            settings=settings,
-            workspace_dir=workspace_dir,
-            files=files,
-            llm=llm,
-            counter=counter,
-            window=window,
-            clock=clock,
-        )
+        engine = cls(store=store, session_id=session_id, settings=settings, **parts)
         await engine._load()
         engine.cleanup_offloads()
         if restore:
@@ -266,8 +255,27 @@ class ContextEngine:
         async with self._lock:
             self._applier.reset_failure()
             fixed = self._regions.fixed(system_prompt, tools)
-            await offload_results(self._applier, self.settings, self.files, self._budget(fixed))
-            await self._applier.proactive_check(self.settings, lambda: self._budget(fixed))
+
+            async def offload(after_seq: int = 0) -> None:
+                budget = self._budget(fixed)
+                await offload_results(self._applier, self.settings, self.files, budget, after_seq=after_seq)
+
+            async def ride_along() -> None:
+                """What waits for a break of the cached prefix: a held rewording of the summary, and the
+                tighter cut of older tool results."""
+                if self._held is not None and not self._holding:
+                    folded, self._held = self._held, None
+                    await apply_folded(self._live, self._applier, folded)
+                await offload()
+
+            # What the model has seen changes only where the cached prefix breaks anyway: something was
+            # applied since the last request (a background summary), or the check below compacts now.
+            if self._applier.applied == self._applied_at_build:
+                await offload(self._sent_next_seq)
+            else:
+                await ride_along()
+            await self._applier.proactive_check(self.settings, lambda: self._budget(fixed), ride_along)
+            self._applied_at_build, self._sent_next_seq = self._applier.applied, self._live.next_seq
             try:
                 return self._assemble(fixed)
             except BudgetExceededError as exc:
@@ -389,7 +397,10 @@ class ContextEngine:
         self._schedule_due()
 
     def _schedule_due(self) -> None:
-        if self.summarizer is not None and (self._live.pending or not self._summarize_plan().empty):
+        held = self._held
+        covered = len(held.pending) if held is not None and not self._holding else 0
+        due = len(self._live.pending) > covered or not self._summarize_plan().empty
+        if self.summarizer is not None and due:
             self._background.schedule()
 
     def _summarize_plan(self, *, force: bool = False) -> Plan:
@@ -416,14 +427,18 @@ class ContextEngine:
         return True
 
     async def _background_round(self) -> None:
-        if self._held is not None:  # one held round at a time: the next starts once it is applied
-            return
+        held = self._held
+        if held is not None and (self._holding or held.candidates):
+            return  # one held round at a time: the next starts once it is applied
         folded = await self._fold(instruction=None, force=False)
         if folded is None:
             return
-        if self._holding:
+        if self._holding or not folded.candidates:
+            # A holding caller applies it at its own point. A rewording of what already left the context
+            # (no live message leaves with it) waits for the next break of the cached prefix: ``build``.
             self._held = folded
         else:
+            self._held = None  # a round that folds live messages covers a held rewording
             await self._apply_folded(folded)
 
     async def _apply_folded(self, folded: Folded) -> int:

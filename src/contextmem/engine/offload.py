@@ -18,10 +18,14 @@ from .files import write_offload
 __all__ = ["offload_results"]
 
 
-async def offload_results(applier: PlanApplier, settings: Settings, files: Confined, budget: int) -> None:
-    """Cut the old tool results :func:`plan_offload` picks; no single result may keep more than half of
-    the history ``budget`` (about 3 bytes a token, conservatively). An archive failure is recorded on
-    ``applier`` and that result stays whole; a result another process archived meanwhile reloads."""
+async def offload_results(
+    applier: PlanApplier, settings: Settings, files: Confined, budget: int, *, after_seq: int = 0
+) -> None:
+    """Cut the tool results :func:`plan_offload` picks among the messages with a seq of at least
+    ``after_seq`` (0: all of them, older ones due for a tighter cut too); no single result may keep more
+    than ``tool_result_budget_share`` of the history ``budget`` (about 3 bytes a token, conservatively).
+    An archive failure is recorded on ``applier`` and that result stays whole; a result another process
+    archived meanwhile reloads."""
     live, archive = applier.session, applier.archive
     msgs = live.history.messages
     starts = live.history.starts
@@ -31,8 +35,9 @@ async def offload_results(applier: PlanApplier, settings: Settings, files: Confi
     def path_of(i: int) -> str:
         return offload_path(ns, sid, live.seqs[i], getattr(msgs[i], "tool_call_id", ""))
 
-    cap = max(1_000, budget * 3 // 2)
-    for action in plan_offload(msgs, current, settings, path_of, cap_bytes=cap):
+    cap = max(1_000, int(budget * settings.tool_result_budget_share * 3))
+    first_new = next((i for i, seq in enumerate(live.seqs) if seq >= after_seq), len(msgs))
+    for action in plan_offload(msgs, current, settings, path_of, cap_bytes=cap, first_new=first_new):
         seq = live.seqs[action.index]
         original = live.original(action.index)
         assert isinstance(original, ToolMessage)
