@@ -127,3 +127,22 @@ async def test_strict_server_setting_sends_tool_choice_and_no_null_content() -> 
             await llm_from_settings(settings).complete([user("hi")], tools=[tool])
     plain, strict_body = (r.body for r in server.requests)
     assert "tool_choice" not in plain and strict_body["tool_choice"] == "auto"
+
+
+async def test_an_overflow_that_states_the_window_is_planned_against_from_then_on(tmp_path: Any) -> None:
+    """The window set too large: the first overflow teaches the session (and the LLM) the real one."""
+    from contextmem.budget import Window
+    from contextmem.engine import ContextEngine
+    from contextmem.testing import MemoryStore
+
+    llm = OpenAICompatLLM("m", base_url="http://127.0.0.1:9/v1")
+    settings = Settings(workspace=str(tmp_path), context_window=8000)
+    engine = await ContextEngine.open("s", store=MemoryStore(), settings=settings, llm=llm)
+    learned = []
+    engine.subscribe(lambda e: learned.append(e.data) if e.kind == "window_learned" else None)
+    await engine.add(user("word " * 3000))
+    await engine.handle_overflow(ContextOverflowError("exceed context window of 2048", limit=2048))
+    assert engine.window == Window(2048, 256) and llm.context_window == 2048
+    assert learned == [{"context_window": 2048, "max_tokens": 256}]
+    request = await engine.build()
+    assert request.estimate.prompt + request.estimate.max_tokens <= 2048

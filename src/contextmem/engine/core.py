@@ -358,6 +358,7 @@ class ContextEngine:
         memory), then caps and trims; stage 2 keeps only the newest user message; stage 3 clears.
         Raises :class:`CompactionError` when no stage is left — never loops.
         """
+        self._learn_window(error)
         fixed = self._regions.fixed(system_prompt, tools)
         before = self._estimate(fixed).prompt
         while self._emergency_stage < MAX_EMERGENCY_STAGE:
@@ -375,6 +376,19 @@ class ContextEngine:
             f"the provider still reports an overflow ({str(error)[:200]}) after every emergency stage. "
             "Fix: shorten the system prompt or tool definitions, or raise context_window."
         ) from error
+
+    def _learn_window(self, error: BaseException) -> None:
+        """A provider that states its window in an overflow (llama.cpp's ``n_ctx``, Anthropic's maximum)
+        is planned against from now on: this session and, through the LLM's ``context_window``, every
+        session fitted to it later — so the next turn does not overflow again."""
+        limit = getattr(error, "limit", None)
+        if not isinstance(limit, int) or not 0 < limit < self.window.context_window:
+            return
+        if self.llm is not None and hasattr(self.llm, "context_window"):
+            self.llm.context_window = limit
+        reserve = self.window.max_tokens if self.window.max_tokens < limit // 2 else limit // 8
+        self.window = Window(limit, reserve)
+        self._emit("window_learned", context_window=limit, max_tokens=reserve)
 
     async def clear(self) -> int:
         """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset.

@@ -25,6 +25,7 @@ EventKind = Literal[
     "cleared",
     "restored",
     "usage",
+    "window_learned",
 ]
 
 
