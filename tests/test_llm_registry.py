@@ -10,7 +10,7 @@ from contextmem.errors import ConfigError, LLMError
 from contextmem.llm.anthropic import AnthropicLLM
 from contextmem.llm.base import LLM
 from contextmem.llm.openai_compat import OpenAICompatLLM
-from contextmem.llm.registry import PROVIDERS, api_key_from_env, load_llm
+from contextmem.llm.registry import PROVIDERS, load_llm
 from contextmem.messages import text_of, user
 from contextmem.testing import ScriptedLLM
 
@@ -104,11 +104,3 @@ def test_spec_without_model_or_with_a_stray_model_is_rejected() -> None:
         load_llm("openai")
     with pytest.raises(ConfigError, match="takes no model"):
         load_llm("scripted:whatever")
-
-
-def test_api_key_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert api_key_from_env("openai") is None
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
-    assert api_key_from_env("openai") == "sk-x"
-    assert api_key_from_env("ollama") is None
-    assert api_key_from_env("nonexistent") is None

@@ -43,7 +43,6 @@ __all__ = [
     "Endpoint",
     "EndpointOptions",
     "Provider",
-    "api_key_from_env",
     "llm_from_settings",
     "load_llm",
     "resolve_endpoint",
@@ -98,14 +97,6 @@ PROVIDERS: dict[str, Provider] = {
     "scripted": Provider("contextmem.testing:ScriptedLLM", model=False),
 }
 """Spec prefix -> provider. Add an entry to support a new prefix; nothing else branches on names."""
-
-
-def api_key_from_env(provider: str) -> str | None:
-    """The API key for ``provider`` from its standard environment variable, or ``None``."""
-    entry = PROVIDERS.get(provider)
-    if entry is None or entry.key_env is None:
-        return None
-    return os.environ.get(entry.key_env) or None
 
 
 class EndpointOptions(TypedDict, total=False):
