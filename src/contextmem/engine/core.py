@@ -15,6 +15,7 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -384,8 +385,9 @@ class ContextEngine:
         limit = getattr(error, "limit", None)
         if not isinstance(limit, int) or not 0 < limit < self.window.context_window:
             return
-        if self.llm is not None and hasattr(self.llm, "context_window"):
-            self.llm.context_window = limit
+        if self.llm is not None:
+            with contextlib.suppress(AttributeError):  # a model whose window is its own (read-only) keeps it
+                setattr(self.llm, "context_window", limit)  # noqa: B010 - not every LLM has the attribute
         reserve = self.window.max_tokens if self.window.max_tokens < limit // 2 else limit // 8
         self.window = Window(limit, reserve)
         self._emit("window_learned", context_window=limit, max_tokens=reserve)
