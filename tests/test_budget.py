@@ -127,3 +127,23 @@ def test_real_counter_per_request_estimate_is_consistent():
     mc = MessageCounter(TiktokenCounter())
     h = [UserMessage("你好，帮我总结一下今天的会议"), UserMessage("and in English too")]
     assert mc.count_request(h) == sum(mc.count_messages(h)) + 3
+
+
+@given(
+    st.integers(1, 200_000),
+    st.integers(1, 100_000),
+    st.one_of(st.none(), st.booleans(), st.integers(-10, 300_000)),
+)
+def test_a_learned_window_is_smaller_and_keeps_half_for_the_prompt(
+    window: int, reserve: int, limit: object
+) -> None:
+    from contextmem.budget import Window, learned_window
+
+    current = Window(window, min(reserve, window))
+    learned = learned_window(current, limit)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < window:
+        assert learned is None
+        return
+    assert learned is not None and learned.context_window == limit
+    assert learned.max_tokens < limit // 2 or learned.max_tokens == limit // 8
+    assert learned.max_tokens == current.max_tokens or learned.max_tokens == limit // 8

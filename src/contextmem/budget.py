@@ -233,6 +233,16 @@ class CountedHistory:
         return dropped
 
 
+def learned_window(window: Window, limit: object) -> Window | None:
+    """The window to plan against once a provider stated ``limit`` in an overflow, or ``None`` if it says
+    nothing new (no limit, or not smaller). The output reserve is kept if it leaves the prompt half the
+    window, else it becomes an eighth of it (as :func:`fit_window` sizes it)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < window.context_window:
+        return None
+    reserve = window.max_tokens if window.max_tokens < limit // 2 else limit // 8
+    return Window(limit, reserve)
+
+
 # --- fitting the window to the model --------------------------------------------------------------
 
 FITTED = "fitted to "

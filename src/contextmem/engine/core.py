@@ -17,21 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 from ..archive import DialogArchive
-from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model
+from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
 from ..compaction.plans import Plan, plan_restore
 from ..errors import ArchiveError, BudgetExceededError, CompactionError
 from ..formats.openai import from_openai
-from ..llm.base import LLM, ToolSpec, Usage
+from ..llm.base import ToolSpec, Usage
 from ..llm.scheduler import foreground_calls
 from ..messages import Message, check_message_text
 from ..redaction import redact_data
-from ..safefs import Confined
 from ..settings import Settings
 from ..store.base import SessionState, SessionStore
 from ..summarize import Summarizer, Summary
@@ -45,23 +43,12 @@ from .offload import offload_results
 from .removal import pop_newest
 from .request import Fixed, Regions, assemble, history_budget
 from .session import LiveSession
-from .types import CompactResult, ContextStats, EngineEvent, EventKind, Request, VerifyReport
+from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
 from .writer import BUSY_TIMEOUT, append_after_tail
 
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
-
-
-class EngineParts(TypedDict, total=False):
-    """The optional parts of a :class:`ContextEngine` (see its docstring), for ``__init__`` and ``open``."""
-
-    workspace_dir: str | os.PathLike[str] | None
-    files: Confined | None
-    llm: LLM | None
-    counter: MessageCounter | None
-    window: Window | None
-    clock: Callable[[], float]
 
 
 class ContextEngine:
@@ -382,15 +369,14 @@ class ContextEngine:
         """A provider that states its window in an overflow (llama.cpp's ``n_ctx``, Anthropic's maximum)
         is planned against from now on: this session and, through the LLM's ``context_window``, every
         session fitted to it later — so the next turn does not overflow again."""
-        limit = getattr(error, "limit", None)
-        if not isinstance(limit, int) or not 0 < limit < self.window.context_window:
+        window = learned_window(self.window, getattr(error, "limit", None))
+        if window is None:
             return
         if self.llm is not None:
             with contextlib.suppress(AttributeError):  # a model whose window is its own (read-only) keeps it
-                setattr(self.llm, "context_window", limit)  # noqa: B010 - not every LLM has the attribute
-        reserve = self.window.max_tokens if self.window.max_tokens < limit // 2 else limit // 8
-        self.window = Window(limit, reserve)
-        self._emit("window_learned", context_window=limit, max_tokens=reserve)
+                setattr(self.llm, "context_window", window.context_window)  # noqa: B010 - not every LLM has it
+        self.window = window
+        self._emit("window_learned", context_window=window.context_window, max_tokens=window.max_tokens)
 
     async def clear(self) -> int:
         """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset.

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ..archive import ArchiveProblem
-from ..budget import RequestEstimate
+from ..budget import RequestEstimate, Window
 from ..formats.openai import messages_to_openai
-from ..llm.base import ToolSpec, Usage
+from ..llm.base import LLM, ToolSpec, Usage
 from ..messages import Message
+from ..safefs import Confined
 from ..summarize import Ledger, LedgerEntry, Summary
+from ..tokens import MessageCounter
 
 EventKind = Literal[
     "offload",
@@ -27,6 +30,17 @@ EventKind = Literal[
     "usage",
     "window_learned",
 ]
+
+
+class EngineParts(TypedDict, total=False):
+    """The optional parts of a :class:`ContextEngine` (see its docstring), for ``__init__`` and ``open``."""
+
+    workspace_dir: str | os.PathLike[str] | None
+    files: Confined | None
+    llm: LLM | None
+    counter: MessageCounter | None
+    window: Window | None
+    clock: Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
