@@ -1,0 +1,299 @@
+"""The extractive compactor (C8, issue 17): a summary made of facts, not pasted lines.
+
+Pure and deterministic. Messages are split into sentences, lightly compressed (:func:`~.salience.compress`)
+and scored by :func:`~.salience.salience`; each becomes a :class:`Fact` with its section, its speaker (a
+``Name:`` prefix or the message's ``name``) and the date of the session it was said in (the latest
+session header seen, :func:`~.salience.header_date`). The previous summary's items come back as facts
+too, older than every new one. Then:
+
+1. **De-duplicated**: a fact whose content another, newer fact already states (its content tokens all
+   in the other's) is dropped; what it said survives in the newer one.
+2. **Selected** within the token budget by salience per token, after a reserve: the new facts' best
+   fill at least :data:`NEW_SHARE` of the budget first, so the newest facts survive re-compression.
+   What does not fit is dropped whole, least salient first — never cut in the middle, never the newest
+   for being new.
+3. **Rendered** in the six sections, chronologically within each, consecutive facts of one session and
+   speaker merged into one bullet: ``- [8 May 2023] Caroline: fact. fact.``
+
+Invariants (tested as properties): the rendered text never exceeds the budget; every section header is
+there, in the conversation's language; with any room at all, the most salient new fact is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypedDict, Unpack
+
+from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
+from ..redaction import redact_secrets
+from .ledger import Ledger, TextCounter
+from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
+from .salience import (
+    ERROR,
+    REQUEST,
+    compress,
+    content_tokens,
+    header_date,
+    rarity,
+    salience,
+    section_of,
+    sentences,
+    speaker_prefix,
+    speakers_of,
+)
+
+__all__ = ["NEW_SHARE", "Fact", "compact_facts", "facts_from_messages", "facts_from_summary"]
+
+NEW_SHARE = 0.25
+"""Share of the budget the new messages' most salient facts may always take, whatever the old ones score."""
+MIN_DUPLICATE_TOKENS = 4
+ITEM_CHARS = 280  # one fact at most; the archive has the rest
+MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
+TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are built: kept as written
+_NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
+_ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
+# Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
+_SPEAKER_TURN = re.compile(
+    r"(?<=[.!?…。！？])\s*(?=(?:[A-Z][\w.'’-]*(?: [A-Z][\w.'’-]*){0,2}|[\u4e00-\u9fff]{1,4})[:：])"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One sentence worth keeping: where it goes, who said it, on which session date, how salient it is,
+    and when it was said (``order``: larger is newer; the previous summary's facts are negative)."""
+
+    text: str
+    section: str
+    score: float
+    order: int
+    speaker: str | None = None
+    date: str | None = None
+    new: bool = True
+    otherwise: str = "context"  # a Goal candidate's section when it is not kept as a goal
+
+
+def _cap(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 1].rstrip() + "…"
+
+
+def _tool_section(line: str, errors: Sequence[str]) -> str:
+    return "context" if ERROR.search(line) or any(e in line for e in errors) else "progress"
+
+
+def _tool_outcome(text: str, errors: Sequence[str]) -> list[str]:
+    """A tool result's outcome: its error lines (verbatim), else its last non-empty line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    hits = [line for line in lines if _tool_section(line, errors) == "context"]
+    return hits or lines[-1:]
+
+
+def facts_from_messages(
+    messages: Sequence[Message],
+    ledger: Ledger,
+    known: Iterable[str],
+    *,
+    start: int = 0,
+    date: str | None = None,
+    speakers: Collection[str] = (),
+) -> list[Fact]:
+    """Every sentence of ``messages`` as an (unscored) fact, secrets redacted first; ``start`` numbers
+    the first one's ``order``. Session headers set the date of what follows and are not facts; ``date``
+    is the session date the messages begin in (the previous batch's last). A ``Name:`` prefix names the
+    speaker when the name prefixes two messages here or is one of ``speakers`` (known from before)."""
+    errors = [e.value for e in ledger if e.kind == "error"]
+    known = frozenset(known)
+    raw: list[tuple[str, str, str | None, str | None, str]] = []  # text, section, speaker, date, otherwise
+    texts = [redact_secrets(text_of(m.content), known) for m in messages]
+    names = speakers_of(t for m, t in zip(messages, texts, strict=True) if not isinstance(m, ToolMessage))
+    names |= frozenset(speakers)
+    first_user = True
+    for m, text in zip(messages, texts, strict=True):
+        if isinstance(m, ToolMessage):
+            label = f"{m.name} → " if m.name else ""
+            raw.extend(
+                (label + line, _tool_section(line, errors), TOOL, date, "context")
+                for line in _tool_outcome(text, errors)
+            )
+            continue
+        who, said_text = speaker_prefix(text, names)
+        who = who or m.name
+        from_user = isinstance(m, UserMessage)
+        said: list[str] = []
+        for line in said_text.splitlines():
+            stamp = header_date(line)
+            if stamp is not None:
+                date = stamp
+            elif line.strip():
+                said.extend(sentences(line))
+        for n, s in enumerate(said):
+            if any(e in s for e in errors):
+                section = "context"
+            else:
+                section = section_of(s, from_user=from_user or not isinstance(m, AssistantMessage))
+            goal = from_user and ((first_user and n == 0) or bool(REQUEST.search(s)))
+            raw.append((s, "goal" if goal else section, who, date, section))
+        first_user = first_user and not (from_user and said)
+    facts = []
+    for i, (s, section, who, when, otherwise) in enumerate(raw):
+        text = _cap(s if who is TOOL else compress(s))
+        if text and text.lower() not in _NONE_ITEMS:
+            speaker = None if who is TOOL else who
+            facts.append(Fact(text, section, 0.0, start + i, speaker, when, otherwise=otherwise))
+    return facts
+
+
+def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
+    """A previous summary's items as facts (older than any new one), bullets split back into sentences:
+    ``[date] Speaker: a. b.`` gives two facts with that date and speaker (a name that prefixes two parts
+    of the summary). Free text with no sections is kept as Progress."""
+    preamble, sections = parse_sections(previous)
+    items: list[tuple[str, str]] = []
+    if preamble:
+        earlier = "此前：" if lang == "zh" else "Earlier: "
+        items += [("progress", earlier + s) for s in sentences(preamble)]
+    for key, body in sections.items():
+        for line in body.splitlines():
+            item = " ".join(line.strip().lstrip("-*•").split())
+            if item and item.lower() not in _NONE_ITEMS:
+                items.append((key, item))
+    parts = [
+        (key, head["date"] if head else None, part)
+        for key, item in items
+        for head in [_ITEM_HEAD.match(item)]
+        for part in _SPEAKER_TURN.split(item[head.end() :] if head else item)
+    ]
+    speakers = speakers_of(part for _, _, part in parts)
+    facts: list[Fact] = []
+    for key, date, part in parts:
+        who, said = speaker_prefix(part, speakers)
+        facts.extend(Fact(s, key, 0.0, 0, who, date, new=False) for s in sentences(said) or [said])
+    return [replace(f, order=i - len(facts)) for i, f in enumerate(facts)]
+
+
+def _dedupe(facts: list[Fact]) -> list[Fact]:
+    """Drop each fact whose content a newer fact in its section states too: the same text, or all its
+    content tokens (at least :data:`MIN_DUPLICATE_TOKENS` of them: a short error line stays verbatim)."""
+    kept: list[Fact] = []
+    seen: list[tuple[frozenset[str], Fact]] = []
+    for fact in sorted(facts, key=lambda f: -f.order):  # newest first: it is the one that stays
+        tokens = frozenset(content_tokens(fact.text))
+        duplicate = any(
+            fact.text == other.text
+            or (
+                len(tokens) >= MIN_DUPLICATE_TOKENS
+                and tokens <= other_tokens
+                and fact.section == other.section
+            )
+            for other_tokens, other in seen
+        )
+        if not duplicate:
+            kept.append(fact)
+            seen.append((tokens, fact))
+    return sorted(kept, key=lambda f: f.order)
+
+
+def _render(facts: Sequence[Fact], lang: Lang) -> str:
+    """The six sections; within each, facts in order, a run of one session date in one bullet, the
+    speaker named where it changes: ``- [8 May 2023] Caroline: a. b. Melanie: c.``"""
+    by_section: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
+    joiner = "" if lang == "zh" else " "
+    for key in SECTION_KEYS:
+        bullets = by_section[key]
+        run: tuple[str | None, str | None] | None = None  # (date, speaker) of the open bullet
+        for fact in sorted((f for f in facts if f.section == key), key=lambda f: f.order):
+            who = f"{fact.speaker}: " if fact.speaker else ""
+            if run is not None and fact.date is not None and fact.date == run[0]:
+                bullets[-1] += joiner + (who if fact.speaker != run[1] else "") + fact.text
+            else:
+                bullets.append((f"[{fact.date}] " if fact.date else "") + who + fact.text)
+            run = (fact.date, fact.speaker)
+    return format_sections(by_section, lang)
+
+
+def _select(facts: list[Fact], budget: int, counter: TextCounter, lang: Lang) -> list[Fact]:
+    """The facts to keep within ``budget`` (see the module docstring, step 2)."""
+
+    def cost(fact: Fact) -> int:
+        return counter.count_text(fact.text) + 2
+
+    costs = {id(f): cost(f) for f in facts}
+    # Goal: the oldest (what the conversation set out to do) and the most salient new one.
+    goals = sorted((f for f in facts if f.section == "goal"), key=lambda f: f.order)
+    fresh = [f for f in goals if f.new]
+    keep_goal = {id(f) for f in goals[:1]}
+    keep_goal |= {id(max(fresh, key=lambda f: (f.score, f.order)))} if fresh else set()
+    ranked = sorted(facts, key=lambda f: (-(f.score / max(1, costs[id(f)]) ** 0.5), -f.order))
+    ranked = [
+        f if f.section != "goal" or id(f) in keep_goal else replace(f, section=f.otherwise) for f in ranked
+    ]
+    costs.update((id(f), cost(f)) for f in ranked if id(f) not in costs)
+    room = budget - counter.count_text(format_sections({}, lang))
+    chosen: dict[int, Fact] = {}
+    spent = 0
+    for fact in (f for f in goals if id(f) in keep_goal):  # what the conversation is for comes first
+        if spent + costs[id(fact)] <= room:
+            chosen[id(fact)] = fact
+            spent += costs[id(fact)]
+    reserve = spent + int(room * NEW_SHARE)
+    for fact in (f for f in ranked if f.new and id(f) not in chosen):  # the reserve: the newest facts
+        if spent + costs[id(fact)] > reserve:
+            break
+        chosen[id(fact)] = fact
+        spent += costs[id(fact)]
+    reserved = set(chosen)
+    for fact in ranked:
+        if id(fact) in chosen:
+            continue
+        if fact.score < MIN_SALIENCE and spent > room // 2:
+            continue
+        if spent + costs[id(fact)] <= room:
+            chosen[id(fact)] = fact
+            spent += costs[id(fact)]
+    kept = sorted(chosen.values(), key=lambda f: f.order)
+    # The estimate ignores the shared heads of merged bullets; drop the least salient until it fits.
+    # The goals and the reserve go last.
+    by_value = sorted(kept, key=lambda f: (id(f) in reserved, f.score / max(1, costs[id(f)]) ** 0.5, f.order))
+    while kept and counter.count_text(_render(kept, lang)) > budget:
+        over = counter.count_text(_render(kept, lang)) - budget
+        drop: set[int] = set()
+        freed = 0
+        while by_value and freed < over:
+            victim = by_value.pop(0)
+            drop.add(id(victim))
+            freed += costs[id(victim)]
+        kept = [f for f in kept if id(f) not in drop]
+    return kept
+
+
+class Sizing(TypedDict):
+    """What a compaction is fitted to: the identifier ledger, the output language, the token budget and
+    the counter that measures it."""
+
+    ledger: Ledger
+    lang: Lang
+    budget: int
+    counter: TextCounter
+
+
+def compact_facts(
+    messages: Sequence[Message], *, previous: str | None, known: Iterable[str], **sizing: Unpack[Sizing]
+) -> str:
+    """The six-section summary of ``previous`` + ``messages`` in at most ``budget`` tokens (``""`` when
+    not even the headers fit). ``previous`` must already be redacted; ``known`` are the secret values to
+    scrub from ``messages``."""
+    ledger, lang, budget, counter = sizing["ledger"], sizing["lang"], sizing["budget"], sizing["counter"]
+    old = facts_from_summary(previous, lang) if previous else []
+    dated = [f for f in old if f.date]
+    session = max(dated, key=lambda f: f.order).date if dated else None
+    speakers = {f.speaker for f in old if f.speaker}
+    new = facts_from_messages(messages, ledger, known, date=session, speakers=speakers)
+    pool = _dedupe(old + new)
+    rare = rarity(f.text for f in pool)
+    identifiers = [e.value for e in ledger]
+    scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers)) for f in pool]
+    text = _render(_select(scored, budget, counter, lang), lang)
+    return text if counter.count_text(text) <= budget else ""
