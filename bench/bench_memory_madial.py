@@ -21,7 +21,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,21 @@ def metrics(rankings: list[list[int]], golds: list[list[int]]) -> dict[str, floa
     return {key: round(100 * value / len(golds), 1) for key, value in out.items()}
 
 
+def user_indexes(
+    memories: dict[int, tuple[int, str]], root: Path, make: Callable[[Workspace], Any]
+) -> dict[int, Any]:
+    """One namespace per user, each memory a file ``memory/madial/<id>.md``; ``make`` opens an index."""
+    indexes: dict[int, Any] = {}
+    for mem_id, (user, text) in memories.items():
+        ws = Workspace(root, f"u{user}")
+        path = ws.daily_dir / "madial" / f"{mem_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+        if user not in indexes:
+            indexes[user] = make(ws)
+    return indexes
+
+
 def run(
     lang: str,
     embedder: CachingEmbedder,
@@ -110,18 +125,15 @@ def run(
     pg_options: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     memories, dialogues = load(lang)
-    indexes: dict[int, Any] = {}
-    for mem_id, (user, text) in memories.items():
-        ws = Workspace(root, f"u{user}")
-        path = ws.daily_dir / "madial" / f"{mem_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n", encoding="utf-8")
-        if user not in indexes and pg_dsn is None:
-            indexes[user] = SqliteMemoryIndex(ws, embedder, db_path=root / f"index-{cjk}.sqlite", cjk=cjk)
-        elif user not in indexes:
-            from contextmem.memory.pg_index import PgMemoryIndex
 
-            indexes[user] = PgMemoryIndex(ws, embedder, pg_dsn, cjk=cjk, **(pg_options or {}))
+    def make(ws: Workspace) -> Any:
+        if pg_dsn is None:
+            return SqliteMemoryIndex(ws, embedder, db_path=root / f"index-{cjk}.sqlite", cjk=cjk)
+        from contextmem.memory.pg_index import PgMemoryIndex
+
+        return PgMemoryIndex(ws, embedder, pg_dsn, cjk=cjk, **(pg_options or {}))
+
+    indexes = user_indexes(memories, root, make)
     for index in indexes.values():
         index.sync()
     results = {}

@@ -71,7 +71,8 @@ async def main() -> None:
         items = await session.get_items()
         calls, largest = len(model.input_sizes), max(model.input_sizes)
         print(f"turns run: 60; model calls: {calls}; largest input: {largest} items")
-        prompt = stats.estimate.prompt
+        next_request = await engine.build("Answer from the release notes.", agent_tool_specs(agent))
+        prompt = next_request.estimate.prompt  # what the next call would send: fitted to the window
         print(f"live messages: {stats.messages}; archived: {stats.archived}; prompt tokens: {prompt}")
         summary_first, lost = items[0]["role"] == "developer", (await engine.verify()).lost
         print(f"summary sent first: {summary_first}; nothing lost: {lost == 0}")

@@ -255,4 +255,4 @@ def test_completion_script_completes_from_the_parser(shell: str, capsys: pytest.
     out = subprocess.run(
         ["bash", "-c", probe], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert out == ["--help --json --k --mode", "sessions"]
+    assert out == ["--batch --help --json --k --mode", "sessions"]

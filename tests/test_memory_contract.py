@@ -203,13 +203,14 @@ def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str
     rng = random.Random(3)
     words = [f"w{i}" for i in range(300)]
     embedder = HashEmbedder(DIM)
-    big = PgMemoryIndex(Workspace(tmp_path, "big"), embedder, pg_dsn)
-    small = PgMemoryIndex(Workspace(tmp_path, "small"), embedder, pg_dsn)
+    # chunk_chars below a line's length: every line is a chunk of its own, chunk i is line i + 1
+    big = PgMemoryIndex(Workspace(tmp_path, "big"), embedder, pg_dsn, chunk_chars=10)
+    small = PgMemoryIndex(Workspace(tmp_path, "small"), embedder, pg_dsn, chunk_chars=10)
     texts: dict[str, list[str]] = {}
     for index, n in ((big, 2000), (small, 40)):
         index.workspace.ensure()
         texts[index.namespace] = [" ".join(rng.sample(words, 8)) for _ in range(n)]
-        index.workspace.core_file.write_text("".join(f"# {t}\n" for t in texts[index.namespace]))
+        index.workspace.core_file.write_text("".join(f"{t}\n" for t in texts[index.namespace]))
         assert index.sync().chunks_total == n
     big._db.execute("ANALYZE cm_memory_chunks")
     big._db.execute("SET enable_seqscan = off")

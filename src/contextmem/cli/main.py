@@ -25,7 +25,7 @@ from ..jsonl import messages_from_jsonl
 from ..namespace import namespace_tree
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
-from . import state
+from . import memory_eval, state
 from .config import config_path, load_settings
 from .render import gauge, table, use_color
 
@@ -290,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(func=cmd_replay)
 
+    from .eval_compaction import add_arguments as eval_arguments
+
+    eval_arguments(sub)
+
     from ..mcp.cli import add_arguments as mcp_arguments  # cheap: argparse only, no SDK import
 
     mcp = sub.add_parser("mcp", help="serve the memory tools over MCP (stdio or streamable HTTP)")
@@ -350,18 +354,30 @@ def _session_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = sub.add_parser("memory", help="long-term memory: index, search").add_subparsers(
+    memory = sub.add_parser("memory", help="long-term memory: index, search, eval").add_subparsers(
         dest="action", required=True
     )
     index = memory.add_parser("index", help="bring the index in line with the memory files")
     index.add_argument("--workspace", default=argparse.SUPPRESS)
     index.set_defaults(func=state.memory_index)
     search = memory.add_parser("search", help="hybrid search of memory")
-    search.add_argument("query")
+    search.add_argument("query", nargs="?")
+    search.add_argument("--batch", metavar="FILE", help='JSONL of {"id", "query"} lines (-: stdin)')
     search.add_argument("--k", type=int, default=5)
     search.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=state.memory_search)
+    evaluate = memory.add_parser(
+        "eval",
+        help="score search on a labelled set: recall@k, MRR, latency",
+        description=memory_eval.EVAL_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate.add_argument("labelled", metavar="LABELLED", help="JSONL of labelled queries (-: stdin)")
+    evaluate.add_argument("--k", type=memory_eval.parse_ks, default=(1, 5, 10), help="default 1,5,10")
+    evaluate.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(func=state.memory_eval_command)
 
     sessions = sub.add_parser("sessions", help="stored sessions").add_subparsers(dest="action", required=True)
     listing = sessions.add_parser("list", help="every session of the namespace")

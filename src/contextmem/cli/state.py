@@ -1,4 +1,5 @@
-"""Commands over stored state: ``memory index|search``, ``sessions list|show|export|cleanup``, ``config``.
+"""Commands over stored state: ``memory index|search|eval``, ``sessions list|show|export|cleanup``,
+``config``.
 
 Each opens the one part it needs (the session store or the memory index — never a model) and prints.
 """
@@ -17,6 +18,7 @@ from ..safefs import write_atomic_path
 from ..settings import Settings
 from ..store.base import SessionStore
 from ..store.open import open_store
+from . import memory_eval
 from .config import config_path, save_setting, setting_rows, setting_values
 from .render import ProgressBar, hits_table, table
 
@@ -58,15 +60,23 @@ def memory_index(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def memory_search(settings: Settings, args: argparse.Namespace) -> int:
+    if (args.query is None) == (args.batch is None):
+        raise ValueError("memory search takes a QUERY or --batch FILE.jsonl, not both or neither")
     index = _index(settings, args)
+    if args.batch is not None:
+        return memory_eval.search_batch(index, args)
     with index:
         hits = index.search(args.query, args.k, mode=args.mode)
     if args.json:
-        keys = ("path", "start_line", "end_line", "score", "snippet")
-        print(json.dumps([{k: h.to_dict()[k] for k in keys} for h in hits], ensure_ascii=False))
+        print(json.dumps([memory_eval.hit_record(h) for h in hits], ensure_ascii=False))
     else:
         print(hits_table(hits))
     return 0
+
+
+def memory_eval_command(settings: Settings, args: argparse.Namespace) -> int:
+    """Score search on a labelled set (:mod:`.memory_eval`)."""
+    return memory_eval.run_eval(_index(settings, args), args)
 
 
 async def _with_store(settings: Settings) -> SessionStore:

@@ -22,7 +22,8 @@ by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
 * **Isolated.** Every stored row carries its namespace and every read filters on it: a search, sync,
   check or repair of one namespace never sees or touches another's chunks.
 * **Anchored.** A chunk is lines ``start_line..end_line`` of its file, verbatim but for redaction;
-  ``check`` verifies it, and ``check(repair=True)`` rebuilds the namespace when anything is wrong.
+  ``check`` verifies it, and ``check(repair=True)`` rebuilds the namespace when anything is wrong. A
+  chunk of headings only is never indexed (an empty section's heading is no answer to anything).
 * **Confined.** Files are found by :meth:`Workspace.scan_memory_files` and read through
   ``workspace.files``: a symlink or hard-linked file is never read, it is reported in
   :attr:`SyncReport.skipped`, and a file that turns into one leaves the index.
@@ -117,7 +118,11 @@ class RateMeter:
 
 @dataclass(frozen=True, slots=True)
 class MemoryHit:
-    """One search result: read it back with ``memory_get(path, start_line, end_line - start_line + 1)``."""
+    """One search result: read it back with ``memory_get(path, start_line, end_line - start_line + 1)``.
+
+    ``snippet`` is lines ``snippet_start_line..snippet_end_line`` of the chunk: those that best match the
+    query (see :func:`~contextmem.memory.text.best_snippet`), not necessarily its first lines.
+    """
 
     path: str
     start_line: int
@@ -128,6 +133,8 @@ class MemoryHit:
     kind: str
     vector_score: float | None = None  # raw cosine
     keyword_score: float | None = None  # raw keyword score (BM25 or ts_rank; higher is better)
+    snippet_start_line: int | None = None  # the snippet's first line in the file
+    snippet_end_line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,7 +29,7 @@ from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
 from .ranking import Candidate, fuse, mmr
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
-from .text import KEYWORD_SCHEME, CjkMode, bound_query
+from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_terms
 from .workspace import Workspace, memory_kind
 
 __all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
@@ -220,7 +220,8 @@ class BaseMemoryIndex(ABC):
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
                 ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
-        return [self._hit(c, rows[c.chunk_id]) for c in ranked[:k]]
+        terms = set(query_terms(query, self.cjk))
+        return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
@@ -240,18 +241,21 @@ class BaseMemoryIndex(ABC):
                 self._query_vectors.popitem(last=False)
         return vector
 
-    def _hit(self, cand: Candidate, row: StoredChunk) -> MemoryHit:
-        text, limit = row.text, self.snippet_chars
+    def _hit(self, cand: Candidate, row: StoredChunk, terms: Collection[str]) -> MemoryHit:
+        chunk = Chunk(row.start_line, row.end_line, row.text)
+        snippet = best_snippet(chunk, terms, self.snippet_chars, self.cjk)
         return MemoryHit(
             path=row.path,
             start_line=row.start_line,
             end_line=row.end_line,
             score=round(cand.score, 6),
-            snippet=text if len(text) <= limit else text[: limit - 1] + "…",
+            snippet=snippet.text,
             namespace=self.namespace,
             kind=memory_kind(row.path),
             vector_score=cand.vector,
             keyword_score=cand.keyword,
+            snippet_start_line=snippet.start_line,
+            snippet_end_line=snippet.end_line,
         )
 
     # --- integrity ----------------------------------------------------------------------------

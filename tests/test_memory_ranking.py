@@ -1,0 +1,82 @@
+"""Ranking that reflects what was said (issue 16): no heading-only hits, snippets at the matching lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
+from contextmem.memory.embedders import EmbedKind, Vectors, normalise
+from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
+
+QUERY = "Who is my manager?"
+
+
+class ShortTextBiasEmbedder:
+    """Like e5: a short heading sits closer to a short question than the sentence that answers it."""
+
+    name = "short-bias-3"
+    dim = 3
+
+    def __init__(self) -> None:
+        self.vectors = {
+            QUERY: [1.0, 0.0, 0.0],
+            "# Core memory": [0.95, 0.31, 0.0],
+            "My manager is Dana Liu": [0.8, 0.0, 0.6],
+        }
+
+    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
+        rows = [self.vectors.get(t, [0.0, 0.0, 1.0]) for t in texts]
+        return normalise(np.asarray(rows, dtype=np.float32))
+
+
+def test_an_empty_heading_never_outranks_an_old_answer(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("# Core memory\n")
+    (ws.daily_dir / "2026-01-05.md").write_text("My manager is Dana Liu\n")
+    index = SqliteMemoryIndex(ws, ShortTextBiasEmbedder(), today=lambda: date(2026, 3, 6))  # 60 days on
+    hits = index.search(QUERY, 5)
+    assert [(h.path, h.start_line) for h in hits] == [("memory/2026-01-05.md", 1)]
+    assert hits[0].score > 0
+    assert index.stats() == {"files": 2, "chunks": 1} and index.check().ok
+
+
+def test_a_heading_without_body_joins_the_next_section() -> None:
+    text = "# Core memory\n\n## People\n- Dana Liu is my manager\n# Empty at the end\n"
+    assert [(c.start_line, c.end_line) for c in chunk_markdown(text)] == [(1, 4), (5, 5)]
+    assert [(c.start_line, c.end_line) for c in index_chunks(text)] == [(1, 4)]  # no body: not indexed
+    assert index_chunks("# A\n---\n- \n") == []
+
+
+def test_the_snippet_shows_the_lines_that_match() -> None:
+    lines = [f"- routine note {i} about lunch and weather" for i in range(30)]
+    lines[21] = "- 订单服务内存上限调到 1536Mi"
+    lines[24] = "- the billing database moved to port 5433"
+    chunk = Chunk(11, 40, "\n".join(lines))
+    english = best_snippet(chunk, query_terms("billing database port"), 120)
+    assert english.text.startswith("- the billing database moved to port 5433")
+    assert english.start_line == 35 and len(english.text) <= 120
+    assert english.text == "\n".join(lines[24 : english.end_line - 10])
+    chinese = best_snippet(chunk, query_terms("内存上限是多少"), 40)
+    assert (chinese.start_line, chinese.end_line, chinese.text) == (32, 32, lines[21])
+    unmatched = best_snippet(Chunk(1, 3, "## 10:00\n\nsomething else"), query_terms("zebra"), 100)
+    assert unmatched.start_line == 1 and unmatched.text.startswith("## 10:00")
+    long_line = best_snippet(Chunk(5, 5, "x" * 50), [], 10)
+    assert long_line.text == "x" * 9 + "…" and (long_line.start_line, long_line.end_line) == (5, 5)
+
+
+def test_search_hits_carry_the_snippet_lines(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    body = [f"- routine note {i} about lunch and weather" for i in range(20)]
+    body[15] = "- Priya owns the rollback of the billing cutover"
+    ws.core_file.write_text("# Notes\n" + "\n".join(body) + "\n")
+    index = SqliteMemoryIndex(ws, HashEmbedder(64), snippet_chars=200)
+    hit = index.search("who owns the rollback", 1)[0]
+    assert (hit.path, hit.start_line, hit.end_line) == ("MEMORY.md", 1, 21)
+    assert hit.snippet.startswith("- Priya owns the rollback") and hit.snippet_start_line == 17
+    assert hit.snippet_end_line is not None and hit.snippet_end_line >= 17
