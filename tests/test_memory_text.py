@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import date
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.text import chunk_markdown, fts_document, fts_query, keyword_tokens
+from contextmem.memory.text import chunk_markdown, fts_document, fts_query, keyword_tokens, query_days
 
 _LINE = st.one_of(
     st.just(""),
@@ -71,3 +72,11 @@ def test_fts_query_cannot_inject_syntax() -> None:
         db.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
     assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_query("launches"),)).fetchone()[0] == 1
     assert fts_query("  ,.!? ") is None
+
+
+def test_query_days_reads_iso_and_chinese_dates() -> None:
+    assert query_days("What happened to Bart on 2022-06-12?") == {date(2022, 6, 12)}
+    assert query_days("2022-06-12那天Bart经历了什么？") == {date(2022, 6, 12)}  # no word boundary before CJK
+    assert query_days("2026/1/5 and 2026年1月6日") == {date(2026, 1, 5), date(2026, 1, 6)}
+    assert query_days("build 12022-01-01, 2026-02-30, version 1.2.3, port 5433") == frozenset()
+    assert len(query_days(" ".join(f"2026-01-{d:02d}" for d in range(1, 31)))) == 8  # bounded

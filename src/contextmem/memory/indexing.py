@@ -29,8 +29,8 @@ from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
 from .ranking import Candidate, fuse, mmr
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
-from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_terms
-from .workspace import Workspace, memory_kind
+from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
+from .workspace import Workspace, daily_relative, memory_kind
 
 __all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
 
@@ -186,8 +186,9 @@ class BaseMemoryIndex(ABC):
     ) -> list[MemoryHit]:
         """The ``k`` best chunks of this namespace for ``query``; syncs with the files first.
 
-        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion. ``min_score`` is
-        judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
+        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion, and from the
+        daily file of each day the query names (:func:`text.query_days`), which ranks first. ``min_score``
+        is judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
         Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
         if mode not in _MODES:
@@ -199,14 +200,15 @@ class BaseMemoryIndex(ABC):
             self.sync()
         pool = candidates or max(50, 4 * k)
         query_vec = self._query_vector(query) if mode != "keyword" else None
+        named = query_days(query)
         with self._lock:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
             kw_scores = self._keyword_scores(query, pool) if mode != "vector" else {}
-            vec_scores = (
-                self._vector_scores(query_vec, pool, kw_scores.keys()) if query_vec is not None else {}
-            )
-            rows = self._chunk_rows(vec_scores.keys() | kw_scores.keys())
+            dated = self._chunk_ids_of([daily_relative(d) for d in sorted(named)], pool) if named else set()
+            also = kw_scores.keys() | dated
+            vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
+            rows = self._chunk_rows(vec_scores.keys() | also)
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
                 vec_scores,
@@ -216,6 +218,7 @@ class BaseMemoryIndex(ABC):
                 today=today or self._today(),
                 half_life_days=self.half_life_days,
                 min_score=min_score,
+                named_days=named,
             )
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
@@ -305,6 +308,10 @@ class BaseMemoryIndex(ABC):
     @abstractmethod
     def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
         """The ``limit`` nearest chunks of this namespace by cosine, plus the cosine of chunks ``also``."""
+
+    @abstractmethod
+    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
+        """The ids of at most ``limit`` chunks of this namespace's files ``paths`` (the first by line)."""
 
     @abstractmethod
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:

@@ -345,6 +345,14 @@ class PgMemoryIndex(BaseMemoryIndex):
             ).fetchall()
         ]
 
+    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
+        found = self._db.execute(
+            "SELECT id FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)"
+            " ORDER BY path, start_line LIMIT %s",
+            (self.namespace, paths, limit),
+        ).fetchall()
+        return {int(r[0]) for r in found}
+
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         wanted = list(ids)
         if not wanted:

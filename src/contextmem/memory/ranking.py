@@ -4,14 +4,19 @@ Both components are min-max normalised over the candidate set (the union of the 
 lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the model's cosine range or
 the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the keyword part and cost
 8 points of recall@5 on MADial-Bench). Daily files then decay with a half-life; core memory does not.
+
+A query that names a calendar day (``named_days``, :func:`.text.query_days`) asks about that day: its
+daily file's chunks do not decay and rank before every other chunk (by their own score among
+themselves). Recency must not bury the very day the user asked about.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
+from typing import NotRequired, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,19 +60,27 @@ def decay_factor(day: date | None, today: date, half_life_days: float) -> float:
     return 1.0 if age <= 0 else math.pow(0.5, age / half_life_days)
 
 
-def combine(
-    candidates: Sequence[Candidate],
-    *,
-    vector_weight: float,
-    keyword_weight: float,
-    today: date,
-    half_life_days: float,
-) -> list[Candidate]:
-    """Score candidates, best first: ``(vw * vec + kw * keyword) / (vw + kw)``, times the decay.
+class Ranking(TypedDict):
+    """How candidates are scored: the weights, the day decay is measured from, its half-life, and the
+    days a query names (their chunks are not decayed and come first)."""
+
+    vector_weight: float
+    keyword_weight: float
+    today: date
+    half_life_days: float
+    named_days: NotRequired[Collection[date]]
+
+
+def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
+    """Score candidates, best first: ``(vw * vec + kw * keyword) / (vw + kw)``, times the decay; chunks of
+    ``named_days`` undecayed and first (see the module docstring).
 
     Weights are divided by their sum so scores stay in [0, 1] and ``min_score`` keeps its meaning.
     A mode that uses one component is the same call with the other weight at 0.
     """
+    vector_weight, keyword_weight = ranking["vector_weight"], ranking["keyword_weight"]
+    today, half_life_days = ranking["today"], ranking["half_life_days"]
+    named_days = ranking.get("named_days", frozenset())
     total = vector_weight + keyword_weight
     if total <= 0:
         vector_weight, keyword_weight, total = 1.0, 0.0, 1.0
@@ -76,9 +89,10 @@ def combine(
     scored = []
     for cand, v, k in zip(candidates, vec, kw, strict=True):
         base = (vector_weight * v + keyword_weight * k) / total
-        score = base * decay_factor(cand.day, today, half_life_days)
+        named = cand.day in named_days
+        score = base if named else base * decay_factor(cand.day, today, half_life_days)
         scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k))
-    scored.sort(key=lambda c: (-c.score, c.chunk_id))
+    scored.sort(key=lambda c: (c.day not in named_days, -c.score, c.chunk_id))
     return scored
 
 
@@ -87,20 +101,13 @@ def fuse(
     vector: Mapping[int, float],
     keyword: Mapping[int, float],
     *,
-    vector_weight: float,
-    keyword_weight: float,
-    today: date,
-    half_life_days: float,
     min_score: float,
+    **ranking: Unpack[Ranking],
 ) -> list[Candidate]:
     """The candidates (chunk id -> day, for daily files) ranked by :func:`combine`, those below
     ``min_score`` (see :func:`passes_min_score`) left out."""
     ranked = combine(
-        [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()],
-        vector_weight=vector_weight,
-        keyword_weight=keyword_weight,
-        today=today,
-        half_life_days=half_life_days,
+        [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()], **ranking
     )
     return [c for c in ranked if passes_min_score(c, min_score)]
 

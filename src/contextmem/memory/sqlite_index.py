@@ -237,6 +237,13 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             scores.update(zip(extra[found].tolist(), extra_scores.tolist(), strict=True))
         return scores
 
+    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
+        marks = ",".join("?" * len(paths))
+        sql = (
+            f"SELECT id FROM chunks WHERE namespace=? AND path IN ({marks}) ORDER BY path, start_line LIMIT ?"
+        )
+        return {int(r[0]) for r in self._db.execute(sql, (self.namespace, *paths, limit))}
+
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         out: dict[int, StoredChunk] = {}
         for part, marks in _in_batches(list(ids)):

@@ -14,6 +14,7 @@ import importlib
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Literal
 
 from ..errors import MissingExtraError
@@ -30,11 +31,16 @@ KEYWORD_SCHEME = "4"
 # query cost ~46 s of CPU). What is cut would barely move the vector of a focused query anyway.
 MAX_QUERY_CHARS = 2_000
 MAX_QUERY_TERMS = 256  # distinct tokens ORed in a keyword query (FTS5 MATCH, to_tsquery)
+MAX_QUERY_DAYS = 8  # days named by one query whose daily files are fetched as candidates
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+(?:['’][^\W{_CJK}_]+)*")
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
 _HEADING_RE = re.compile(r"#{1,6}\s")
+_DAY_RES = (
+    re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)"),
+    re.compile(r"(?<!\d)(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +134,19 @@ def file_secrets(text: str) -> frozenset[str]:
 def redact_chunk(text: str, known: frozenset[str]) -> str:
     """A chunk's text as an index stores, embeds and tokenises it: secrets replaced by ``[REDACTED]``."""
     return redact_secrets(text, known)
+
+
+def query_days(query: str) -> frozenset[date]:
+    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, ``2026年1月5日``), at most
+    :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first (:mod:`.ranking`)."""
+    days: set[date] = set()
+    for pattern in _DAY_RES:
+        for year, month, day in pattern.findall(query):
+            try:
+                days.add(date(int(year), int(month), int(day)))
+            except ValueError:
+                continue
+    return frozenset(sorted(days)[:MAX_QUERY_DAYS])
 
 
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
