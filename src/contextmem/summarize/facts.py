@@ -3,11 +3,15 @@
 Pure and deterministic. Messages are split into sentences, lightly compressed (:func:`~.salience.compress`)
 and scored by :func:`~.salience.salience`; each becomes a :class:`Fact` with its section, its speaker (a
 ``Name:`` prefix or the message's ``name``) and the date of the session it was said in (the latest
-session header seen, :func:`~.salience.header_date`). The previous summary's items come back as facts
-too, older than every new one. Then:
+session header seen, :func:`~.salience.header_date`). A tool result gives its outcome instead, verbatim
+and labelled with the tool (``run_tests → 3 failed``): the lines it marks as notes, its last error lines,
+else its last line; such a line counts :data:`TOOL_WEIGHT` of what a person said, in every re-compression
+(the label says where it came from). The previous summary's items come back as facts too, older than
+every new one. Then:
 
 1. **De-duplicated**: a fact whose content another, newer fact already states (its content tokens all
-   in the other's) is dropped; what it said survives in the newer one.
+   in the other's) is dropped; what it said survives in the newer one. So is a question answered right
+   after it: the answer is the fact.
 2. **Selected** within the token budget by salience per token, after a reserve: the new facts' best
    fill at least :data:`NEW_SHARE` of the budget first, so the newest facts survive re-compression.
    What does not fit is dropped whole, least salient first — never cut in the middle, never the newest
@@ -24,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import TypedDict, Unpack
 
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
@@ -32,6 +37,7 @@ from .ledger import Ledger, TextCounter
 from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
 from .salience import (
     ERROR,
+    NOTED,
     REQUEST,
     compress,
     content_tokens,
@@ -49,8 +55,17 @@ __all__ = ["NEW_SHARE", "Fact", "compact_facts", "facts_from_messages", "facts_f
 NEW_SHARE = 0.25
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score."""
 MIN_DUPLICATE_TOKENS = 4
+ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
+TOOL_ERROR_LINES = 2  # of one tool result; the archive has the rest
+_SHAPE = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]+\b|\d+")  # a line's shape: its numbers and hex ids masked
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
+TOOL_WEIGHT = 0.5
+"""What a tool printed counts this much of what a person said: it can be read again (the archive, the
+offloaded result, running the tool again); what the user said exists only in the conversation. A line the
+tool marks as a note (``# NOTE: ...``) counts in full."""
+TOOL_ARROW = " → "  # ``run_tests → FAILED test_login``: a tool's line, in the summary as in the facts
+_TOOL_LINE = re.compile(rf"^[\w.:-]{{1,64}}{TOOL_ARROW}")
 TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are built: kept as written
 _NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
@@ -84,11 +99,26 @@ def _tool_section(line: str, errors: Sequence[str]) -> str:
     return "context" if ERROR.search(line) or any(e in line for e in errors) else "progress"
 
 
-def _tool_outcome(text: str, errors: Sequence[str]) -> list[str]:
-    """A tool result's outcome: its error lines (verbatim), else its last non-empty line."""
+def _tool_outcome(text: str, errors: Sequence[str]) -> list[tuple[str, str]]:
+    """A tool result's outcome, verbatim, with its section: the lines it marks as notes (``# NOTE: ...``,
+    ``注意：...``), and its last :data:`TOOL_ERROR_LINES` error lines of different shapes (numbers and hex
+    ids aside), else its last non-empty line. A log dump of fifty error lines is evidence, not fifty
+    outcomes: a few lines stand for it."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    hits = [line for line in lines if _tool_section(line, errors) == "context"]
-    return hits or lines[-1:]
+    notes = [line for line in lines if NOTED.search(line)]
+    rest = [line for line in lines if line not in notes]
+    by_shape: dict[str, str] = {}  # the last line of each shape, in the order of those last lines
+    for line in (line for line in rest if _tool_section(line, errors) == "context"):
+        shape = _SHAPE.sub("#", line)
+        by_shape.pop(shape, None)
+        by_shape[shape] = line
+    # A line cut short (at a result's head or tail) has a prefix of a shape: it sorts right before it.
+    ordered = sorted(by_shape)
+    cut = {shape for shape, after in pairwise(ordered) if after.startswith(shape)}
+    hits = [line for shape, line in by_shape.items() if shape not in cut][-TOOL_ERROR_LINES:]
+    return [(note.lstrip("#/*>- ").strip(), "context") for note in notes] + [
+        (line, _tool_section(line, errors)) for line in (hits or rest[-1:])
+    ]
 
 
 def facts_from_messages(
@@ -110,13 +140,14 @@ def facts_from_messages(
     texts = [redact_secrets(text_of(m.content), known) for m in messages]
     names = speakers_of(t for m, t in zip(messages, texts, strict=True) if not isinstance(m, ToolMessage))
     names |= frozenset(speakers)
+    tools = {c.id: c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     first_user = True
     for m, text in zip(messages, texts, strict=True):
         if isinstance(m, ToolMessage):
-            label = f"{m.name} → " if m.name else ""
+            label = f"{m.name or tools.get(m.tool_call_id) or 'tool'}{TOOL_ARROW}"
             raw.extend(
-                (label + line, _tool_section(line, errors), TOOL, date, "context")
-                for line in _tool_outcome(text, errors)
+                (label + line, section, TOOL, date, "context")
+                for line, section in _tool_outcome(text, errors)
             )
             continue
         who, said_text = speaker_prefix(text, names)
@@ -164,19 +195,41 @@ def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
         (key, head["date"] if head else None, part)
         for key, item in items
         for head in [_ITEM_HEAD.match(item)]
-        for part in _SPEAKER_TURN.split(item[head.end() :] if head else item)
+        for body in [item[head.end() :] if head else item]
+        for part in ([body] if _TOOL_LINE.match(body) else _SPEAKER_TURN.split(body))
     ]
     speakers = speakers_of(part for _, _, part in parts)
     facts: list[Fact] = []
     for key, date, part in parts:
+        if _TOOL_LINE.match(part):  # a tool's line has a bullet of its own and comes back whole
+            facts.append(Fact(part, key, 0.0, 0, None, date, new=False))
+            continue
         who, said = speaker_prefix(part, speakers)
         facts.extend(Fact(s, key, 0.0, 0, who, date, new=False) for s in sentences(said) or [said])
     return [replace(f, order=i - len(facts)) for i, f in enumerate(facts)]
 
 
+def _weight(fact: Fact) -> float:
+    """:data:`TOOL_WEIGHT` for a tool's line (new, or back from the previous summary), else 1."""
+    return TOOL_WEIGHT if _TOOL_LINE.match(fact.text) and not NOTED.search(fact.text) else 1.0
+
+
+def _answered(question: Fact, tokens: frozenset[str], answer: Fact, answer_tokens: frozenset[str]) -> bool:
+    """``answer``, a statement among the :data:`ANSWER_WITHIN` facts after ``question``, holds at least
+    :data:`ANSWERED` of its content tokens: "Who owns rollback if the cutover goes wrong?" then "Priya
+    owns rollback; the cutover window is Tuesday". The answer is the fact; the question adds nothing."""
+    return (
+        question.text.rstrip().endswith(("?", "？"))
+        and not answer.text.rstrip().endswith(("?", "？"))
+        and 0 < answer.order - question.order <= ANSWER_WITHIN
+        and len(tokens & answer_tokens) >= max(2, ANSWERED * len(tokens))
+    )
+
+
 def _dedupe(facts: list[Fact]) -> list[Fact]:
     """Drop each fact whose content a newer fact in its section states too: the same text, or all its
-    content tokens (at least :data:`MIN_DUPLICATE_TOKENS` of them: a short error line stays verbatim)."""
+    content tokens (at least :data:`MIN_DUPLICATE_TOKENS` of them: a short error line stays verbatim);
+    and each question answered right after it (:func:`_answered`)."""
     kept: list[Fact] = []
     seen: list[tuple[frozenset[str], Fact]] = []
     for fact in sorted(facts, key=lambda f: -f.order):  # newest first: it is the one that stays
@@ -188,6 +241,7 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
                 and tokens <= other_tokens
                 and fact.section == other.section
             )
+            or _answered(fact, tokens, other, other_tokens)
             for other_tokens, other in seen
         )
         if not duplicate:
@@ -206,11 +260,12 @@ def _render(facts: Sequence[Fact], lang: Lang) -> str:
         run: tuple[str | None, str | None] | None = None  # (date, speaker) of the open bullet
         for fact in sorted((f for f in facts if f.section == key), key=lambda f: f.order):
             who = f"{fact.speaker}: " if fact.speaker else ""
-            if run is not None and fact.date is not None and fact.date == run[0]:
+            tool = _TOOL_LINE.match(fact.text) is not None
+            if run is not None and not tool and fact.date is not None and fact.date == run[0]:
                 bullets[-1] += joiner + (who if fact.speaker != run[1] else "") + fact.text
             else:
                 bullets.append((f"[{fact.date}] " if fact.date else "") + who + fact.text)
-            run = (fact.date, fact.speaker)
+            run = None if tool else (fact.date, fact.speaker)  # a tool's line is a bullet of its own
     return format_sections(by_section, lang)
 
 
@@ -294,6 +349,6 @@ def compact_facts(
     pool = _dedupe(old + new)
     rare = rarity(f.text for f in pool)
     identifiers = [e.value for e in ledger]
-    scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers)) for f in pool]
+    scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers) * _weight(f)) for f in pool]
     text = _render(_select(scored, budget, counter, lang), lang)
     return text if counter.count_text(text) <= budget else ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..messages import Message, text_of
 from .ledger import TextCounter
 
-__all__ = ["KeptAnswers", "every_nth", "kept_answers", "most_recent", "normalise"]
+__all__ = ["KeptAnswers", "every_nth", "found_answers", "kept_answers", "most_recent", "normalise"]
 
 
 def normalise(text: str) -> str:
@@ -39,6 +39,18 @@ def kept_answers(view: str, answers: Sequence[str], tokens: int) -> KeptAnswers:
     """How many ``answers`` occur in ``view`` (see the module docstring); empty answers never count."""
     text = normalise(view)
     kept = sum(1 for a in answers if normalise(a) and normalise(a) in text)
+    return KeptAnswers(kept, len(answers), tokens)
+
+
+def found_answers(view: str, found: Sequence[str], answers: Sequence[str], tokens: int) -> KeptAnswers:
+    """How many ``answers`` occur in ``view`` or in what was found for their own question (``found[i]``
+    for ``answers[i]``: e.g. the memory search hits for the i-th question)."""
+    text = normalise(view)
+    kept = sum(
+        1
+        for a, extra in zip(answers, found, strict=True)
+        if (needle := normalise(a)) and (needle in text or needle in normalise(extra))
+    )
     return KeptAnswers(kept, len(answers), tokens)
 
 

@@ -3,8 +3,9 @@
 Pure functions over text, English and Chinese alike. A message is split into sentences; each sentence is
 lightly compressed (leading interjections and laughter stripped — never reworded) and scored by the
 kinds of content questions ask for: names (capitalised words that are not sentence furniture, quoted
-titles, 《书名》), numbers, dates, preferences ("I like / my favourite", 喜欢), commitments and plans
-("I will", "next week", 打算, 计划), decisions, outcomes and errors, and words that are rare in the
+titles, 《书名》), numbers, dates, identifiers (``OPS-4791``), preferences ("I like / my favourite", 喜欢),
+commitments and plans ("I will", "next week", 打算, 计划), decisions, outcomes and errors, what someone
+marks as worth remembering ("for the record", ``NOTE:``, 顺便记一下), and words that are rare in the
 conversation (chit-chat repeats itself; a fact names something once). The section a sentence belongs in
 (Goal, Constraints, Progress, Key decisions, Next steps, Critical context) is picked by cue words.
 
@@ -68,6 +69,12 @@ ERROR = cue(
     r"error|exception|traceback|failed|failure|fatal|panic|denied|refused|timed out|killed",
     r"错误|失败|异常|报错|超时|拒绝",
 )
+NOTED = cue(
+    r"for the record|note that|please note|notes?:|N\.?B\.?:?|FYI|keep in mind|please remember|don't forget|"
+    r"heads[- ]up|important:|worth noting",
+    r"记一下|记住|注意[：:]|备注|提醒一下|别忘了|重要[：:]",
+)
+"""Someone marks what follows as worth remembering: "For the record: ...", "NOTE:", 顺便记一下."""
 REQUEST = cue(
     r"please|can you|could you|would you|help me|I want you|I need you|let's|find out|make it",
     r"请|帮我|帮忙|能不能|麻烦|你来",
@@ -97,6 +104,11 @@ _NUMBER = re.compile(
     r"\d+(?:[.,:]\d+)*%?|[一二两三四五六七八九十百千万]+(?:个|岁|公里|次|元|块|年|天|楼|本|只|张)"
 )
 _QUOTED = re.compile(r"《[^》]{1,30}》|“[^”]{1,40}”|\"[^\"]{2,40}\"|「[^」]{1,30}」")
+# An identifier inside a sentence: letters and digits joined by - _ / . or : (kestrel-4, OPS-4791,
+# ff_split_refunds_v6, s3://pay-audit-274); a plain word or number is not one.
+_IDENTIFIER = re.compile(
+    r"(?<![\w/.:-])(?=[\w/.:-]*\d)(?=[\w/.:-]*[A-Za-z]{2})[A-Za-z0-9]+(?:[-_/.:]+[A-Za-z0-9]+)+"
+)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 
@@ -111,7 +123,8 @@ _COMMON_CAPS_WORDS = (
     "Would Should Will Shall May Might Must Let Let's Here There Now Today Tomorrow Yesterday Tonight Once "
     "All Some Any Every Each Both Either Neither Lately Recently Finally Still Even Only Long Happy Merry "
     "Good Morning Afternoon Evening Night Bye Take See Talk Catch Speak Gotta Mondays Fridays Ha Classic "
-    "Aw Mm Hm Guess Next Last First Of Your Tell That's There's What's Don't Didn't Can't Won't Isn't"
+    "Aw Mm Hm Guess Next Last First Of Your Tell That's There's What's Don't Didn't Can't Won't Isn't "
+    "NOTE Note NB FYI TODO Important IMPORTANT Warning WARNING"
 )
 _COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
 _STOP_WORDS = (
@@ -225,20 +238,24 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
     """How likely a later question asks for what ``sentence`` says (0 for chit-chat; higher is better).
 
     The sum of: names and quoted titles, numbers, dates, a preference, a plan or commitment, a decision,
-    an event told in the first person, an error, the ledger's ``identifiers`` it holds, and the rarity
-    of its content words (``rare``, from :func:`rarity`); a question or a sentence with almost no content
-    counts for less.
+    an event told in the first person, an error, a mark that it is worth remembering ("for the record",
+    ``NOTE:``, 记一下), identifiers written in it (``kestrel-4``) and the ledger's ``identifiers`` it
+    holds, and the rarity of its content words (``rare``, from :func:`rarity`; numbers count as numbers
+    only); a question or a sentence with almost no content counts for less.
     """
     tokens = content_tokens(sentence)
     if not tokens:
         return 0.0
-    score = sum(rare.get(t, 1.0) for t in set(tokens)) ** 0.8
+    # Numbers count once, as numbers, not again as rare words: a log line's ids and timestamps are all
+    # rare, and would outscore every sentence a person wrote.
+    score = sum(rare.get(t, 1.0) for t in set(tokens) if not t.isdigit()) ** 0.8
     score += 1.5 * min(3, _names(sentence)) + 1.5 * min(2, len(_QUOTED.findall(sentence)))
     score += 1.0 * min(3, len(_NUMBER.findall(sentence)))
     score += 2.0 * bool(DATE.search(sentence)) + 1.0 * bool(_PARTIAL_DATE.search(sentence))
     score += 2.0 * bool(PREFERENCE.search(sentence)) + 1.5 * bool(PLAN.search(sentence))
     score += 1.5 * bool(DECISION.search(sentence)) + 1.0 * bool(EVENT.search(sentence))
-    score += 2.0 * bool(ERROR.search(sentence))
+    score += 2.0 * bool(ERROR.search(sentence)) + 3.0 * bool(NOTED.search(sentence))
+    score += 1.5 * min(2, len(_IDENTIFIER.findall(sentence)))
     score += 2.0 * min(3, sum(1 for i in identifiers if i in sentence))
     if sentence.rstrip().endswith(("?", "？")):
         score *= 0.5
