@@ -88,3 +88,12 @@ async def test_an_engine_opened_directly_fits_its_llm_and_an_explicit_window_win
     assert engine.window.context_window == 8192
     engine.reconfigure(Settings.load(env={}, context_window=4000))
     assert engine.window.context_window == 4000
+
+
+def test_without_a_model_the_summary_still_fits_the_window_it_is_sent_in():
+    """A small window set by hand, no model: a 2,000-token summary would leave no room for history."""
+    small = fit_window(Settings.load(env={}, context_window=3000))
+    assert (small.window.context_window, small.summary_max_tokens) == (3000, 375)
+    assert fit_window(Settings.load(env={})).summary_max_tokens == 2000  # the default window is larger
+    mine = fit_window(Settings.load(env={}, context_window=3000, summary_max_tokens=900))
+    assert mine.summary_max_tokens == 900  # sized by the user: kept

@@ -282,7 +282,8 @@ def fit_window(
 
     ``model_window`` is what one call to the model may hold, prompt and reply (the LLM's
     ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own
-    reply size. Without one, the settings and the model table decide (:func:`resolve_window`). With one,
+    reply size. Without one, the settings and the model table decide (:func:`resolve_window`), and the
+    summary (unless the user sized it) takes at most an eighth of that window. With one,
     each key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
     output reserve its reply (an eighth of the window if the reply would take half), the summary at most
     an eighth of the window and a summarised chunk at most half. Whatever the user set, a summary call
@@ -298,7 +299,11 @@ def fit_window(
             max_tokens=s.max_tokens,
             cap=s.agent_max_context_tokens,
         )
-        return WindowFit(window, s.summary_max_tokens, s.summary_chunk_tokens)
+        # The summary shares the window it is sent in: unless the user sized it, at most an eighth.
+        summary_max = s.summary_max_tokens
+        if not is_explicit(s, "summary_max_tokens"):
+            summary_max = min(summary_max, max(200, window.context_window // 8))
+        return WindowFit(window, summary_max, s.summary_chunk_tokens)
     w = model_window
     own = {key: not is_explicit(s, key) for key in _FIT_KEYS}
     context_window = w if own["context_window"] else s.context_window
