@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -390,3 +393,13 @@ async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None
 def test_a_sentence_with_a_date_is_a_fact_not_a_session_header() -> None:
     text = summarize([user("The release train leaves on 2026-12-03"), assistant("Noted.")])
     assert "The release train leaves on 2026-12-03" in text
+
+
+def test_a_question_set_line_without_an_answer_is_named_by_file_and_line(tmp_path: Path) -> None:
+    from contextmem.cli.eval_compaction import load_questions
+    from contextmem.errors import JsonlLineError
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "q", "answer": "a"}\n{"question": "no answer"}\n', encoding="utf-8")
+    with pytest.raises(JsonlLineError, match=r"qa\.jsonl:2"):
+        load_questions(qa)

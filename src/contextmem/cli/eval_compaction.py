@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import JsonlLineError
+from ..jsonl import read_jsonl, source_name
 from ..messages import Message, SystemMessage, text_of
 from ..settings import Settings
 from ..summarize.recall import KeptAnswers, every_nth, found_answers, kept_answers, most_recent
@@ -63,16 +65,14 @@ class CompactionEval:
 
 
 def load_questions(path: str | Path) -> list[dict[str, str]]:
-    """``{"question": ..., "answer": ...}`` per line; blank lines skipped. Raises ``ValueError`` naming the
-    line without a string ``answer``."""
+    """``{"question": ..., "answer": ...}`` per line (``-``: stdin); blank lines skipped. Raises
+    :class:`~contextmem.errors.JsonlLineError` naming the line that is not JSON or has no string
+    ``answer``."""
     out = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        if not isinstance(item, dict) or not isinstance(item.get("answer"), str):
-            raise ValueError(
-                f'{path}:{number}: {line[:80]!r} has no string "answer". Fix: one JSON object a line'
+    for number, item in read_jsonl(path, what="question set"):
+        if not isinstance(item.get("answer"), str):
+            raise JsonlLineError(
+                source_name(path), number, 'has no string "answer"', 'write {"question": ..., "answer": ...}'
             )
         out.append({"question": str(item.get("question", "")), "answer": item["answer"]})
     return out
