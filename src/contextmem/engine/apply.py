@@ -49,7 +49,7 @@ class PlanApplier:
     has_listeners: Callable[[], bool]
     on_pending: Callable[[], None]
     failure: ArchiveError | None = field(default=None, init=False)
-    applied: int = field(default=0, init=False)  # plans applied so far: each one rewrote the prefix
+    changes: int = field(default=0, init=False)  # plans applied and summaries replaced: prefix rewrites
 
     def reset_failure(self) -> ArchiveError | None:
         failure, self.failure = self.failure, None
@@ -103,7 +103,7 @@ class PlanApplier:
             )
             live.seqs = [live.seqs[i] for i in plan.keep]
             live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
-            self.applied += 1
+            self.changes += 1
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
         digest = (
             self.extractor.extract(None, dropped).render()
@@ -122,6 +122,14 @@ class PlanApplier:
         if live.pending:
             self.on_pending()
         return True
+
+    async def replace_summary(self, summary: Summary) -> None:
+        """The summary the model sees becomes ``summary`` (nothing leaves); stored, and counted as a change
+        of what was sent (the caller holds the session lock)."""
+        live = self.session
+        live.summary = summary
+        await live.store.set_meta(live.namespace, live.session_id, summary=summary_to_json(summary))
+        self.changes += 1
 
     async def fold_task(self) -> int:
         """C14: the newest turn's tool steps leave once it ended in a reply (archived, not summarised:

@@ -31,7 +31,6 @@ from ..summarize import Summarizer, Summary
 from ..tokens import MessageCounter
 from .apply import PlanApplier
 from .session import LiveSession
-from .types import summary_to_json
 
 __all__ = [
     "Folded",
@@ -162,9 +161,7 @@ async def apply_folded(live: LiveSession, applier: PlanApplier, folded: Folded) 
     rest = live.pending[len(folded.pending) :]  # left the context while the model was working
     summary = applier.extractor.extract(folded.summary, rest) if rest else folded.summary
     if plan.empty:
-        live.summary = summary
-        await live.store.set_meta(live.namespace, live.session_id, summary=summary_to_json(summary))
-        applier.applied += 1  # the summary the model sees changed: the cached prefix broke
+        await applier.replace_summary(summary)
     elif not await applier.apply(plan, "summarize", summary=summary):
         return 0
     live.base = folded.summary

@@ -101,7 +101,7 @@ class ContextEngine:
         self._holding = False
         self._held: Folded | None = None
         self._emergency_stage = 0
-        self._applied_at_build = 0  # PlanApplier.applied when the last request was built
+        self._applied_at_build = 0  # PlanApplier.changes when the last request was built
         self._sent_next_seq = 0  # messages from this seq on were not in the last request built
         self._last_cleanup = 0.0
         self._regions = Regions(self.counter)
@@ -258,12 +258,12 @@ class ContextEngine:
 
             # What the model has seen changes only where the cached prefix breaks anyway: something was
             # applied since the last request (a background summary), or the check below compacts now.
-            if self._applier.applied == self._applied_at_build:
+            if self._applier.changes == self._applied_at_build:
                 await offload(self._sent_next_seq)
             else:
                 await ride_along()
             await self._applier.proactive_check(self.settings, lambda: self._budget(fixed), ride_along)
-            self._applied_at_build, self._sent_next_seq = self._applier.applied, self._live.next_seq
+            self._applied_at_build, self._sent_next_seq = self._applier.changes, self._live.next_seq
             try:
                 return self._assemble(fixed)
             except BudgetExceededError as exc:
