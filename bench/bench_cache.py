@@ -61,10 +61,6 @@ def transcript_path(folder: Path, turns: int, seed: int) -> Path:
     return path
 
 
-def _has(text: str, needle: str) -> bool:
-    return needle in text
-
-
 def _request_text(messages: Sequence[dict[str, Any]]) -> str:
     return json.dumps(messages, ensure_ascii=False)
 
@@ -116,8 +112,8 @@ def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict
         window,
         report["max_tokens"],
         lost=report["lost"],
-        facts_context=sum(_has(final, f["needle"]) for f in facts),
-        facts_reachable=sum(_has(kept, f["needle"]) for f in facts),
+        facts_context=sum(f["needle"] in final for f in facts),
+        facts_reachable=sum(f["needle"] in kept for f in facts),
         max_tokens=report["max_tokens"],
     )
 
@@ -154,7 +150,7 @@ def _peer(
         calls,
         window,
         reserve,
-        facts_context=sum(_has(final, f["needle"]) for f in facts),
+        facts_context=sum(f["needle"] in final for f in facts),
         missing_newest=missing_newest,
     )
 

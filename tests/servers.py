@@ -18,6 +18,7 @@ when one is set), and answer such mistakes with the provider's own 400/401 error
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -83,6 +84,13 @@ class RecordedRequest:
     path: str
     headers: Mapping[str, str]
     body: Any
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for servers started in a subprocess)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def served_window(model: str, window: int) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from contextmem.llm.openai_compat import OpenAICompatLLM
 from contextmem.messages import user
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
+
+from .servers import free_port
 
 pytestmark = pytest.mark.local_llm
 N_CTX = 2048  # llama-cpp-python's server default, said explicitly
@@ -46,17 +47,11 @@ def _model_path() -> Path:
         pytest.skip(f"the packaged local model is not available: {exc}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = _model_path()
     log = tmp_path_factory.mktemp("llama-server") / "stderr.log"
-    port = _free_port()
+    port = free_port()
     launcher = str(Path(__file__).with_name("llama_server_main.py"))  # llama_cpp.server, AMX-safe
     argv = [sys.executable, launcher, "--model", str(model), "--model_alias", "qwen"]
     argv += ["--n_ctx", str(N_CTX), "--host", "127.0.0.1", "--port", str(port), "--verbose", "False"]

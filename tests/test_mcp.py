@@ -37,6 +37,8 @@ from contextmem.settings import Settings  # noqa: E402
 from contextmem.store.open import open_store  # noqa: E402
 from contextmem.testing import HashEmbedder, MemoryStore  # noqa: E402
 
+from .servers import free_port  # noqa: E402
+
 TOOLS = {"memory_search", "memory_get", "memory_write", "read_file", "context_stats", "compact"}
 BOB_SECRET = "bob's vault code is 4711 (zebra-quartz)"
 
@@ -139,18 +141,12 @@ async def test_stdio_client_lists_and_calls_every_tool(workspace: Path) -> None:
     assert "green tea" not in (workspace / "namespaces/bob/MEMORY.md").read_text(encoding="utf-8")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_server_started(
     workspace: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """The server's base URL, and the first line it wrote to stderr once listening."""
-    port = _free_port()
+    port = free_port()
     args = ["--transport", "http", "--port", str(port), "--embedder", "hash", "--no-llm"]
     args += ["--namespace", "alice", "--namespace", "bob"]
     stderr = tmp_path_factory.mktemp("server") / "stderr.txt"
