@@ -23,13 +23,16 @@ def test_without_a_model_window_the_settings_and_the_model_table_decide():
 def test_a_small_model_window_fits_everything_the_user_left_unset():
     fit = fit_window(Settings(), model_window=8192, model_reply=512)
     assert (fit.window.context_window, fit.window.max_tokens) == (8192, 512)
-    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (1024, 4096)
+    # The summary: a quarter of the window, but a fifth at most so one call holds it, a chunk and a reply.
+    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (1638, 8192 - 3 * 1638 - 400)
     assert dict(fit.fitted) == {
         "context_window": 8192,
         "max_tokens": 512,
-        "summary_max_tokens": 1024,
-        "summary_chunk_tokens": 4096,
+        "summary_max_tokens": 1638,
+        "summary_chunk_tokens": 2878,
     }
+    tenth = fit_window(Settings(summary_window_share=0.1), model_window=8192, model_reply=512)
+    assert tenth.summary_max_tokens == 819
     # A reply that would take half the window: the reserve is an eighth instead.
     assert fit_window(Settings(), model_window=8192, model_reply=6000).window.max_tokens == 1024
     # The cap still bounds a large model.
@@ -70,7 +73,7 @@ async def test_a_library_user_of_contextmem_open_plans_against_the_models_window
     assert runtime.settings.context_window == 8192 and runtime.settings.sources["context_window"].startswith(
         FITTED
     )
-    assert engine.summarizer is not None and engine.summarizer.max_tokens == 1024
+    assert engine.summarizer is not None and engine.summarizer.max_tokens == 1638
     await runtime.close()
 
     mine = Settings.load(env={}, workspace=str(tmp_path / "ws2"), context_window=6000)
@@ -93,7 +96,9 @@ async def test_an_engine_opened_directly_fits_its_llm_and_an_explicit_window_win
 def test_without_a_model_the_summary_still_fits_the_window_it_is_sent_in():
     """A small window set by hand, no model: a 2,000-token summary would leave no room for history."""
     small = fit_window(Settings.load(env={}, context_window=3000))
-    assert (small.window.context_window, small.summary_max_tokens) == (3000, 375)
+    assert (small.window.context_window, small.summary_max_tokens) == (3000, 750)  # a quarter
+    eighth = fit_window(Settings.load(env={}, context_window=3000, summary_window_share=0.125))
+    assert eighth.summary_max_tokens == 375
     assert fit_window(Settings.load(env={})).summary_max_tokens == 2000  # the default window is larger
     mine = fit_window(Settings.load(env={}, context_window=3000, summary_max_tokens=900))
     assert mine.summary_max_tokens == 900  # sized by the user: kept

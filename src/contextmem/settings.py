@@ -96,6 +96,12 @@ class Settings(BaseModel):
     # Summaries (C8) and task memory (C14)
     summary_injection: Literal["system", "first_user"] = "system"
     summary_max_tokens: int = Field(2_000, gt=0, description="Hard size budget of the running summary")
+    summary_window_share: float = Field(
+        0.25,
+        gt=0,
+        le=0.5,
+        description="Most of the window the summary takes, unless summary_max_tokens is set",
+    )
     summary_timeout_seconds: float = Field(120.0, gt=0)
     summary_chunk_tokens: int = Field(6_000, gt=0, description="Most history tokens fed to one summary call")
     fold_task_memory: bool = Field(True, description="Fold a finished task's tool steps to its outcome")
