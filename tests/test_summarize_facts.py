@@ -127,6 +127,21 @@ def test_a_tool_outcome_is_kept_verbatim_and_errors_go_to_context() -> None:
     assert "Please restart cart-api." in sections["goal"]
 
 
+def test_the_goal_is_what_the_user_set_out_to_do_not_a_greeting_a_question_or_a_decision() -> None:
+    """Issue 17: the demo's Goal was "Morning!" and a question the assistant had already answered."""
+    opening = chat("Morning! Today we plan the billing database migration off MySQL 5.7.", "Sounds good.")
+    _, sections = parse_sections(summarize(opening))
+    assert sections["goal"].strip() == "- Today we plan the billing database migration off MySQL 5.7."
+    asked = chat("How long would pgloader take for invoice_lines?", "About 40 minutes for 180M rows.")
+    _, sections = parse_sections(summarize(asked))
+    assert "pgloader" not in sections["goal"]
+    decided = chat("决定：内存上限调到 1536Mi，缓存预热改成分页。", "好的。")
+    _, sections = parse_sections(summarize(decided))
+    assert "1536Mi" not in sections["goal"] and "1536Mi" in summarize(decided)
+    assert compress("早上好！今天迁移数据库。") == "今天迁移数据库。"
+    assert compress("Morning meetings start at 9.") == "Morning meetings start at 9."  # not a greeting
+
+
 def _log_dump(n: int, seed: int) -> str:
     return "\n".join(
         f"2024-06-{1 + (i * 7 + seed) % 28:02d}T{i % 24:02d}:{(i * 13) % 60:02d}:07Z ERROR auth.worker[{i}] "

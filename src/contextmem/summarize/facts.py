@@ -133,7 +133,11 @@ def facts_from_messages(
     """Every sentence of ``messages`` as an (unscored) fact, secrets redacted first; ``start`` numbers
     the first one's ``order``. Session headers set the date of what follows and are not facts; ``date``
     is the session date the messages begin in (the previous batch's last). A ``Name:`` prefix names the
-    speaker when the name prefixes two messages here or is one of ``speakers`` (known from before)."""
+    speaker when the name prefixes two messages here or is one of ``speakers`` (known from before).
+
+    Goal candidates are the user's requests and the first sentence of the first user message that is
+    more than a greeting, unless it is a question (dropped once answered, :func:`_answered`) or has a
+    section of its own (a decision, a constraint, ...)."""
     errors = [e.value for e in ledger if e.kind == "error"]
     known = frozenset(known)
     raw: list[tuple[str, str, str | None, str | None, str]] = []  # text, section, speaker, date, otherwise
@@ -160,13 +164,16 @@ def facts_from_messages(
                 date = stamp
             elif line.strip():
                 said.extend(sentences(line))
+        said = [s for s in said if compress(s)]  # "Morning!" says nothing
         for n, s in enumerate(said):
             if any(e in s for e in errors):
                 section = "context"
             else:
                 section = section_of(s, from_user=from_user or not isinstance(m, AssistantMessage))
-            goal = from_user and ((first_user and n == 0) or bool(REQUEST.search(s)))
-            raw.append((s, "goal" if goal else section, who, date, section))
+            request = bool(REQUEST.search(s))
+            plain = section == "context" and not s.rstrip().endswith(("?", "？"))  # not a decision, ...
+            opener = first_user and n == 0 and plain
+            raw.append((s, "goal" if from_user and (opener or request) else section, who, date, section))
         first_user = first_user and not (from_user and said)
     facts = []
     for i, (s, section, who, when, otherwise) in enumerate(raw):
@@ -226,6 +233,11 @@ def _answered(question: Fact, tokens: frozenset[str], answer: Fact, answer_token
     )
 
 
+def _home(fact: Fact) -> str:
+    """The section a fact belongs to by its content: a goal candidate's ``otherwise``."""
+    return fact.otherwise if fact.section == "goal" and fact.new else fact.section
+
+
 def _dedupe(facts: list[Fact]) -> list[Fact]:
     """Drop each fact whose content a newer fact in its section states too: the same text, or all its
     content tokens (at least :data:`MIN_DUPLICATE_TOKENS` of them: a short error line stays verbatim);
@@ -239,7 +251,7 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
             or (
                 len(tokens) >= MIN_DUPLICATE_TOKENS
                 and tokens <= other_tokens
-                and fact.section == other.section
+                and _home(fact) == _home(other)
             )
             or _answered(fact, tokens, other, other_tokens)
             for other_tokens, other in seen

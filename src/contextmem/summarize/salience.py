@@ -143,7 +143,11 @@ _STOP = frozenset(_STOP_WORDS.split())
 _FILLER_HEAD = re.compile(
     r"^(?:(?:oh|ah|aw+|wow|whoa|haha+|hah|lol|omg|well|so|hey|hi|hmm+|um+|uh+|ok(?:ay)?|yeah|yep|honestly|"
     r"actually|anyway|by the way|btw|ugh|gosh|aww)\b(?![:：])[\s,!.…~-]*)+"
-    r"|^(?:哈哈+|嗯+|啊+|哇+|哦+|噢+|唉+|对了|话说|其实|说实话|好吧)[，,！!。…~\s]*",
+    r"|^(?:哈哈+|嗯+|啊+|哇+|哦+|噢+|唉+|对了|话说|其实|说实话|好吧)[，,！!。…~\s]*"
+    # A greeting only when punctuation closes it: "Morning meetings start at 9" keeps its first word.
+    r"|^(?:(?:good )?(?:morning|afternoon|evening)|hello|hi there|hey there|greetings)"
+    r"(?:[\s,]+(?:all|everyone|team|folks))?\s*[,!.…~]+\s*"
+    r"|^(?:早上好|早安|上午好|下午好|晚上好|你好|您好|大家好)[，,！!。…~\s]*",
     re.I,
 )
 _FILLER_ANY = re.compile(r"\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*|[\s,，]*哈哈+[！!。]*", re.I)
