@@ -201,7 +201,7 @@ INDEXING: dict[str, tuple[Patch, dict[str, Any]]] = {
 
 def _no_named_days() -> contextlib.AbstractContextManager[None]:
     """Search as before this round: a day the query names is not treated specially."""
-    return _swapped((indexing, "query_days", lambda query: frozenset()))
+    return _swapped((indexing, "query_days", lambda query, today=None: frozenset()))
 
 
 # --- search-time re-rankers over the top ``POOL`` hits ----------------------------------------------

@@ -158,6 +158,28 @@ def test_a_day_the_query_names_ranks_its_daily_file_first(make: Factory) -> None
     assert index.search("What happened?", 1)[0].path != "memory/2026-01-10.md"  # no day named: as before
 
 
+def test_a_day_named_relative_to_today_ranks_its_daily_file_first(make: Factory) -> None:
+    index = make(today=lambda: date(2026, 3, 18))  # a Wednesday
+    ws = index.workspace
+    (ws.daily_dir / "2026-03-14.md").write_text("## 09:00\n\nuser: we adopted a kitten called Miso\n")
+    for day in (15, 16, 17):  # newer, and matching the question's words
+        (ws.daily_dir / f"2026-03-{day}.md").write_text(f"## 09:00\n\nuser: what did I do today? day {day}\n")
+    for query in (
+        "What did I do last Saturday?",
+        "What did I do 4 days ago?",
+        "上周六我做了什么？",
+        "3月14日做了什么",
+    ):
+        for mode in ("hybrid", "keyword", "vector"):
+            assert index.search(query, 3, mode=mode)[0].path == "memory/2026-03-14.md", (query, mode)
+    # The reference date is the search's ``today``: on Sunday 15 March, "yesterday" is that Saturday.
+    assert (
+        index.search("What did I do yesterday?", 1, today=date(2026, 3, 15))[0].path == "memory/2026-03-14.md"
+    )
+    assert index.search("What did I do yesterday?", 1)[0].path == "memory/2026-03-17.md"
+    assert index.search("What did I do?", 1)[0].path != "memory/2026-03-14.md"  # no day named: as before
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"

@@ -187,7 +187,8 @@ class BaseMemoryIndex(ABC):
         """The ``k`` best chunks of this namespace for ``query``; syncs with the files first.
 
         ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion, and from the
-        daily file of each day the query names (:func:`text.query_days`), which ranks first. ``min_score``
+        daily file of each day the query names (:func:`text.query_days`; "yesterday", "last Saturday"
+        and 上周六 resolved against ``today``, default the index's clock), which ranks first. ``min_score``
         is judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
         Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
@@ -200,7 +201,8 @@ class BaseMemoryIndex(ABC):
             self.sync()
         pool = candidates or max(50, 4 * k)
         query_vec = self._query_vector(query) if mode != "keyword" else None
-        named = query_days(query)
+        today = today or self._today()
+        named = query_days(query, today)
         with self._lock:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
@@ -215,7 +217,7 @@ class BaseMemoryIndex(ABC):
                 kw_scores,
                 vector_weight=self.vector_weight if mode != "keyword" else 0.0,
                 keyword_weight=self.keyword_weight if mode != "vector" else 0.0,
-                today=today or self._today(),
+                today=today,
                 half_life_days=self.half_life_days,
                 min_score=min_score,
                 named_days=named,

@@ -5,7 +5,8 @@ lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the 
 the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the keyword part and cost
 8 points of recall@5 on MADial-Bench). Daily files then decay with a half-life; core memory does not.
 
-A query that names a calendar day (``named_days``, :func:`.text.query_days`) asks about that day: its
+A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2026-03-14``, or one
+relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
 daily file's chunks do not decay and rank before every other chunk (by their own score among
 themselves). Recency must not bury the very day the user asked about.
 """

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ..errors import MissingExtraError
 from ..redaction import find_secrets, redact_secrets
+from .dates import relative_days
 
 CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
@@ -136,10 +137,12 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
     return redact_secrets(text, known)
 
 
-def query_days(query: str) -> frozenset[date]:
-    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, ``2026年1月5日``), at most
-    :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first (:mod:`.ranking`)."""
-    days: set[date] = set()
+def query_days(query: str, today: date | None = None) -> frozenset[date]:
+    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, ``2026年1月5日``; with ``today``,
+    also the days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 —
+    :func:`.dates.relative_days`), the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored.
+    Their daily files rank first (:mod:`.ranking`)."""
+    days: set[date] = set(relative_days(query, today)) if today is not None else set()
     for pattern in _DAY_RES:
         for year, month, day in pattern.findall(query):
             try:
