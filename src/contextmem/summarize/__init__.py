@@ -5,12 +5,13 @@
 * :class:`Ledger` keeps exact identifiers (paths, URLs, numbers, errors, names) verbatim, extracted
   deterministically, with secrets redacted by :func:`redact_secrets` (re-exported from
   :mod:`contextmem.redaction`, the one detector every sink uses);
-* :mod:`~contextmem.summarize.prompts` holds the English and Chinese prompts.
+* :mod:`~contextmem.summarize.prompts` holds the English and Chinese prompts; :mod:`.revise` checks the
+  model's reply and reconciles it with the extractive draft it corrected.
 """
 
 from .extractive import extractive_summary, truncate_to_tokens
 from .ledger import Ledger, LedgerEntry, build_ledger, extract_identifiers, find_secrets, redact_secrets
-from .prompts import detect_language, parse_sections, recompress_prompt, render_transcript, summary_prompt
+from .prompts import detect_language, parse_sections, render_transcript, summary_prompt
 from .summarizer import MIN_SUMMARY_TOKENS, Summarizer, Summary, SummarySource, merge_archive_refs
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "find_secrets",
     "merge_archive_refs",
     "parse_sections",
-    "recompress_prompt",
     "redact_secrets",
     "render_transcript",
     "summary_prompt",

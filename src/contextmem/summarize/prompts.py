@@ -1,10 +1,11 @@
-"""Incremental summary prompts (C8), in English and Chinese, and the transcript they are built from.
+"""Summary prompts (C8), in English and Chinese, the transcript they are built from, and the structure.
 
-The prompt follows ChatAgent's incremental design (our seed): the previous summary and only the *new*
-messages go in, a complete new summary comes out, so each call costs O(new messages). The output has a
-fixed structure — Goal, Constraints, Progress, Key decisions, Next steps, Critical context — so it can be
-validated, merged and re-compressed. The language of the conversation (share of CJK characters) picks
-the prompt and the section headers.
+Each call costs O(new messages): only what is new goes in — the new messages, the identifier ledger and
+the extractive draft of the new summary (previous summary + new messages, :mod:`.facts`) — and the model
+returns the draft corrected: stale items dropped, duplicates merged, what the draft missed added. The
+output has a fixed structure — Goal, Constraints, Progress, Key decisions, Next steps, Critical context —
+so it can be validated and reconciled with the draft (:mod:`.revise`). The language of the conversation
+(share of CJK characters) picks the prompt and the section headers.
 
 Everything that enters a prompt passes :func:`~contextmem.redaction.redact_secrets` (with ``known``,
 the secret values already found in the input, scrubbed wherever they reappear): a secret a model never
@@ -35,11 +36,10 @@ __all__ = [
     "Lang",
     "complete_sections",
     "detect_language",
-    "merge_sections",
+    "format_sections",
+    "items_of",
     "parse_sections",
-    "recompress_prompt",
     "render_transcript",
-    "repeats",
     "section_has_content",
     "summary_prompt",
     "summary_template",
@@ -208,31 +208,9 @@ def complete_sections(text: str, lang: Lang) -> str:
     return "\n\n".join(blocks)
 
 
-def _items(body: str) -> list[str]:
+def items_of(body: str) -> list[str]:
+    """A section body's items: its lines, bullets stripped, placeholders and "(none)" left out."""
     return [_BULLET.sub("", line).strip() for line in body.splitlines() if not _is_placeholder(line)]
-
-
-def repeats(reply: str, previous: str, share: float = 0.8) -> bool:
-    """Whether ``reply`` is (nearly) the previous summary again: ``share`` of its items were in it."""
-    _, new = parse_sections(reply)
-    _, old = parse_sections(previous)
-    items = [item for body in new.values() for item in _items(body)]
-    known = {item for body in old.values() for item in _items(body)}
-    return bool(items) and sum(item in known for item in items) >= share * len(items)
-
-
-def merge_sections(previous: str, new: str, lang: Lang) -> str:
-    """The previous summary with the new summary's items appended to each section, duplicates dropped."""
-    _, old_sections = parse_sections(previous)
-    _, new_sections = parse_sections(new)
-    merged: dict[str, list[str]] = {}
-    for key in SECTION_KEYS:
-        items: list[str] = []
-        for item in _items(old_sections.get(key, "")) + _items(new_sections.get(key, "")):
-            if item not in items:
-                items.append(item)
-        merged[key] = items
-    return format_sections(merged, lang)
 
 
 def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
@@ -250,34 +228,42 @@ def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
 # --- prompts ------------------------------------------------------------------------------------
 #
 # Shaped for small instruction-tuned models as much as for big hosted ones: the rules go in the system
-# message, the material (previous summary, new messages, the user's /compact instruction) in the user
-# message, and the user message *ends* with a fill-in template of the six headers. A 1.5B model given
-# the headers as a list inside the rules answered "- (none)" and stopped; given a template to fill as
-# the last thing it reads, it writes the sections. Every header carries a short hint of what goes there
-# (the last one most of all: without a hint small models drop it), and "(none)" is mentioned nowhere,
-# so there is no ready-made answer to copy.
+# message, the material in the user message, and the user message *ends* with a fill-in template of the
+# six headers. A 1.5B model given the headers as a list inside the rules answered "- (none)" and stopped;
+# given a template to fill as the last thing it reads, it writes the sections. Every header carries a
+# short hint of what goes there (the last one most of all: without a hint small models drop it), and
+# "(none)" is mentioned nowhere, so there is no ready-made answer to copy.
+#
+# The material is what is new, not the previous summary: the new messages, the identifier ledger, and the
+# extractive draft (:func:`~.facts.compact_facts` over the previous summary + the new messages), which the
+# model corrects rather than writes from nothing. Shown the previous summary, a 1.5B model copied it back
+# and ignored the new messages; shown a draft that already holds them, copying is harmless, and the draft
+# is the summary whenever the model fails.
 
 _SYSTEM: dict[Lang, str] = {
     "en": """You maintain the running memory of a long conversation between a user and an AI assistant. \
 You never talk to the user; you only write the memory document.
 
-Rules:
-- Fold the new part of the conversation into the current summary and write one complete new summary \
-that replaces it.
-- Keep every fact of the current summary that still matters; drop only what the new messages make obsolete.
-- Copy file paths, URLs, function and class names, commands, numbers, versions, IDs and error messages \
-exactly as written, character for character.
-- Record outcomes of tool calls, not their raw output.
+You get the new part of the conversation, the identifiers recorded so far, and a draft of the new memory \
+made automatically from the earlier memory and the new part. Correct the draft:
+- Drop draft items the new part makes outdated (a value that changed, a plan done or cancelled): keep \
+only the newest statement.
+- Merge draft items that say the same thing into one.
+- Add what matters in the new part that the draft missed: decisions, outcomes, preferences, plans.
+- Shorten wordy items, but copy names, numbers, dates, file paths, identifiers and error messages exactly \
+as written, character for character.
+- Keep every other item of the draft.
 - Write in English, tersely, as bullet points under the six headers of the template, in its order.
 - Output only the filled-in template: no greeting, no preface, no closing remark. \
 Stay under {budget} tokens.""",
     "zh": """你负责维护用户与 AI 助手之间长对话的记忆。你从不与用户对话，只输出记忆文档本身。
 
-要求：
-- 请逐步总结提供的对话内容，将其补充到当前摘要中，写出一个完整的新摘要来替换它。
-- 保留当前摘要中仍然重要的所有信息，只删除被新对话推翻或已过时的内容。
-- 文件路径、URL、函数名和类名、命令、数字、版本号、编号和错误信息必须逐字照抄，不得改写。
-- 记录工具调用的结果，而不是原始输出。
+你会收到新的对话内容、已记录的关键标识，以及一份由早先记忆和新对话自动生成的新记忆草稿。请修订草稿：
+- 删除被新对话推翻或已过时的条目（数值变了、计划已完成或取消）：只保留最新的说法。
+- 把意思相同的条目合并为一条。
+- 补充新对话中草稿遗漏的重要内容：决定、结果、偏好、计划。
+- 精简啰嗦的条目，但人名、数字、日期、文件路径、编号和错误信息必须逐字照抄，不得改写。
+- 草稿中的其他条目全部保留。
 - 用中文简洁地分条书写，使用模板中的六个标题，并保持顺序。
 - 只输出填好的模板：不要问候、不要开场白、不要结尾语。总长度不超过 {budget} 个 token。""",
 }
@@ -304,19 +290,22 @@ _HINTS: dict[Lang, dict[str, str]] = {
 
 _LABELS: dict[Lang, dict[str, str]] = {
     "en": {
-        "current": "Current summary:",
-        "empty": "(empty: this is the start of the conversation)",
         "new": "New part of the conversation:",
+        "ledger": "Identifiers recorded so far (kept separately; copy them exactly when you use them):",
+        "draft": "Draft of the new memory (one fact a line, with its section):",
+        "empty": "(empty)",
         "extra": "Additional instruction from the user for this summary:",
-        "fill": "Now write the new summary. Fill in this template, replacing each ... with bullet points "
-        "taken from the current summary and the conversation above; write every one of the six sections:",
+        "fill": "Now write the corrected memory. Fill in this template, replacing each ... with bullet "
+        "points from the draft, corrected with the new part of the conversation; write every one of the "
+        "six sections:",
     },
     "zh": {
-        "current": "当前摘要：",
-        "empty": "（空：对话刚开始）",
         "new": "新的对话内容：",
+        "ledger": "已记录的关键标识（另行保存；使用时请逐字照抄）：",
+        "draft": "新记忆的草稿（每行一条事实，标明所属部分）：",
+        "empty": "（空）",
         "extra": "用户对本次总结的额外要求：",
-        "fill": "现在写出新摘要。请填写下面的模板，把每个 ... 替换为来自当前摘要和上述对话的要点，"
+        "fill": "现在写出修订后的记忆。请填写下面的模板，把每个 ... 替换为来自草稿、并按新对话修订过的要点，"
         "六个部分都要写：",
     },
 }
@@ -325,10 +314,10 @@ PLACEHOLDER = "..."
 
 
 def _flatten(summary: str, lang: Lang) -> str:
-    """The previous summary as one list of ``- Section: fact`` bullets, not as a filled-in template.
+    """A summary as one list of ``- Section: fact`` bullets, not as a filled-in template.
 
-    Shown the previous summary in the template's own shape, a small model copies it back unchanged and
-    ignores the new messages; as a flat list of facts it has to rebuild the sections, new facts included.
+    Shown a summary in the template's own shape, a small model copies it back unchanged and ignores the
+    new messages; as a flat list of facts it has to rebuild the sections.
     """
     preamble, sections = parse_sections(summary.strip())
     if not sections:
@@ -352,69 +341,30 @@ def summary_template(lang: Lang) -> str:
 
 
 def summary_prompt(
-    previous: str | None,
+    draft: str,
     transcript: str,
     *,
     lang: Lang,
     budget: int,
+    ledger: str = "",
     instruction: str | None = None,
     known: Iterable[str] = (),
 ) -> list[Message]:
-    """The incremental prompt: previous summary + new messages → a complete new structured summary.
+    """The prompt: new messages + identifier ledger + extractive draft → the corrected summary.
 
-    The system message holds the rules; the user message the current summary, the new messages,
-    ``instruction`` — the text after ``/compact`` (e.g. "keep requirements and decisions only"), as the
-    user's extra requirement — and, last, the template to fill in. All three are redacted (``known``:
-    secret values to scrub wherever they appear).
+    The system message holds the rules; the user message the new messages (``transcript``), the
+    rendered ``ledger``, the ``draft`` as a flat list of facts, ``instruction`` — the text after
+    ``/compact`` (e.g. "keep requirements and decisions only"), as the user's extra requirement — and,
+    last, the template to fill in. The previous summary is not sent: the draft holds what of it still
+    fits. Everything is redacted (``known``: secret values to scrub wherever they appear).
     """
     labels = _LABELS[lang]
-    current = _flatten(redact_secrets(previous, known), lang) if previous else labels["empty"]
-    parts = [
-        f"{labels['current']}\n{current}",
-        f"{labels['new']}\n{redact_secrets(transcript, known)}",
-    ]
+    facts = _flatten(redact_secrets(draft, known), lang)
+    parts = [f"{labels['new']}\n{redact_secrets(transcript, known)}"]
+    if ledger.strip():
+        parts.append(f"{labels['ledger']}\n{redact_secrets(ledger.strip(), known)}")
+    parts.append(f"{labels['draft']}\n{facts or labels['empty']}")
     if instruction and instruction.strip():
         parts.append(f"{labels['extra']}\n{redact_secrets(instruction.strip(), known)}")
     parts.append(f"{labels['fill']}\n\n{summary_template(lang)}")
     return [SystemMessage(_SYSTEM[lang].format(budget=budget)), UserMessage("\n\n".join(parts))]
-
-
-_ROLE: dict[Lang, str] = {lang: text.split("\n\n", 1)[0] for lang, text in _SYSTEM.items()}
-
-_RECOMPRESS: dict[Lang, str] = {
-    "en": """The summary below is too long: it must fit in {budget} tokens. Rewrite it shorter with the same \
-six headers in the same order. Merge related bullets, drop finished details and anything repeated; keep the \
-goal, the constraints, open problems and every path, name, number and error message exactly as written. \
-Output only the filled-in template.""",
-    "zh": """下面的摘要太长，必须压缩到 {budget} 个 token 以内。\
-请保留相同的六个标题并保持顺序，合并相关条目，删去已完成的细节和重复内容；\
-目标、约束、未解决的问题，以及所有路径、名称、数字和错误信息必须原样保留。只输出填好的模板。""",
-}
-
-_RECOMPRESS_LABELS: dict[Lang, dict[str, str]] = {
-    "en": {
-        "summary": "Summary:",
-        "fill": "Now write the shorter summary. Fill in this template, replacing each ... with bullet points "
-        "taken from the summary above:",
-    },
-    "zh": {
-        "summary": "摘要：",
-        "fill": "现在写出压缩后的摘要。请填写下面的模板，把每个 ... 替换为来自上述摘要的要点：",
-    },
-}
-
-
-def recompress_prompt(summary: str, *, lang: Lang, budget: int, known: Iterable[str] = ()) -> list[Message]:
-    """Ask the model to shrink an over-budget summary, keeping its structure and identifiers.
-
-    Same shape as :func:`summary_prompt`: the task, the material, and the template to fill in last.
-    """
-    labels = _RECOMPRESS_LABELS[lang]
-    body = "\n\n".join(
-        [
-            _RECOMPRESS[lang].format(budget=budget),
-            f"{labels['summary']}\n{redact_secrets(summary.strip(), known)}",
-            f"{labels['fill']}\n\n{summary_template(lang)}",
-        ]
-    )
-    return [SystemMessage(_ROLE[lang]), UserMessage(body)]

@@ -103,7 +103,7 @@ _PARTIAL_DATE = re.compile(
 _NUMBER = re.compile(
     r"\d+(?:[.,:]\d+)*%?|[一二两三四五六七八九十百千万]+(?:个|岁|公里|次|元|块|年|天|楼|本|只|张)"
 )
-_QUOTED = re.compile(r"《[^》]{1,30}》|“[^”]{1,40}”|\"[^\"]{2,40}\"|「[^」]{1,30}」")
+QUOTED = re.compile(r"《[^》]{1,30}》|“[^”]{1,40}”|\"[^\"]{2,40}\"|「[^」]{1,30}」")
 # An identifier inside a sentence: letters and digits joined by - _ / . or : (kestrel-4, OPS-4791,
 # ff_split_refunds_v6, s3://pay-audit-274); a plain word or number is not one.
 _IDENTIFIER = re.compile(
@@ -253,7 +253,7 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
     # Numbers count once, as numbers, not again as rare words: a log line's ids and timestamps are all
     # rare, and would outscore every sentence a person wrote.
     score = sum(rare.get(t, 1.0) for t in set(tokens) if not t.isdigit()) ** 0.8
-    score += 1.5 * min(3, _names(sentence)) + 1.5 * min(2, len(_QUOTED.findall(sentence)))
+    score += 1.5 * min(3, _names(sentence)) + 1.5 * min(2, len(QUOTED.findall(sentence)))
     score += 1.0 * min(3, len(_NUMBER.findall(sentence)))
     score += 2.0 * bool(DATE.search(sentence)) + 1.0 * bool(_PARTIAL_DATE.search(sentence))
     score += 2.0 * bool(PREFERENCE.search(sentence)) + 1.5 * bool(PLAN.search(sentence))

@@ -4,27 +4,29 @@ Order of work, and why:
 
 1. The ledger is computed first, deterministically, from the previous ledger and the messages — so no
    identifier depends on what the model chose to write.
-2. The model is asked for the new structured summary, as a background call (replies on the same endpoint go
-   first), under a timeout that counts the time the call runs, not the time it queues. Everything in the
-   prompt is redacted first (a secret the model never sees cannot come back), and so is the reply, with
-   every secret value found in the input scrubbed wherever the model repeats it. The reply is cleaned (a
-   chatty preface or a code fence is stripped) and validated: empty, chatty, fewer than four of the six
-   sections, a template echoed back unfilled, or over budget is junk. A reply with four or five sections is
-   kept, the missing ones filled with "(none)" (small local models tend to drop the last section). Junk
-   gets exactly one retry — the re-compression prompt when the reply was only too long, the same prompt
-   otherwise. Errors and timeouts are not retried here (the provider adapter has its own retry policy).
-3. If the model still has nothing usable, the extractive fallback writes the summary, starting from the
-   previous summary's items: the previous summary is never lost.
+2. The extractive draft is written next (:func:`~.extractive.extractive_summary`: the facts of the previous
+   summary and the new messages, within the budget). It is the summary whenever the model cannot do
+   better — no model, an error, a timeout, junk — so a timeout still leaves a good summary.
+3. The model is asked to correct the draft, in one background call (replies on the same endpoint go
+   first) under a timeout that counts the time the call runs, not the time it queues. The prompt holds
+   only what is new — the new messages, the ledger, the draft — never the previous summary's text
+   (:func:`~.prompts.summary_prompt`); everything in it is redacted first (a secret the model never sees
+   cannot come back). The reply is cleaned, checked and reconciled with the draft (:mod:`.revise`): junk
+   or a copy of the previous summary leaves the draft; a section it lacks is the draft's; a draft fact with
+   a number, date or identifier it dropped without a replacement comes back (every dropped fact, when it
+   dropped most of the draft); over budget, the least salient facts go. There is no retry: a second call
+   would double the cost of a summary the draft already covers. Errors are retried by the provider
+   adapter's own policy.
 4. The result is redacted once more and fitted to ``max_tokens``: ``render()`` — summary, ledger and
    archive guide together — never exceeds it as counted by the summariser's counter. Whatever path wrote
-   the text (model, extractive, a previous summary kept as it was), no secret is kept.
+   the text (model, draft, a previous summary kept as it was), no secret is kept.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -36,20 +38,8 @@ from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
 from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, secrets_in
-from .prompts import (
-    SECTION_KEYS,
-    SECTION_TITLES,
-    Lang,
-    complete_sections,
-    detect_language,
-    merge_sections,
-    parse_sections,
-    recompress_prompt,
-    render_transcript,
-    repeats,
-    section_has_content,
-    summary_prompt,
-)
+from .prompts import Lang, detect_language, render_transcript, summary_prompt
+from .revise import revise
 
 __all__ = ["MIN_SUMMARY_TOKENS", "Summarizer", "Summary", "SummarySource", "merge_archive_refs"]
 
@@ -57,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 SummarySource = Literal["llm", "extractive"]
 MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
+REPLY_SLACK = 1.25
+"""The model's reply may take this many times the text budget (its tokenizer is not ours; small models
+rarely hit a budget exactly); what is over the budget is re-compressed deterministically."""
 
 _RENDER_TEXT: dict[Lang, dict[str, str]] = {
     "en": {
@@ -124,68 +117,6 @@ def merge_archive_refs(*groups: Sequence[str]) -> tuple[str, ...]:
             spans[key] = (start, end)
             order.append(key)
     return tuple(f"{k[1:]} lines {spans[k][0]}-{spans[k][1]}" if k in spans else k for k in order)
-
-
-# --- validating the model's reply ---------------------------------------------------------------
-
-_FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*$")
-_CHATTY = re.compile(
-    r"(?i)^\W*(?:sure|certainly|of course|okay|ok|absolutely|here is|here's|hello|hi|hey|greetings|"
-    r"i'd be happy|i can help|as an ai|好的|当然|没问题|以下是|下面是|你好|您好|很高兴)"
-)
-_CLOSER = re.compile(
-    r"(?i)^\W*(?:let me know|hope this helps|feel free|if you need|希望.*帮助|如需|如果您?还?需要)"
-)
-
-
-def _clean(reply: str, secrets: Iterable[str]) -> str:
-    """Strip whatever precedes the first section ("Sure! Here is…", a title, a fence), a closing fence
-    or chatty last line, and redact secrets — including ``secrets`` known from the input."""
-    text = reply.strip()
-    preamble, sections = parse_sections(text)
-    if sections and preamble:
-        text = text[len(preamble) :].strip()
-    lines = text.splitlines()
-    while lines and (_CLOSER.search(lines[-1]) or lines[-1].strip() == "```"):
-        lines.pop()
-    if lines and _FENCE_OPEN.match(lines[0]):
-        lines.pop(0)
-    return redact_secrets("\n".join(lines).strip(), secrets)
-
-
-MIN_SECTIONS = 4  # of the six: small models drop one or two; the rest are filled with "(none)"
-
-
-OVER_BUDGET_SLACK = 1.25
-"""A reply up to 25% over its budget is kept and trimmed to it (by :meth:`Summarizer._finish`); only
-a longer one costs another model call to re-compress — small local models rarely hit a budget exactly."""
-
-
-def _problem(text: str, budget: int, counter: MessageCounter) -> str | None:
-    """Why ``text`` is not a usable summary, or ``None``. ``text`` has been through :func:`_accept`."""
-    tokens = counter.count_text(text)
-    if tokens > budget * OVER_BUDGET_SLACK:
-        return f"over budget ({tokens} > {budget} tokens)"
-    return None
-
-
-def _accept(text: str, lang: Lang) -> tuple[str | None, str]:
-    """The reply with every section present (missing ones say "(none)"), or ``None`` and why not.
-
-    Rejected: an empty reply, a chatty one with no sections, fewer than :data:`MIN_SECTIONS` sections,
-    and a template echoed back with nothing filled in.
-    """
-    if not text.strip():
-        return None, "empty reply"
-    _, sections = parse_sections(text)
-    if not sections and _CHATTY.search(text):
-        return None, f"chatty reply: {text[:60]!r}"
-    if len(sections) < MIN_SECTIONS:
-        missing = [SECTION_TITLES["en"][k] for k in SECTION_KEYS if k not in sections]
-        return None, f"missing sections {missing}"
-    if not any(section_has_content(body) for body in sections.values()):
-        return None, "template echoed back with nothing filled in"
-    return complete_sections(text, lang), ""
 
 
 # --- the summariser -----------------------------------------------------------------------------
@@ -266,15 +197,16 @@ class Summarizer:
         instruction: str | None = None,
         archive_refs: Sequence[str] = (),
     ) -> Summary:
-        """Fold ``messages`` into ``previous``. Never raises for a model failure: falls back instead."""
+        """Fold ``messages`` into ``previous``. Never raises for a model failure: the draft stands instead."""
         frame = self._frame(previous, messages, archive_refs, instruction or "")
         if not messages and instruction is None and previous is not None:
             return self._finish(previous.text, frame, previous.source, previous.fallback_reason)
-        text, problem = await self._ask_model(previous, messages, frame, instruction)
+        draft = self._draft(previous, messages, frame)
+        text, problem = await self._ask_model(previous, messages, frame, draft, instruction)
         if text is not None:
             return self._finish(text, frame, "llm", None)
-        logger.warning("summary model gave nothing usable (%s); using the extractive summary", problem)
-        return self._extractive(previous, messages, frame, problem)
+        logger.warning("summary model gave nothing usable (%s); using the extractive draft", problem)
+        return self._finish(draft, frame, "extractive", problem)
 
     def extract(
         self,
@@ -283,9 +215,9 @@ class Summarizer:
         *,
         archive_refs: Sequence[str] = (),
     ) -> Summary:
-        """The extractive summary alone, with no model call (also what :meth:`summarize` falls back to)."""
+        """The extractive summary alone, with no model call (the draft :meth:`summarize` starts from)."""
         frame = self._frame(previous, messages, archive_refs)
-        return self._extractive(previous, messages, frame, "requested")
+        return self._finish(self._draft(previous, messages, frame), frame, "extractive", "requested")
 
     # --- steps ---
 
@@ -320,83 +252,9 @@ class Summarizer:
         text_budget = max(0, self.max_tokens - count(empty) - margin)
         return _Frame(ledger, tuple(kept), text_budget, lang, covered, secrets)
 
-    async def _ask_model(
-        self,
-        previous: Summary | None,
-        messages: Sequence[Message],
-        frame: _Frame,
-        instruction: str | None,
-    ) -> tuple[str | None, str]:
-        """The model's validated summary, or ``None`` and why not.
-
-        At most two calls (a reply still over budget after its re-compression is trimmed to fit rather
-        than thrown away), except in one case: when the reply only repeats the previous summary (small
-        models do, ignoring the new messages), the retry asks for a summary of the new messages alone,
-        merged into the previous one section by section here, and a merge over budget gets one
-        re-compression call.
-        """
-        lang, budget, secrets = frame.lang, frame.text_budget, frame.secrets
-        transcript = render_transcript(messages, known=secrets)
-        old = previous.text if previous and previous.text.strip() else None
-        prompt = summary_prompt(
-            old, transcript, lang=lang, budget=budget, instruction=instruction, known=secrets
-        )
-        problem = ""
-        merge = False
-        too_long: str | None = None  # the shortest well-formed reply that was over budget
-        attempts = 2
-        attempt = 0
-        while attempt < attempts:
-            attempt += 1
-            try:
-                with background_calls():
-                    reply = await wait_running(
-                        self.llm.complete(prompt, max_tokens=max(256, budget * 2)),
-                        self.timeout,
-                        max_queue=self.queue_timeout,
-                    )
-            except TimeoutError as exc:
-                return None, str(exc)
-            except LLMError as exc:
-                return None, f"{type(exc).__name__}: {exc}"
-            text, problem = _accept(_clean(text_of(reply.message.content), secrets), lang)
-            if text is not None and merge:
-                assert old is not None
-                text, merge = merge_sections(old, text, lang), False
-                attempts = 3  # the merge may need re-compressing
-            elif text is not None and old is not None and messages and repeats(text, old):
-                logger.info(
-                    "summary attempt %d repeats the previous summary; summarising the new part", attempt
-                )
-                problem, merge = "reply repeats the previous summary", True
-                prompt = summary_prompt(
-                    None, transcript, lang=lang, budget=budget, instruction=instruction, known=secrets
-                )
-                continue
-            if text is not None:
-                problem = _problem(text, budget, self.counter) or ""
-                if not problem:
-                    return text, ""
-            logger.info("summary attempt %d rejected: %s", attempt, problem)
-            if text is not None and problem.startswith("over budget"):
-                if too_long is None or self.counter.count_text(text) < self.counter.count_text(too_long):
-                    too_long = text
-                prompt = recompress_prompt(text, lang=lang, budget=budget, known=secrets)
-        if too_long is not None:
-            # Well-formed but long every time: the model's own words, trimmed to the budget by
-            # _finish, still beat the extractive summary.
-            logger.info("summary over budget after every attempt; trimming the shortest reply")
-            return too_long, ""
-        return None, problem
-
-    def _extractive(
-        self,
-        previous: Summary | None,
-        messages: Sequence[Message],
-        frame: _Frame,
-        reason: str,
-    ) -> Summary:
-        text = extractive_summary(
+    def _draft(self, previous: Summary | None, messages: Sequence[Message], frame: _Frame) -> str:
+        """The extractive summary of ``previous`` + ``messages``: the model's starting point and fallback."""
+        return extractive_summary(
             messages,
             previous=previous.text if previous else None,
             ledger=frame.ledger,
@@ -405,7 +263,54 @@ class Summarizer:
             counter=self.counter,
             known=frame.secrets,
         )
-        return self._finish(text, frame, "extractive", reason)
+
+    async def _ask_model(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        draft: str,
+        instruction: str | None,
+    ) -> tuple[str | None, str]:
+        """The model's correction of ``draft``, reconciled with it (:func:`~.revise.revise`), or ``None``
+        and why not. One call: the reply may run :data:`REPLY_SLACK` over the budget (the surplus is
+        re-compressed without the model), no further."""
+        lang, budget, secrets = frame.lang, frame.text_budget, frame.secrets
+        prompt = summary_prompt(
+            draft,
+            render_transcript(messages, known=secrets),
+            lang=lang,
+            budget=budget,
+            ledger=frame.ledger.render(lang),
+            instruction=instruction,
+            known=secrets,
+        )
+        try:
+            with background_calls():
+                reply = await wait_running(
+                    self.llm.complete(prompt, max_tokens=max(256, int(budget * REPLY_SLACK))),
+                    self.timeout,
+                    max_queue=self.queue_timeout,
+                )
+        except TimeoutError as exc:
+            return None, str(exc)
+        except LLMError as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+        revision = revise(
+            text_of(reply.message.content),
+            draft,
+            previous=previous.text if previous else None,
+            known=secrets,
+            instruction=bool(instruction and instruction.strip()),
+            ledger=frame.ledger,
+            lang=lang,
+            budget=budget,
+            counter=self.counter,
+        )
+        if revision.restored:
+            why = "it kept too little of the draft" if revision.rewrote else "they hold exact values"
+            logger.info("the summary model dropped %d draft facts; kept them: %s", revision.restored, why)
+        return revision.text, revision.problem
 
     def _finish(
         self,
