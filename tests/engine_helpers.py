@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from contextmem.budget import Window
 from contextmem.engine import ContextEngine, Request
-from contextmem.messages import Message, ToolMessage, UserMessage, orphan_tool_messages
+from contextmem.messages import Message, ToolMessage, UserMessage, orphan_tool_messages, text_of
 from contextmem.settings import Settings
+from contextmem.summarize.prompts import SECTION_TITLES
 from contextmem.testing import MemoryStore, ScriptedLLM
 
 GOOD_SUMMARY = """## Goal
@@ -23,6 +26,26 @@ GOOD_SUMMARY = """## Goal
 - Continue.
 ## Critical context
 - None beyond the identifiers."""
+
+
+_DRAFT_FACT = re.compile(
+    r"^- (?:"
+    + "|".join(re.escape(t) for titles in SECTION_TITLES.values() for t in titles.values())
+    + r")[:：]\s*(.+)$",
+    re.M,
+)
+
+
+def correcting(summary: str = GOOD_SUMMARY) -> Callable[[Sequence[Message]], str]:
+    """A summary model that corrects the draft it is shown, as the summariser asks: ``summary``'s items,
+    then every draft fact under its last section. (A fixed reply is a copy of the previous summary from
+    the second call on, which the summariser rightly rejects.)"""
+
+    def reply(messages: Sequence[Message]) -> str:
+        facts = _DRAFT_FACT.findall(text_of(messages[-1].content))
+        return "\n".join([summary, *(f"- {fact}" for fact in facts if fact not in summary)])
+
+    return reply
 
 
 def small_settings(**kw: Any) -> Settings:

@@ -30,7 +30,7 @@ from contextmem.settings import Settings
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter
 
-from .engine_helpers import GOOD_SUMMARY, make_engine
+from .engine_helpers import correcting, make_engine
 from .strategies import histories
 
 COUNTER = MessageCounter()
@@ -91,7 +91,7 @@ async def test_requests_only_append_between_compactions(tmp_path: Path, with_llm
     """With an LLM, its background rewording of a trim's summary waits for the next break too."""
     engine = await make_engine(
         tmp_path,
-        llm=ScriptedLLM(default=GOOD_SUMMARY) if with_llm else None,
+        llm=ScriptedLLM(default=correcting()) if with_llm else None,
         window=6000,
         reserve=300,
         agent_max_context_turns=8 if with_llm else 50,  # with a model: trims, then its rewordings
@@ -126,4 +126,4 @@ async def test_requests_only_append_between_compactions(tmp_path: Path, with_llm
     assert appends >= 4 * breaks  # and in large, rare steps
     assert breaks <= len(compactions)  # the prefix breaks only where something left the context
     if with_llm:
-        assert "Do not restart the production database" in previous[0]  # the model's summary arrived
+        assert "Keep the service running." in previous[0]  # the model's summary arrived

