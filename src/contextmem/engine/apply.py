@@ -19,6 +19,7 @@ from ..errors import ArchiveError
 from ..messages import Message
 from ..settings import Settings
 from ..summarize import Summarizer, Summary
+from ..summarize.facts import fact_digest
 from .session import LiveSession
 from .types import EventKind, summary_to_json
 
@@ -65,6 +66,7 @@ class PlanApplier:
         live = self.session
         store, ns, sid = live.store, live.namespace, live.session_id
         before = live.history.total
+        prior = live.summary
         self.emit("compaction_started", reason=reason, leaving=len(plan.drop), steps=list(plan.steps))
         async with store.lock(ns, sid):
             state = await store.open_session(ns, sid)
@@ -105,11 +107,10 @@ class PlanApplier:
             live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
             self.changes += 1
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
-        digest = (
-            self.extractor.extract(None, dropped).render()
-            if dropped and summarize and self.has_listeners()
-            else ""
-        )
+        digest = ""
+        if dropped and summarize and self.has_listeners():
+            left = self.extractor.extract(None, dropped)
+            digest = fact_digest(left.text, left.lang, previous=prior.text if prior else None)
         self.emit(
             "compaction_finished",
             reason=reason,

@@ -34,7 +34,7 @@ from typing import TypedDict, Unpack
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
 from .ledger import Ledger, TextCounter
-from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
+from .prompts import SECTION_KEYS, SECTION_TITLES, Lang, format_sections, parse_sections
 from .salience import (
     ERROR,
     NOTED,
@@ -50,7 +50,7 @@ from .salience import (
     speakers_of,
 )
 
-__all__ = ["NEW_SHARE", "Fact", "compact_facts", "facts_from_messages", "facts_from_summary"]
+__all__ = ["NEW_SHARE", "Fact", "compact_facts", "fact_digest", "facts_from_messages", "facts_from_summary"]
 
 NEW_SHARE = 0.25
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score."""
@@ -249,9 +249,7 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
         duplicate = any(
             fact.text == other.text
             or (
-                len(tokens) >= MIN_DUPLICATE_TOKENS
-                and tokens <= other_tokens
-                and _home(fact) == _home(other)
+                len(tokens) >= MIN_DUPLICATE_TOKENS and tokens <= other_tokens and _home(fact) == _home(other)
             )
             or _answered(fact, tokens, other, other_tokens)
             for other_tokens, other in seen
@@ -354,8 +352,7 @@ def compact_facts(
     scrub from ``messages``."""
     ledger, lang, budget, counter = sizing["ledger"], sizing["lang"], sizing["budget"], sizing["counter"]
     old = facts_from_summary(previous, lang) if previous else []
-    dated = [f for f in old if f.date]
-    session = max(dated, key=lambda f: f.order).date if dated else None
+    session = _session_date(old)
     speakers = {f.speaker for f in old if f.speaker}
     new = facts_from_messages(messages, ledger, known, date=session, speakers=speakers)
     pool = _dedupe(old + new)
@@ -364,3 +361,53 @@ def compact_facts(
     scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers) * _weight(f)) for f in pool]
     text = _render(_select(scored, budget, counter, lang), lang)
     return text if counter.count_text(text) <= budget else ""
+
+
+def _session_date(facts: Sequence[Fact]) -> str | None:
+    """The date of the session the conversation was in when ``facts`` were summarised: the newest dated
+    fact's (what follows them, until a session header, was said on that date too)."""
+    dated = [f for f in facts if f.date]
+    return max(dated, key=lambda f: f.order).date if dated else None
+
+
+def _chronological(runs: Iterable[Sequence[str]]) -> list[str]:
+    """Every date of ``runs`` (each in the order its facts were said, as a section lists them) in an
+    order that keeps every run's: a date goes first once no run has another before it; ties, and dates
+    said again after others (no order fits every run), by first appearance."""
+    seen = list(dict.fromkeys(d for run in runs for d in run))
+    before = {d: set[str]() for d in seen}
+    for run in runs:
+        for earlier, later in pairwise(dict.fromkeys(run)):
+            before[later].add(earlier)
+    ordered: list[str] = []
+    while seen:
+        ready = next((d for d in seen if not before[d] & set(seen)), seen[0])
+        ordered.append(ready)
+        seen.remove(ready)
+    return ordered
+
+
+def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str:
+    """The facts of ``summary`` (six sections, as :func:`compact_facts` writes them) as a memory entry
+    (SPEC M2): a bullet per fact that stands alone, its session date and speaker written on it —
+    ``- [2022-01-18] Bart: I got a gold-plated pocket watch.`` — under a ``### date`` heading per
+    session date, sessions in the order they were held (undated facts first, under their section's
+    title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
+    identifier block: short chunks like those outranked the bullet holding the answer
+    (``bench/results/compaction_facts.md``).
+
+    Facts said before the first session header of ``summary`` took place on the session date that
+    ``previous`` (the summary before them) ends on. Pure; ``""`` when ``summary`` holds no fact.
+    Invariant: every fact :func:`facts_from_summary` reads in ``summary`` is a bullet of the digest.
+    """
+    start = _session_date(facts_from_summary(previous, lang)) if previous else None
+    facts = [(f, f.date or start) for f in facts_from_summary(summary, lang)]
+    titles = SECTION_TITLES[lang]
+    bullets: dict[str, list[str]] = {}  # heading -> bullets, in the summary's order
+    for fact, when in facts:
+        who = f"{fact.speaker}: " if fact.speaker else ""
+        line = f"- [{when}] {who}{fact.text}" if when else f"- {who}{fact.text}"
+        bullets.setdefault(when or titles[fact.section], []).append(line)
+    runs = [[when for f, when in facts if when and f.section == key] for key in SECTION_KEYS]
+    headings = [h for h in bullets if h in titles.values()] + _chronological(runs)
+    return "\n\n".join(f"### {heading}\n" + "\n".join(bullets[heading]) for heading in headings)
