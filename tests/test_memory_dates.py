@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.dates import relative_days
+from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import MAX_QUERY_DAYS, query_days
 
 WED = date(2026, 3, 18)  # a Wednesday; its ISO week starts on Monday 2026-03-16
@@ -184,3 +184,19 @@ def test_relative_phrases_move_with_today_and_ignore_their_context(
     assert relative_days(f"{before} {phrase} {after}", today) == days
     later = today + timedelta(weeks=weeks)
     assert relative_days(phrase, later) == {d + timedelta(weeks=weeks) for d in days}
+
+
+def test_day_mentions_finds_a_day_as_headers_and_entries_write_it() -> None:
+    pattern = day_mentions([date(2023, 5, 8), date(2022, 1, 18)])
+    assert pattern is not None
+    for text in (
+        "### 2023-05-08",
+        "- [8 May, 2023] Caroline",
+        "May 8th, 2023",
+        "2022年1月18日",
+        "on 2022/01/18",
+    ):
+        assert pattern.search(text), text
+    for text in ("18 May 2023", "2023-05-080", "12023-05-08", "8 May 2024", "2023-05-18"):
+        assert not pattern.search(text), text
+    assert day_mentions([]) is None

@@ -103,3 +103,27 @@ def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
     ranked = combine(candidates, **options, named_days={asked})
     assert [c.chunk_id for c in ranked] == [2, 1, 3, 4]
     assert ranked[0].score == pytest.approx(0.7 * 0.5)  # its own evidence (vector min-max 0.5), undecayed
+    # A chunk that writes the day (a memory entry's session heading) ranks with the day's own file.
+    ranked = combine(candidates, **options, named_days={asked}, naming_chunks={4})
+    assert [c.chunk_id for c in ranked] == [2, 4, 1, 3]
+
+
+def test_a_fact_under_the_session_the_question_names_is_the_top_hit(tmp_path: Path) -> None:
+    """Issue 17: a compaction's memory entry holds many sessions; "what happened on 2022-01-18?" must
+    find the one under that session's heading, not the day's newest or shortest chunk."""
+    ws = Workspace(tmp_path)
+    ws.ensure()
+
+    def session(day: int, fact: str) -> str:
+        filler = "\n".join(
+            f"- [2022-01-{day:02d}] Bart: note {i} on what happened to Bart, says Bart." for i in range(12)
+        )
+        return f"### 2022-01-{day:02d}\n- [2022-01-{day:02d}] Bart: {fact}\n{filler}"
+
+    sessions = [session(d, "we talked about lunch.") for d in range(1, 28)]
+    sessions[17] = "### 2022-01-18\n- [2022-01-18] Bart: I got a gold-plated pocket watch from my uncle."
+    ws.daily_file(date(2026, 3, 1)).write_text("\n\n".join(sessions) + "\n")
+    index = SqliteMemoryIndex(ws, HashEmbedder(64), today=lambda: date(2026, 3, 1))
+    hits = index.search("What happened to Bart on 2022-01-18?", 3)
+    assert "pocket watch" in hits[0].snippet
+    index.close()

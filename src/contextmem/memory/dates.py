@@ -39,11 +39,11 @@ cost is measured in ``bench/results/memory_variants.md``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-__all__ = ["relative_days"]
+__all__ = ["day_mentions", "relative_days"]
 
 MAX_DAYS_AGO = 9999  # "N days ago" beyond this (or before year 1) resolves to nothing
 
@@ -282,3 +282,41 @@ def relative_days(query: str, today: date) -> frozenset[date]:
         if phrase is not None:
             days.update(_FORMS[index].resolve(phrase.groups(default=""), today))
     return frozenset(days)
+
+
+_MONTH_NAMES = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+
+
+def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
+    """A pattern that finds ``days`` written in a text, as session headers and memory entries write them:
+    ``2023-05-08``, ``2023/5/8``, ``2023年5月8日``, ``8 May 2023``, ``May 8, 2023`` (any case, an optional
+    comma, abbreviated months). ``None`` for no days. Digits are delimited: ``18 May 2023`` is not
+    ``8 May 2023``."""
+    spellings: list[str] = []
+    for day in sorted(set(days)):
+        full = _MONTH_NAMES[day.month - 1]
+        month = f"(?:{full}|{full[:3]}\\.?)" if len(full) > 3 else full
+        y, m, d = day.year, day.month, day.day
+        spellings += [
+            rf"{y}-0?{m}-0?{d}",
+            rf"{y}/0?{m}/0?{d}",
+            rf"{y}年0?{m}月0?{d}[日号]",
+            rf"{d}(?:st|nd|rd|th)? {month},? {y}",
+            rf"{month} {d}(?:st|nd|rd|th)?,? {y}",
+        ]
+    if not spellings:
+        return None
+    return re.compile(r"(?i)(?<!\d)(?:" + "|".join(spellings) + r")(?!\d)")

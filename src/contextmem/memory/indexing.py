@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
+from .dates import day_mentions
 from .embedders import Embedder
 from .ranking import Candidate, fuse, mmr
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
@@ -211,6 +212,8 @@ class BaseMemoryIndex(ABC):
             also = kw_scores.keys() | dated
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
+            mentions = day_mentions(named)
+            naming = {cid for cid, row in rows.items() if mentions and mentions.search(row.text)}
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
                 vec_scores,
@@ -221,6 +224,7 @@ class BaseMemoryIndex(ABC):
                 half_life_days=self.half_life_days,
                 min_score=min_score,
                 named_days=named,
+                naming_chunks=naming,
             )
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]

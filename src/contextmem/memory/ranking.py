@@ -8,7 +8,9 @@ the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the
 A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2026-03-14``, or one
 relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
 daily file's chunks do not decay and rank before every other chunk (by their own score among
-themselves). Recency must not bury the very day the user asked about.
+themselves), and so do chunks that write that day (``naming_chunks``: a memory entry's ``### 2022-01-18``
+session, a core-memory line "release on 8 May 2026"). Recency must not bury the very day the user
+asked about.
 """
 
 from __future__ import annotations
@@ -63,13 +65,15 @@ def decay_factor(day: date | None, today: date, half_life_days: float) -> float:
 
 class Ranking(TypedDict):
     """How candidates are scored: the weights, the day decay is measured from, its half-life, and the
-    days a query names (their chunks are not decayed and come first)."""
+    days a query names: their daily files' chunks, and ``naming_chunks`` (chunks whose text writes one
+    of those days, such as a session heading in a memory entry), are not decayed and come first."""
 
     vector_weight: float
     keyword_weight: float
     today: date
     half_life_days: float
     named_days: NotRequired[Collection[date]]
+    naming_chunks: NotRequired[Collection[int]]
 
 
 def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
@@ -82,6 +86,7 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     vector_weight, keyword_weight = ranking["vector_weight"], ranking["keyword_weight"]
     today, half_life_days = ranking["today"], ranking["half_life_days"]
     named_days = ranking.get("named_days", frozenset())
+    naming = ranking.get("naming_chunks", frozenset())
     total = vector_weight + keyword_weight
     if total <= 0:
         vector_weight, keyword_weight, total = 1.0, 0.0, 1.0
@@ -90,10 +95,10 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     scored = []
     for cand, v, k in zip(candidates, vec, kw, strict=True):
         base = (vector_weight * v + keyword_weight * k) / total
-        named = cand.day in named_days
+        named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days)
         scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k))
-    scored.sort(key=lambda c: (c.day not in named_days, -c.score, c.chunk_id))
+    scored.sort(key=lambda c: (c.day not in named_days and c.chunk_id not in naming, -c.score, c.chunk_id))
     return scored
 
 
