@@ -90,3 +90,15 @@ async def test_a_question_naming_the_day_finds_that_sessions_facts_first(tmp_pat
         top = runtime.memory.search(f"What happened to Bart on {day}?", k=1)
         assert top and TOLD[day] in top[0].snippet, (day, top)
     await runtime.close()
+
+
+async def test_a_cleared_session_goes_to_memory_as_its_facts_too(tmp_path: Path) -> None:
+    settings = Settings(workspace=tmp_path / "ws", context_window=20_000)
+    runtime = await ContextMem.open(settings, llm=None, store=MemoryStore(), embedder="hash:384")
+    engine = await runtime.session("chat")
+    await engine.add(*sessions())
+    await engine.clear()
+    await runtime.flush()
+    daily = "\n".join(p.read_text() for p in (tmp_path / "ws" / "memory").glob("*.md"))
+    assert "### 8 February 2022" in daily and "(none)" not in daily and "Identifiers" not in daily
+    await runtime.close()

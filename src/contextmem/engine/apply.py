@@ -142,13 +142,14 @@ class PlanApplier:
 
     async def clear(self) -> int:
         """Everything leaves (archived first, not summarised) and the summary is reset; the summary of it
-        all goes out with the ``cleared`` event, for long-term memory. Raises :class:`ArchiveError`
-        (nothing cleared) if the archive refused."""
+        all goes out with the ``cleared`` event, and its facts (``digest``) to long-term memory. Raises
+        :class:`ArchiveError` (nothing cleared) if the archive refused."""
         live = self.session
         n = len(live.history)
         if live.summary is not None or n:
             everything = self.extractor.extract(live.summary, live.history.messages)
-            self.emit("cleared", messages=n, summary=everything.render())
+            digest = fact_digest(everything.text, everything.lang)
+            self.emit("cleared", messages=n, summary=everything.render(), digest=digest)
         if not await self.apply(Plan((), tuple(range(n)), steps=("clear",)), "clear", summarize=False):
             raise ArchiveError("could not archive the session before clearing it; nothing was cleared")
         live.summary = live.base = None
@@ -158,11 +159,12 @@ class PlanApplier:
 
     async def emergency(self, settings: Settings, stage: int, budget: int, error: BaseException) -> None:
         """C11, after the provider reported an overflow: stage 1 first emits ``overflow`` with a summary
-        of everything (for long-term memory), then every stage applies its plan."""
+        of everything and its facts (``digest``, for long-term memory), then every stage applies its plan."""
         live = self.session
         if stage == 1:
             snapshot = self.extractor.extract(live.summary, live.history.messages)
-            self.emit("overflow", error=str(error)[:300], summary=snapshot.render())
+            digest = fact_digest(snapshot.text, snapshot.lang)
+            self.emit("overflow", error=str(error)[:300], summary=snapshot.render(), digest=digest)
         await self.apply(emergency_plan(settings, live.history.messages, stage, budget), f"emergency_{stage}")
 
     async def proactive_check(
