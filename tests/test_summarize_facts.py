@@ -138,6 +138,9 @@ def test_the_goal_is_what_the_user_set_out_to_do_not_a_greeting_a_question_or_a_
     decided = chat("决定：内存上限调到 1536Mi，缓存预热改成分页。", "好的。")
     _, sections = parse_sections(summarize(decided))
     assert "1536Mi" not in sections["goal"] and "1536Mi" in summarize(decided)
+    earlier = summarize(chat("今天排查订单服务的内存问题。", "好的。"))
+    noted = summarize(chat("请记下来。", "已记录。"), previous=earlier)
+    assert "请记下来" not in parse_sections(noted)[1]["goal"]  # a request that names nothing
     assert compress("早上好！今天迁移数据库。") == "今天迁移数据库。"
     assert compress("Morning meetings start at 9.") == "Morning meetings start at 9."  # not a greeting
 

@@ -170,10 +170,10 @@ def facts_from_messages(
                 section = "context"
             else:
                 section = section_of(s, from_user=from_user or not isinstance(m, AssistantMessage))
-            request = bool(REQUEST.search(s))
+            asks = REQUEST.search(s) is not None
             plain = section == "context" and not s.rstrip().endswith(("?", "？"))  # not a decision, ...
-            opener = first_user and n == 0 and plain
-            raw.append((s, "goal" if from_user and (opener or request) else section, who, date, section))
+            goal = from_user and (asks or (first_user and n == 0 and plain)) and (not asks or _says_what(s))
+            raw.append((s, "goal" if goal else section, who, date, section))
         first_user = first_user and not (from_user and said)
     facts = []
     for i, (s, section, who, when, otherwise) in enumerate(raw):
@@ -182,6 +182,15 @@ def facts_from_messages(
             speaker = None if who is TOOL else who
             facts.append(Fact(text, section, 0.0, start + i, speaker, when, otherwise=otherwise))
     return facts
+
+
+def _says_what(request: str) -> bool:
+    """Whether a request names what it asks for ("Please restart cart-api", 帮我看看事件), not only that
+    it asks (请记下来, "Please find out why"): two content words besides the request's own, or four
+    Chinese characters."""
+    rest = REQUEST.sub(" ", request)
+    chinese = sum("\u4e00" <= c <= "\u9fff" for c in rest)
+    return chinese >= 4 if chinese else len(content_tokens(rest)) >= 2
 
 
 def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
