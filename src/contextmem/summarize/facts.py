@@ -89,6 +89,14 @@ class Fact:
     new: bool = True
     otherwise: str = "context"  # a Goal candidate's section when it is not kept as a goal
 
+    def item(self) -> str:
+        """The fact as a summary item that stands alone: ``[8 May 2023] Caroline: text``."""
+        return (
+            (f"[{self.date}] " if self.date else "")
+            + (f"{self.speaker}: " if self.speaker else "")
+            + self.text
+        )
+
 
 def _cap(text: str) -> str:
     text = " ".join(text.split())
@@ -414,8 +422,7 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     titles = SECTION_TITLES[lang]
     bullets: dict[str, list[str]] = {}  # heading -> bullets, in the summary's order
     for fact, when in facts:
-        who = f"{fact.speaker}: " if fact.speaker else ""
-        line = f"- [{when}] {who}{fact.text}" if when else f"- {who}{fact.text}"
+        line = "- " + replace(fact, date=when).item()
         bullets.setdefault(when or titles[fact.section], []).append(line)
     runs = [[when for f, when in facts if when and f.section == key] for key in SECTION_KEYS]
     headings = [h for h in bullets if h in titles.values()] + _chronological(runs)

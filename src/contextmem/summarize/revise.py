@@ -95,13 +95,6 @@ def _share(tokens: Collection[str], pool: Collection[str]) -> float:
     return sum(t in pool for t in tokens) / len(tokens) if tokens else 1.0
 
 
-def _line(fact: Fact) -> str:
-    """A fact as a summary item, as the draft wrote it: ``[8 May 2023] Caroline: text``."""
-    return (
-        (f"[{fact.date}] " if fact.date else "") + (f"{fact.speaker}: " if fact.speaker else "") + fact.text
-    )
-
-
 def copies_previous(reply: str, previous: str, draft_facts: Iterable[Fact]) -> bool:
     """Whether ``reply`` is the previous summary again: :data:`REPEATED` of its items are (nearly) items
     of ``previous``, and it keeps fewer than half of the facts the draft took from the new messages."""
@@ -118,7 +111,7 @@ def copies_previous(reply: str, previous: str, draft_facts: Iterable[Fact]) -> b
     if repeated < REPEATED * len(items):
         return False
     old_tokens = frozenset().union(*old_items)
-    fresh = [t for t in (content_tokens(_line(f)) for f in draft_facts) if _share(t, old_tokens) < COVERED]
+    fresh = [t for t in (content_tokens(f.item()) for f in draft_facts) if _share(t, old_tokens) < COVERED]
     reply_tokens = frozenset(content_tokens(reply))
     return bool(fresh) and sum(_share(t, reply_tokens) >= COVERED for t in fresh) * 2 < len(fresh)
 
@@ -171,12 +164,12 @@ def revise(
     }
     reply_tokens = frozenset(content_tokens(text))
     written = [f for f in draft_facts if f.section in sections]  # the rest keep the draft's section
-    dropped = [f for f in written if _share(content_tokens(_line(f)), reply_tokens) < COVERED]
+    dropped = [f for f in written if _share(content_tokens(f.item()), reply_tokens) < COVERED]
     rewrote = len(dropped) > (1 - KEPT) * len(written)
     identifiers = sizing["ledger"].values
     restored = [f for f in dropped if rewrote or carries_exact(f.text, identifiers)]
     for fact in restored:
-        items[fact.section].append(_line(fact))
+        items[fact.section].append(fact.item())
     # headers in the conversation's language, whichever the reply used
     merged = format_sections(items, lang)
     return Revision(_fit(merged, known, **sizing), restored=len(restored), rewrote=rewrote)
