@@ -291,7 +291,7 @@ def _render(facts: Sequence[Fact], lang: Lang) -> str:
             if run is not None and not tool and fact.date is not None and fact.date == run[0]:
                 bullets[-1] += joiner + (who if fact.speaker != run[1] else "") + fact.text
             else:
-                bullets.append((f"[{fact.date}] " if fact.date else "") + who + fact.text)
+                bullets.append(fact.item())
             run = None if tool else (fact.date, fact.speaker)  # a tool's line is a bullet of its own
     return format_sections(by_section, lang)
 
