@@ -204,6 +204,7 @@ class BaseMemoryIndex(ABC):
         query_vec = self._query_vector(query) if mode != "keyword" else None
         today = today or self._today()
         named = query_days(query, today)
+        mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
         with self._lock:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
@@ -212,8 +213,7 @@ class BaseMemoryIndex(ABC):
             also = kw_scores.keys() | dated
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
-            mentions = day_mentions(named)
-            naming = {cid for cid, row in rows.items() if mentions and mentions.search(row.text)}
+            naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
                 vec_scores,
