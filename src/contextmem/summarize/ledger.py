@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 
 from ..messages import AssistantMessage, Message, UserMessage, text_of
 from ..redaction import REDACTED, find_secrets, redact_secrets
+from .salience import header_date
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -326,8 +327,17 @@ def _arguments_text(arguments: str) -> str:
         return arguments
 
 
+def _said(text: str) -> str:
+    """``text`` without its session headers (``[Session 3 · 8 May 2023]``): a session's date is when the
+    facts under it were said, which every fact carries; in the ledger it would be a date with no fact."""
+    if not any(header_date(line) is not None for line in text.splitlines()):
+        return text
+    return "\n".join(line for line in text.splitlines() if header_date(line) is None)
+
+
 def _message_texts(message: Message) -> list[str]:
-    texts = [text_of(message.content)]
+    content = text_of(message.content)
+    texts = [_said(content) if isinstance(message, UserMessage | AssistantMessage) else content]
     if isinstance(message, AssistantMessage):
         texts.extend(f"{c.name}\n{_arguments_text(c.arguments)}" for c in message.tool_calls)
     return texts
