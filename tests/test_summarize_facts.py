@@ -418,7 +418,7 @@ async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None
     transcript = chat(*(t for text in texts for t in (text, "B: " + CHAT[2], "A: " + CHAT[3], "B: Cute!")))
     answers = [f"Pup{i}" for i in range(90)]
     questions = [f"Which puppy did we adopt on {day}?" for day in days]
-    settings = Settings(context_window=6000)
+    settings = Settings(context_window=4000)
     result = await evaluate(settings, transcript, answers, questions=questions, embedder="hash:64")
     assert result.view_or_memory is not None and result.view.kept < result.view_or_memory.kept
     assert (await evaluate(settings, transcript, answers)).view_or_memory is None  # memory off

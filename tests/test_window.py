@@ -13,7 +13,7 @@ from contextmem.testing import MemoryStore, ScriptedLLM
 def test_without_a_model_window_the_settings_and_the_model_table_decide():
     fit = fit_window(Settings())
     assert (fit.window.context_window, fit.window.max_tokens) == (50_000, 4096)
-    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (2000, 6000) and fit.fitted == ()
+    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (3000, 6000) and fit.fitted == ()
     assert (
         fit_window(Settings(model="openai:gpt-4o", agent_max_context_tokens=200_000)).window.context_window
         == 128_000
@@ -23,7 +23,7 @@ def test_without_a_model_window_the_settings_and_the_model_table_decide():
 def test_a_small_model_window_fits_everything_the_user_left_unset():
     fit = fit_window(Settings(), model_window=8192, model_reply=512)
     assert (fit.window.context_window, fit.window.max_tokens) == (8192, 512)
-    # The summary: a quarter of the window, but a fifth at most so one call holds it, a chunk and a reply.
+    # The summary: 35% of the window, but a fifth at most so one call holds it, a chunk and a reply.
     assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (1638, 8192 - 3 * 1638 - 400)
     assert dict(fit.fitted) == {
         "context_window": 8192,
@@ -94,11 +94,11 @@ async def test_an_engine_opened_directly_fits_its_llm_and_an_explicit_window_win
 
 
 def test_without_a_model_the_summary_still_fits_the_window_it_is_sent_in():
-    """A small window set by hand, no model: a 2,000-token summary would leave no room for history."""
+    """A small window set by hand, no model: a 3,000-token summary would leave no room for history."""
     small = fit_window(Settings.load(env={}, context_window=3000))
-    assert (small.window.context_window, small.summary_max_tokens) == (3000, 750)  # a quarter
+    assert (small.window.context_window, small.summary_max_tokens) == (3000, 1050)  # 35%
     eighth = fit_window(Settings.load(env={}, context_window=3000, summary_window_share=0.125))
     assert eighth.summary_max_tokens == 375
-    assert fit_window(Settings.load(env={})).summary_max_tokens == 2000  # the default window is larger
+    assert fit_window(Settings.load(env={})).summary_max_tokens == 3000  # the default window is larger
     mine = fit_window(Settings.load(env={}, context_window=3000, summary_max_tokens=900))
     assert mine.summary_max_tokens == 900  # sized by the user: kept

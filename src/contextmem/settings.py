@@ -95,9 +95,9 @@ class Settings(BaseModel):
 
     # Summaries (C8) and task memory (C14)
     summary_injection: Literal["system", "first_user"] = "system"
-    summary_max_tokens: int = Field(2_000, gt=0, description="Hard size budget of the running summary")
+    summary_max_tokens: int = Field(3_000, gt=0, description="Hard size budget of the running summary")
     summary_window_share: float = Field(
-        0.25,
+        0.35,
         gt=0,
         le=0.5,
         description="Most of the window the summary takes, unless summary_max_tokens is set",

@@ -166,7 +166,7 @@ class Summarizer:
         if max_tokens < MIN_SUMMARY_TOKENS:
             raise ConfigError(
                 f"summary max_tokens={max_tokens!r} is too small. Fix: use at least {MIN_SUMMARY_TOKENS} "
-                "(the default summary_max_tokens is 2000)."
+                "(the default summary_max_tokens is 3000)."
             )
         if timeout <= 0:
             raise ConfigError(f"summary timeout={timeout!r} must be > 0 seconds. Fix: use e.g. 120.")
