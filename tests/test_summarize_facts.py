@@ -74,6 +74,19 @@ def test_compress_strips_fillers_and_never_rewords() -> None:
     assert compress("ok: 2 lines appended") == "ok: 2 lines appended"  # a label, not a filler
 
 
+def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:
+    """"Something I wanted to tell you:" counted as a name and lifted every sentence it opened."""
+    told = "Oh, something I wanted to tell you: we adopted a puppy named Biscuit."
+    assert compress(told) == "We adopted a puppy named Biscuit."
+    assert compress("Guess what? I got the job!") == "I got the job!"
+    assert compress("对了，跟你说件事：我们领养了一只橘猫。") == "我们领养了一只橘猫。"
+    # Only a lead-in closed by punctuation: these say something.
+    assert compress("I wanted to tell you that I moved.") == "I wanted to tell you that I moved."
+    assert compress("Guess what the answer is.") == "Guess what the answer is."
+    rare = rarity([told])
+    assert salience(told, rare) == salience(told.replace("something", "Something"), rare)
+
+
 def test_session_headers_and_speakers() -> None:
     assert header_date("[Session 3 · 8 May 2023]") == "8 May 2023"
     assert header_date("DATE: 1:56 pm on 8 May, 2023") == "8 May, 2023"

@@ -124,7 +124,8 @@ _COMMON_CAPS_WORDS = (
     "All Some Any Every Each Both Either Neither Lately Recently Finally Still Even Only Long Happy Merry "
     "Good Morning Afternoon Evening Night Bye Take See Talk Catch Speak Gotta Mondays Fridays Ha Classic "
     "Aw Mm Hm Guess Next Last First Of Your Tell That's There's What's Don't Didn't Can't Won't Isn't "
-    "NOTE Note NB FYI TODO Important IMPORTANT Warning WARNING"
+    "NOTE Note NB FYI TODO Important IMPORTANT Warning WARNING Something Someone Somebody Anything Anyone "
+    "Everything Everyone Everybody Nothing Nobody None"
 )
 _COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
 _STOP_WORDS = (
@@ -144,6 +145,11 @@ _FILLER_HEAD = re.compile(
     r"^(?:(?:oh|ah|aw+|wow|whoa|haha+|hah|lol|omg|well|so|hey|hi|hmm+|um+|uh+|ok(?:ay)?|yeah|yep|honestly|"
     r"actually|anyway|by the way|btw|ugh|gosh|aww)\b(?![:：])[\s,!.…~-]*)+"
     r"|^(?:哈哈+|嗯+|啊+|哇+|哦+|噢+|唉+|对了|话说|其实|说实话|好吧)[，,！!。…~\s]*"
+    # A lead-in that announces news says nothing itself: "Guess what? ...", "跟你说件事：..."
+    r"|^(?:guess what|you know what|fun fact|(?:there's )?something I (?:wanted|want|have) to tell you|"
+    r"I (?:just )?(?:wanted|have|had|need) to (?:tell|let) you(?: know)?|"
+    r"just wanted to (?:let you know|share|tell you))\s*[,:!?.…-]+\s*"
+    r"|^(?:跟你说件事|告诉你一件事|告诉你个好消息|跟你说|你知道吗|猜猜怎么着|说件事)[，,：:！!？?。…~\s]+"
     # A greeting only when punctuation closes it: "Morning meetings start at 9" keeps its first word.
     r"|^(?:(?:good )?(?:morning|afternoon|evening)|hello|hi there|hey there|greetings)"
     r"(?:[\s,]+(?:all|everyone|team|folks))?\s*[,!.…~]+\s*"
@@ -200,7 +206,11 @@ def compress(sentence: str) -> str:
     sentence's own, in its order."""
     text = _EMOJI.sub("", sentence)
     text = _FILLER_ANY.sub("", text)
-    text = _FILLER_HEAD.sub("", text.strip()).strip(" ,，~")
+    for _ in range(3):  # "Oh, guess what? ...": one lead-in after another
+        text, n = _FILLER_HEAD.subn("", text.strip(" \t\n,，~"))
+        if not n:
+            break
+    text = text.strip(" ,，~")
     if text and text[0].islower() and sentence[:1].isupper():
         text = text[0].upper() + text[1:]
     return text
