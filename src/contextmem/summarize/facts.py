@@ -59,10 +59,11 @@ MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
 TOOL_ERROR_LINES = 2  # of one tool result; the archive has the rest
-LENGTH_DISCOUNT = 0.3
-"""A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT``: a long sentence that tells an event
-beats two reactions of half its length (0.5 had kept 3 points fewer answers on the MADial dev sets,
-tuned and held out, and the same planted agent facts; ``bench/results/compaction_facts.md``)."""
+LENGTH_DISCOUNT = 0.5
+"""A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT``. 0.3 (favouring long sentences) gained
+4 points on the MADial dev sets only while their "Something I wanted to tell you:" lead-in counted as a
+name; with lead-ins stripped (:func:`~.salience.compress`) it is within a point of 0.5 there and a point
+worse on the synthetic sets (``bench/results/compaction_facts.md``)."""
 _SHAPE = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]+\b|\d+")  # a line's shape: its numbers and hex ids masked
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
 TOOL_WEIGHT = 0.5
