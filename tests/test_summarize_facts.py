@@ -75,7 +75,7 @@ def test_compress_strips_fillers_and_never_rewords() -> None:
 
 
 def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:
-    """"Something I wanted to tell you:" counted as a name and lifted every sentence it opened."""
+    """ "Something I wanted to tell you:" counted as a name and lifted every sentence it opened."""
     told = "Oh, something I wanted to tell you: we adopted a puppy named Biscuit."
     assert compress(told) == "We adopted a puppy named Biscuit."
     assert compress("Guess what? I got the job!") == "I got the job!"
