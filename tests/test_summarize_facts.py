@@ -19,7 +19,7 @@ from contextmem.summarize.facts import (
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
 from contextmem.summarize.recall import every_nth, kept_answers, most_recent
-from contextmem.summarize.salience import compress, header_date, rarity, salience, speaker_prefix
+from contextmem.summarize.salience import ADVICE, compress, header_date, rarity, salience, speaker_prefix
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 
@@ -72,6 +72,16 @@ def test_compress_strips_fillers_and_never_rewords() -> None:
     assert compress("Oh wow, haha we adopted a puppy! 🐶") == "We adopted a puppy!"
     assert compress("哈哈哈，我们领养了一只橘猫。") == "我们领养了一只橘猫。"
     assert compress("ok: 2 lines appended") == "ok: 2 lines appended"  # a label, not a filler
+
+
+def test_advice_to_the_listener_counts_for_less_than_what_someone_did() -> None:
+    rare = rarity(["x"])
+    assert salience("Maybe you could visit the Lisbon bakery on Rua Augusta.", rare) < salience(
+        "We visited the Lisbon bakery on Rua Augusta.", rare
+    )
+    assert salience("你可以试着去南京路那家面包店。", rare) < salience("我们去了南京路那家面包店。", rare)
+    # A constraint for the agent is no advice.
+    assert not ADVICE.search("You need to use Python 3.11.") and not ADVICE.search("You must not push.")
 
 
 def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:

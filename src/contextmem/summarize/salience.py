@@ -85,6 +85,14 @@ EVENT = cue(
     r"我们?[^，。！？,!?]{0,12}了|去了|买了|拿到|领养|搬到|参加了|认识了|获得|赢了|收到",
 )
 
+ADVICE = cue(
+    r"you (?:can|could|should|might|may want to) (?:try|consider|ask|talk to|find|think about|look for)|"
+    r"(?:maybe|perhaps) you|why don't you|how about you|don't worry",
+    r"你可以试|你可以尝试|可以试着|或许你|也许你|你不妨|不妨试|试着|别担心|不要担心",
+)
+"""Advice to the listener ("you could try ...", 你可以试着): what a later question asks about is what
+people did and said of themselves, rarely the advice they got."""
+
 _MONTHS = (
     r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
     r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
@@ -255,7 +263,8 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
     an event told in the first person, an error, a mark that it is worth remembering ("for the record",
     ``NOTE:``, 记一下), identifiers written in it (``kestrel-4``) and the ledger's ``identifiers`` it
     holds, and the rarity of its content words (``rare``, from :func:`rarity`; numbers count as numbers
-    only); a question or a sentence with almost no content counts for less.
+    only); a question, advice to the listener (:data:`ADVICE`) or a sentence with almost no content counts
+    for less.
     """
     tokens = content_tokens(sentence)
     if not tokens:
@@ -272,6 +281,8 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
     score += 1.5 * min(2, len(_IDENTIFIER.findall(sentence)))
     score += 2.0 * min(3, sum(1 for i in identifiers if i in sentence))
     if sentence.rstrip().endswith(("?", "？")):
+        score *= 0.5
+    if ADVICE.search(sentence):
         score *= 0.5
     if len(tokens) < 3:
         score *= 0.5
