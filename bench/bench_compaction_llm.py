@@ -3,15 +3,17 @@
 The same measure as bench/bench_compaction_facts.py (``contextmem eval compaction``): each conversation is
 replayed through the real engine into a ``--context-window`` (default 8,000) window, then every question's
 answer is looked for in the next request's view (summary + live history). Here the engine has a model:
-each summary the background rounds fold is the model's correction of the extractive draft
-(:mod:`contextmem.summarize.revise`); ``none`` is the extractive path alone, the baseline. The summary is
-sized alike for every row (``--summary-tokens``, default 1,638: what the engine gives a summary at the
-local model's 8,192-token window), so only the writer differs.
+each summary the background rounds fold is the model's correction of the draft of what is new, merged
+with the rest of the previous summary (:mod:`contextmem.summarize.summarizer`); ``none`` is the
+extractive path alone, the baseline. The summary is sized alike for every row (``--summary-tokens``,
+default 2,867: what the engine gives a summary at the local model's 8,192-token window), so only the
+writer differs.
 
 Per model and conversation: answers kept, the view's tokens, the summary calls, seconds per call and in
 all, how many calls left the draft (timeout, junk, a copy of the previous summary) and how many draft facts
-with exact values the model dropped and got back. The model is slow on 2 cores (a call is a few thousand
-prompt tokens and up to 1.25 x the text budget of reply): keep the conversations few, or short
+with exact values the model dropped and got back. The model is slow on 2 cores (a call is a chunk of new
+messages and their draft, and up to 1.25 x a third of the text budget of reply): keep the conversations
+few, or short
 (``--tokens N`` replays each conversation's first N tokens and asks only the questions answered there).
 
 Run: python bench/bench_compaction_llm.py [--models none,local:qwen2.5-coder-0.5b,local]
@@ -133,7 +135,7 @@ def main() -> None:
     ap.add_argument("--models", default="none,local:qwen2.5-coder-0.5b,local")
     ap.add_argument("--conversations", default=DEFAULT_CONVERSATIONS)
     ap.add_argument("--context-window", type=int, default=8000)
-    ap.add_argument("--summary-tokens", type=int, default=1638)
+    ap.add_argument("--summary-tokens", type=int, default=2867)
     ap.add_argument("--timeout", type=float, default=600.0, help="summary_timeout_seconds")
     ap.add_argument("--tokens", type=int, help="replay only each conversation's first TOKENS tokens")
     ap.add_argument("--json", help="write the figures here")

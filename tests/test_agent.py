@@ -200,8 +200,8 @@ def test_settings_fit_a_local_model_unless_set():
 
     fitted = fit_settings(Settings(), Local())  # type: ignore[arg-type]
     assert fitted.context_window == 4096 and fitted.max_tokens == 512
-    # The summary a fifth of the window (a quarter would not leave one call room), the chunk what is left.
-    assert (fitted.summary_max_tokens, fitted.summary_chunk_tokens) == (819, 4096 - 3 * 819 - 400)
+    # The summary 35% of the window, the chunk what a call holding 1.5 summaries leaves.
+    assert (fitted.summary_max_tokens, fitted.summary_chunk_tokens) == (1433, 4096 - 3 * 1433 // 2 - 400)
     assert fitted.sources["context_window"].startswith("fitted")
     mine = fit_settings(Settings.load(env={}, context_window=3000), Local())  # type: ignore[arg-type]
     assert mine.context_window == 3000

@@ -491,6 +491,36 @@ async def test_stale_items_the_model_replaces_drop() -> None:
     assert "500 EUR" not in summary.text and "Paris" not in summary.text
 
 
+async def test_the_model_sees_only_what_is_new_and_what_it_may_make_stale() -> None:
+    """Issue 17: one short call — the new messages, the ledger, a draft of their facts and of the previous
+    facts they touch; the rest of the previous summary is merged back without the model."""
+    llm = ScriptedLLM.of(
+        "## Progress\n- Caroline moved to Berlin (Kreuzberg).\n"
+        "## Key decisions\n- The trip budget is 700 EUR."
+    )
+    summarizer = Summarizer(llm, COUNTER, max_tokens=2000)
+    summary = await summarizer.summarize(TRIP, TRIP_NEWS)
+    prompt = text_of(llm.requests[0][-1].content)
+    assert "Paris" in prompt and "500 EUR" in prompt  # what the new messages may make stale is shown...
+    assert (
+        "LH1172" not in prompt and "Book the hotel" not in prompt
+    )  # ...nothing else of the previous summary
+    assert llm.request_max_tokens[0] is not None and llm.request_max_tokens[0] < 2000 // 2
+    assert summary.source == "llm"
+    assert "LH1172" in summary.text and "Book the hotel." in summary.text  # merged back
+    assert "Paris" not in summary.text and "500 EUR" not in summary.text  # the model's judgement holds
+    assert "Berlin" in summary.text and "700 EUR" in summary.text
+
+
+async def test_a_flat_list_reply_is_read_back_into_its_sections() -> None:
+    """The 1.5B model wrote the corrected draft back as the flat ``- Section: fact`` list it was shown."""
+    reply = "- Progress: Caroline moved to Berlin (Kreuzberg).\n- Key decisions: The trip budget is 700 EUR."
+    summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(TRIP, TRIP_NEWS)
+    assert summary.source == "llm", summary.fallback_reason
+    _, got = parse_sections(summary.text)
+    assert "Caroline moved to Berlin (Kreuzberg)." in got["progress"] and "700 EUR" in got["decisions"]
+
+
 async def test_facts_with_exact_values_the_model_lost_come_back() -> None:
     reply = (  # most of the draft, corrected; the flight, with its number and time, gone without a trace
         "## Goal\n- Plan the Lisbon trip.\n- Caroline moved to Berlin last month (Kreuzberg).\n"

@@ -23,13 +23,13 @@ def test_without_a_model_window_the_settings_and_the_model_table_decide():
 def test_a_small_model_window_fits_everything_the_user_left_unset():
     fit = fit_window(Settings(), model_window=8192, model_reply=512)
     assert (fit.window.context_window, fit.window.max_tokens) == (8192, 512)
-    # The summary: 35% of the window, but a fifth at most so one call holds it, a chunk and a reply.
-    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (1638, 8192 - 3 * 1638 - 400)
+    # The summary: 35% of the window; the chunk what a call holding 1.5 summaries leaves.
+    assert (fit.summary_max_tokens, fit.summary_chunk_tokens) == (2867, 8192 - 3 * 2867 // 2 - 400)
     assert dict(fit.fitted) == {
         "context_window": 8192,
         "max_tokens": 512,
-        "summary_max_tokens": 1638,
-        "summary_chunk_tokens": 2878,
+        "summary_max_tokens": 2867,
+        "summary_chunk_tokens": 3492,
     }
     tenth = fit_window(Settings(summary_window_share=0.1), model_window=8192, model_reply=512)
     assert tenth.summary_max_tokens == 819
@@ -43,7 +43,7 @@ def test_what_the_user_set_wins_but_a_summary_call_must_still_fit_the_model():
     loaded = Settings.load(env={}, context_window=3000, summary_max_tokens=5000)
     fit = fit_window(loaded, model_window=8192)
     assert fit.window.context_window == 3000  # explicitly set: kept
-    assert fit.summary_max_tokens == 8192 // 5  # 5000 cannot fit one call with a chunk and a reply
+    assert fit.summary_max_tokens == 8192 // 2  # 5000 and a chunk cannot share one call
     assert "context_window" not in dict(fit.fitted) and "summary_max_tokens" not in dict(fit.fitted)
     # A value passed to Settings(...) is the user's too, though its source says "default".
     assert fit_window(Settings(context_window=3000), model_window=8192).window.context_window == 3000
@@ -73,7 +73,7 @@ async def test_a_library_user_of_contextmem_open_plans_against_the_models_window
     assert runtime.settings.context_window == 8192 and runtime.settings.sources["context_window"].startswith(
         FITTED
     )
-    assert engine.summarizer is not None and engine.summarizer.max_tokens == 1638
+    assert engine.summarizer is not None and engine.summarizer.max_tokens == 2867
     await runtime.close()
 
     mine = Settings.load(env={}, workspace=str(tmp_path / "ws2"), context_window=6000)

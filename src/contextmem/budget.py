@@ -283,14 +283,16 @@ def fit_window(
     ``model_window`` is what one call to the model may hold, prompt and reply (the LLM's
     ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own
     reply size. Without one, the settings and the model table decide (:func:`resolve_window`), and the
-    summary (unless the user sized it) takes at most ``summary_window_share`` of that window: a quarter,
-    at 8,000 tokens a 2,000-token fact list, kept 1.6-1.7 times the answers of an eighth on the dev sets
-    of ``bench/bench_compaction_facts.py``. With one, each key the user did not set
-    (:func:`is_explicit`) follows the model: the window is the model's, the output reserve its reply (an
-    eighth of the window if the reply would take half), the summary at most ``summary_window_share`` of
-    the window and a summarised chunk at most half. Whatever the user set, a summary call must fit the
-    model: the previous summary, a chunk and the reply share it, so those two are bounded (the summary
-    by a fifth of the window).
+    summary (unless the user sized it) takes at most ``summary_window_share`` of that window: 35%, at
+    8,000 tokens a 2,800-token fact list and a view of ~3,400 tokens, which kept 41% of the answers of
+    the MADial dev set of ``bench/bench_compaction_facts.py`` where a quarter kept 35%. With one, each
+    key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
+    output reserve its reply (an eighth of the window if the reply would take half), the summary at most
+    ``summary_window_share`` of the window and a summarised chunk at most half. Whatever the user set, a
+    summary call must fit the model: it holds a chunk, the ledger and the new facts twice (the draft
+    shown and the reply, a third of the summary each; the rest of the previous summary is merged in
+    without the model), so the summary is bounded by half the window and the chunk by what 1.5
+    summaries leave.
     ``agent_max_context_tokens`` still caps the window.
     """
     s = settings
@@ -313,9 +315,9 @@ def fit_window(
     max_tokens = reply if own["max_tokens"] else s.max_tokens
     share = int(w * s.summary_window_share)
     summary_max = min(s.summary_max_tokens, share) if own["summary_max_tokens"] else s.summary_max_tokens
-    summary_max = max(200, min(summary_max, w // 5))
+    summary_max = max(200, min(summary_max, w // 2))
     chunk = min(s.summary_chunk_tokens, w // 2) if own["summary_chunk_tokens"] else s.summary_chunk_tokens
-    chunk = max(500, min(chunk, w - 3 * summary_max - 400))
+    chunk = max(500, min(chunk, w - 3 * summary_max // 2 - 400))
     window = resolve_window(
         model=model, context_window=context_window, max_tokens=max_tokens, cap=s.agent_max_context_tokens
     )

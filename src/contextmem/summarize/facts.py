@@ -27,6 +27,7 @@ there, in the conversation's language; with any room at all, the most salient ne
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -51,7 +52,16 @@ from .salience import (
     speakers_of,
 )
 
-__all__ = ["NEW_SHARE", "Fact", "compact_facts", "fact_digest", "facts_from_messages", "facts_from_summary"]
+__all__ = [
+    "NEW_SHARE",
+    "Fact",
+    "compact_facts",
+    "fact_digest",
+    "facts_from_messages",
+    "facts_from_summary",
+    "fresh_draft",
+    "merge_facts",
+]
 
 NEW_SHARE = 0.25
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score."""
@@ -59,11 +69,12 @@ MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
 TOOL_ERROR_LINES = 2  # of one tool result; the archive has the rest
+RELATED_DF = 3
+"""A previous fact is shown to the model beside the new ones when it shares a content word with them that
+at most this many facts use: a name, a place, a number — not "work" or "today"."""
 LENGTH_DISCOUNT = 0.5
-"""A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT``. 0.3 (favouring long sentences) gained
-4 points on the MADial dev sets only while their "Something I wanted to tell you:" lead-in counted as a
-name; with lead-ins stripped (:func:`~.salience.compress`) it is within a point of 0.5 there and a point
-worse on the synthetic sets (``bench/results/compaction_facts.md``)."""
+"""A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT`` (0.3 was no better once lead-ins were
+stripped: ``bench/results/compaction_facts.md``)."""
 _SHAPE = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]+\b|\d+")  # a line's shape: its numbers and hex ids masked
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
 TOOL_WEIGHT = 0.5
@@ -309,7 +320,7 @@ def _select(facts: list[Fact], budget: int, counter: TextCounter, lang: Lang) ->
         return counter.count_text(fact.text) + 2
 
     def value(fact: Fact) -> float:
-        return fact.score / max(1, costs[id(fact)]) ** LENGTH_DISCOUNT
+        return float(fact.score / max(1, costs[id(fact)]) ** LENGTH_DISCOUNT)
 
     costs = {id(f): cost(f) for f in facts}
     # Goal: the oldest (what the conversation set out to do) and the most salient new one.
@@ -376,17 +387,61 @@ def compact_facts(
     """The six-section summary of ``previous`` + ``messages`` in at most ``budget`` tokens (``""`` when
     not even the headers fit). ``previous`` must already be redacted; ``known`` are the secret values to
     scrub from ``messages``."""
-    ledger, lang, budget, counter = sizing["ledger"], sizing["lang"], sizing["budget"], sizing["counter"]
-    old = facts_from_summary(previous, lang) if previous else []
+    old = facts_from_summary(previous, sizing["lang"]) if previous else []
     session = _session_date(old)
     speakers = {f.speaker for f in old if f.speaker}
-    new = facts_from_messages(messages, ledger, known, date=session, speakers=speakers)
+    new = facts_from_messages(messages, sizing["ledger"], known, date=session, speakers=speakers)
+    return _fit(old, new, **sizing)
+
+
+def fresh_draft(
+    messages: Sequence[Message], *, previous: str | None, known: Iterable[str], **sizing: Unpack[Sizing]
+) -> tuple[str, str]:
+    """``(draft, rest)`` for a model that sees only what is new. ``draft``: the six-section summary, in
+    ``budget``, of the new messages' facts and of the previous summary's facts they may make stale — those
+    sharing a content word with them that few other facts use (:data:`RELATED_DF`): "Caroline lives in
+    Paris" beside "Caroline moved to Berlin". ``rest``: the other previous facts and the new ones the
+    draft had no room for, rendered, to merge back without the model (:func:`merge_facts`). ``previous``
+    must already be redacted."""
+    lang = sizing["lang"]
+    old = facts_from_summary(previous, lang) if previous else []
+    speakers = {f.speaker for f in old if f.speaker}
+    new = facts_from_messages(messages, sizing["ledger"], known, date=_session_date(old), speakers=speakers)
+    words = {id(f): set(content_tokens(f.text)) for f in old + new}
+    df = Counter(t for f in old + new for t in words[id(f)])
+    said = {t for f in new for t in words[id(f)] if df[t] <= RELATED_DF}
+    related = [f for f in old if said & words[id(f)]]
+    new = _dedupe(new)
+    shown = _choose(related, new, **sizing)
+    drawn = {f.order for f in shown}
+    rest = [f for f in old if not said & words[id(f)]] + [f for f in new if f.order not in drawn]
+    return _render(shown, lang), _render(rest, lang) if rest else ""
+
+
+def merge_facts(previous: str | None, newer: str, **sizing: Unpack[Sizing]) -> str:
+    """The six-section summary of ``previous`` and ``newer`` — a summary of only what was said since —
+    in at most ``budget`` tokens: ``newer``'s facts are the new ones (the reserve is theirs, and they
+    replace the older facts they restate), selected with the previous summary's as :func:`compact_facts`
+    does. So a model that summarised only the new messages never copies the previous summary, and the
+    merged summary keeps its whole budget. Both texts must already be redacted."""
+    old = facts_from_summary(previous, sizing["lang"]) if previous else []
+    new = [replace(f, order=i, new=True) for i, f in enumerate(facts_from_summary(newer, sizing["lang"]))]
+    return _fit(old, new, **sizing)
+
+
+def _choose(old: list[Fact], new: list[Fact], **sizing: Unpack[Sizing]) -> list[Fact]:
+    """Steps 1 and 2 of the module docstring over ``old`` (previous summary) and ``new`` facts."""
     pool = _dedupe(old + new)
     rare = rarity(f.text for f in pool)
-    identifiers = [e.value for e in ledger]
+    identifiers = [e.value for e in sizing["ledger"]]
     scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers) * _weight(f)) for f in pool]
-    text = _render(_select(scored, budget, counter, lang), lang)
-    return text if counter.count_text(text) <= budget else ""
+    return _select(scored, sizing["budget"], sizing["counter"], sizing["lang"])
+
+
+def _fit(old: list[Fact], new: list[Fact], **sizing: Unpack[Sizing]) -> str:
+    """Steps 1-3 of the module docstring: the rendered summary, ``""`` when not even the headers fit."""
+    text = _render(_choose(old, new, **sizing), sizing["lang"])
+    return text if sizing["counter"].count_text(text) <= sizing["budget"] else ""
 
 
 def _session_date(facts: Sequence[Fact]) -> str | None:

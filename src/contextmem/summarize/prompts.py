@@ -43,6 +43,7 @@ __all__ = [
     "section_has_content",
     "summary_prompt",
     "summary_template",
+    "unflatten",
 ]
 
 SECTION_KEYS: tuple[str, ...] = ("goal", "constraints", "progress", "decisions", "next", "context")
@@ -331,6 +332,26 @@ def _flatten(summary: str, lang: Lang) -> str:
             if line.strip() and not _is_placeholder(line)
         ]
     return "\n".join(lines)
+
+
+def unflatten(text: str) -> str:
+    """The inverse of the draft's flat list: ``- Progress: fact`` lines (as a small model writes back the
+    list it was shown) as the sections they name; ``""`` when no line names one."""
+    found: dict[Lang, dict[str, list[str]]] = {"en": {}, "zh": {}}
+    for line in text.splitlines():
+        item = _BULLET.sub("", line).strip()
+        for lang, titles in SECTION_TITLES.items():
+            key = next((k for k, t in titles.items() if re.match(rf"(?i){re.escape(t)}\s*[:：]", item)), None)
+            if key is not None:
+                found[lang].setdefault(key, []).append(re.split(r"[:：]", item, maxsplit=1)[1].strip())
+                break
+    chosen: Lang = "zh" if len(found["zh"]) > len(found["en"]) else "en"
+    sections = found[chosen]  # only those it wrote: a section it lacks is the draft's
+    return "\n\n".join(
+        f"## {SECTION_TITLES[chosen][key]}\n" + "\n".join(f"- {item}" for item in sections[key])
+        for key in SECTION_KEYS
+        if key in sections
+    )
 
 
 def summary_template(lang: Lang) -> str:

@@ -1,9 +1,10 @@
 """What the model's reply is worth (C8, issue 17): cleaned, checked, and reconciled with the draft.
 
-The model is shown the extractive draft of the new summary and asked to correct it
-(:func:`~.prompts.summary_prompt`). Its reply is trusted for what it changes — items it drops as stale,
-merges, shortens or adds — but it can neither lose facts wholesale nor stand in for the draft with the
-previous summary:
+The model is shown an extractive draft — of the new messages' facts and the previous facts they may make
+stale (:func:`~.facts.fresh_draft`), or the whole summary to reshape on ``/compact`` — and asked to
+correct it (:func:`~.prompts.summary_prompt`). Its reply is trusted for what it changes — items it drops
+as stale, merges, shortens or adds — but it can neither lose facts wholesale nor stand in for the draft
+with the previous summary:
 
 1. **Cleaned**: a chatty preface, a code fence or a closing line is stripped; secrets are redacted,
    including every secret value found in the input, wherever the model repeats it.
@@ -42,6 +43,7 @@ from .prompts import (
     items_of,
     parse_sections,
     section_has_content,
+    unflatten,
 )
 from .salience import QUOTED, content_tokens
 
@@ -82,7 +84,10 @@ def clean_reply(reply: str, secrets: Iterable[str]) -> str:
         lines.pop()
     if lines and _FENCE_OPEN.match(lines[0]):
         lines.pop(0)
-    return redact_secrets("\n".join(lines).strip(), secrets)
+    text = "\n".join(lines).strip()
+    if not parse_sections(text)[1]:  # the flat list it was shown, written back corrected
+        text = unflatten(text) or text
+    return redact_secrets(text, secrets)
 
 
 def carries_exact(text: str, identifiers: Collection[str]) -> bool:

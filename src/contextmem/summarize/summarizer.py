@@ -7,16 +7,19 @@ Order of work, and why:
 2. The extractive draft is written next (:func:`~.extractive.extractive_summary`: the facts of the previous
    summary and the new messages, within the budget). It is the summary whenever the model cannot do
    better — no model, an error, a timeout, junk — so a timeout still leaves a good summary.
-3. The model is asked to correct the draft, in one background call (replies on the same endpoint go
-   first) under a timeout that counts the time the call runs, not the time it queues. The prompt holds
-   only what is new — the new messages, the ledger, the draft — never the previous summary's text
-   (:func:`~.prompts.summary_prompt`); everything in it is redacted first (a secret the model never sees
-   cannot come back). The reply is cleaned, checked and reconciled with the draft (:mod:`.revise`): junk
-   or a copy of the previous summary leaves the draft; a section it lacks is the draft's; a draft fact with
-   a number, date or identifier it dropped without a replacement comes back (every dropped fact, when it
-   dropped most of the draft); over budget, the least salient facts go. There is no retry: a second call
-   would double the cost of a summary the draft already covers. Errors are retried by the provider
-   adapter's own policy.
+3. The model is asked to correct a draft of what is new, in one background call (replies on the same
+   endpoint go first) under a timeout that counts the time the call runs, not the time it queues. The
+   prompt holds the new messages, the ledger, and the draft of their facts and of the previous facts
+   they may make stale (:func:`~.facts.fresh_draft`), in a third of the budget — never the rest of the
+   previous summary (:func:`~.prompts.summary_prompt`); everything in it is redacted first (a secret
+   the model never sees cannot come back). The reply is cleaned, checked and reconciled with that draft
+   (:mod:`.revise`): junk or a copy of the previous summary leaves the full draft; a section it lacks
+   is the draft's; a draft fact with a number, date or identifier it dropped without a replacement
+   comes back (every dropped fact, when it dropped most of the draft). The rest of the previous summary
+   and the new facts the draft had no room for are merged in without the model
+   (:func:`~.facts.merge_facts`): the call stays short and the summary keeps its whole budget. There is
+   no retry: a second call would double the cost of a summary the draft already covers. Errors are
+   retried by the provider adapter's own policy.
 4. The result is redacted once more and fitted to ``max_tokens``: ``render()`` — summary, ledger and
    archive guide together — never exceeds it as counted by the summariser's counter. Whatever path wrote
    the text (model, draft, a previous summary kept as it was), no secret is kept.
@@ -37,6 +40,7 @@ from ..messages import Message, text_of
 from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
+from .facts import Sizing, fresh_draft, merge_facts
 from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, secrets_in
 from .prompts import Lang, detect_language, render_transcript, summary_prompt
 from .revise import revise
@@ -48,6 +52,10 @@ logger = logging.getLogger(__name__)
 SummarySource = Literal["llm", "extractive"]
 MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
 REPLY_SLACK = 1.25
+FRESH_SHARE, FRESH_MIN = 1 / 3, 200
+"""The model corrects the new messages' facts (and the previous ones they may make stale) in this share of
+the summary's text budget, at least ``FRESH_MIN`` tokens; the other previous facts are merged in without
+it."""
 """The model's reply may take this many times the text budget (its tokenizer is not ours; small models
 rarely hit a budget exactly); what is over the budget is re-compressed deterministically."""
 
@@ -252,17 +260,49 @@ class Summarizer:
         text_budget = max(0, self.max_tokens - count(empty) - margin)
         return _Frame(ledger, tuple(kept), text_budget, lang, covered, secrets)
 
-    def _draft(self, previous: Summary | None, messages: Sequence[Message], frame: _Frame) -> str:
-        """The extractive summary of ``previous`` + ``messages``: the model's starting point and fallback."""
+    def _draft(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        budget: int | None = None,
+    ) -> str:
+        """The extractive summary of ``previous`` + ``messages`` in ``budget`` (the text's): the
+        fallback, and what the model reshapes on ``/compact`` with an instruction."""
         return extractive_summary(
             messages,
             previous=previous.text if previous else None,
             ledger=frame.ledger,
             lang=frame.lang,
-            budget=frame.text_budget,
+            budget=frame.text_budget if budget is None else budget,
             counter=self.counter,
             known=frame.secrets,
         )
+
+    def _shown(
+        self, previous: Summary | None, messages: Sequence[Message], frame: _Frame, draft: str, reshape: bool
+    ) -> tuple[str, str, int]:
+        """What the model is shown, what is merged back without it, and the reply's budget: the fresh
+        draft and the rest of the previous facts (:func:`~.facts.fresh_draft`) in :data:`FRESH_SHARE` of
+        the budget; to reshape, the whole draft in at most a fifth of the model's window."""
+        if reshape:
+            window = getattr(self.llm, "context_window", None)
+            fifth = window // 5 if isinstance(window, int) and window > 0 else frame.text_budget
+            budget = min(frame.text_budget, fifth)
+            if budget < frame.text_budget:
+                draft = self._draft(previous, messages, frame, budget=budget)
+            return draft, "", budget
+        budget = min(frame.text_budget, max(FRESH_MIN, int(frame.text_budget * FRESH_SHARE)))
+        shown, rest = fresh_draft(
+            messages,
+            previous=previous.text if previous else None,
+            known=frame.secrets,
+            ledger=frame.ledger,
+            lang=frame.lang,
+            budget=budget,
+            counter=self.counter,
+        )
+        return shown, rest, budget
 
     async def _ask_model(
         self,
@@ -272,12 +312,20 @@ class Summarizer:
         draft: str,
         instruction: str | None,
     ) -> tuple[str | None, str]:
-        """The model's correction of ``draft``, reconciled with it (:func:`~.revise.revise`), or ``None``
-        and why not. One call: the reply may run :data:`REPLY_SLACK` over the budget (the surplus is
-        re-compressed without the model), no further."""
-        lang, budget, secrets = frame.lang, frame.text_budget, frame.secrets
+        """The model's summary, or ``None`` and why not. One call: the reply may run :data:`REPLY_SLACK`
+        over its budget (the surplus is re-compressed without the model), no further.
+
+        The model corrects the draft of the new messages' facts and of the previous facts they may make
+        stale (:meth:`_shown`); its reply, reconciled with that draft (:func:`~.revise.revise`), is merged
+        with the other previous facts without the model (:func:`~.facts.merge_facts`). So the call is
+        short — only what is new, in and out — and the summary keeps its whole budget. With a
+        ``/compact`` instruction the model rewrites the whole draft as the user asked.
+        """
+        lang, secrets = frame.lang, frame.secrets
+        reshape = bool(instruction and instruction.strip())
+        shown, rest, budget = self._shown(previous, messages, frame, draft, reshape)
         prompt = summary_prompt(
-            draft,
+            shown,
             render_transcript(messages, known=secrets),
             lang=lang,
             budget=budget,
@@ -296,21 +344,23 @@ class Summarizer:
             return None, str(exc)
         except LLMError as exc:
             return None, f"{type(exc).__name__}: {exc}"
+        sizing: Sizing = {"ledger": frame.ledger, "lang": lang, "budget": budget, "counter": self.counter}
         revision = revise(
             text_of(reply.message.content),
-            draft,
+            shown,
             previous=previous.text if previous else None,
             known=secrets,
-            instruction=bool(instruction and instruction.strip()),
-            ledger=frame.ledger,
-            lang=lang,
-            budget=budget,
-            counter=self.counter,
+            instruction=reshape,
+            **sizing,
         )
         if revision.restored:
             why = "it kept too little of the draft" if revision.rewrote else "they hold exact values"
             logger.info("the summary model dropped %d draft facts; kept them: %s", revision.restored, why)
-        return revision.text, revision.problem
+        if revision.text is None or reshape:
+            return revision.text, revision.problem
+        whole: Sizing = {**sizing, "budget": frame.text_budget}
+        merged = merge_facts(rest, revision.text, **whole)
+        return merged or None, revision.problem or ("" if merged else "merged summary does not fit")
 
     def _finish(
         self,
