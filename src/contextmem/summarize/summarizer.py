@@ -52,12 +52,12 @@ logger = logging.getLogger(__name__)
 SummarySource = Literal["llm", "extractive"]
 MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
 REPLY_SLACK = 1.25
+"""The model's reply may take this many times the text budget (its tokenizer is not ours; small models
+rarely hit a budget exactly); what is over the budget is re-compressed deterministically."""
 FRESH_SHARE, FRESH_MIN = 1 / 3, 200
 """The model corrects the new messages' facts (and the previous ones they may make stale) in this share of
 the summary's text budget, at least ``FRESH_MIN`` tokens; the other previous facts are merged in without
 it."""
-"""The model's reply may take this many times the text budget (its tokenizer is not ours; small models
-rarely hit a budget exactly); what is over the budget is re-compressed deterministically."""
 
 _RENDER_TEXT: dict[Lang, dict[str, str]] = {
     "en": {
