@@ -16,6 +16,8 @@ from contextmem.summarize.facts import (
     compact_facts,
     facts_from_messages,
     facts_from_summary,
+    fresh_draft,
+    merge_facts,
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
 from contextmem.summarize.recall import every_nth, kept_answers, most_recent
@@ -369,6 +371,28 @@ def test_the_newest_most_salient_fact_survives_re_compression(old: list[str], ne
     fresh = facts_from_messages(messages, ledger, ())
     best = max(fresh, key=lambda f: (salience(f.text, rare), f.order))
     assert best.text in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(sentence, min_size=1, max_size=20),
+    st.lists(sentence, min_size=1, max_size=12),
+    st.integers(64, 400),
+)
+def test_what_the_model_is_shown_and_what_is_merged_back_lose_no_fact(
+    old: list[str], new: list[str], budget: int
+) -> None:
+    """The model's draft and the rest merged back without it hold every fact of the previous summary and
+    of the new messages between them (a new fact restated by a newer one aside), and each fits its budget."""
+    previous = summarize(chat(*old), budget=400)
+    messages = chat(*new)
+    sizing = {"ledger": build_ledger(messages), "lang": detect_language(messages), "counter": COUNTER}
+    draft, rest = fresh_draft(messages, previous=previous, known=(), budget=budget, **sizing)
+    assert COUNTER.count_text(draft) <= budget
+    both = " ".join(f.text for text in (draft, rest) for f in facts_from_summary(text, sizing["lang"]))
+    assert all(f.text in both for f in facts_from_summary(previous, sizing["lang"]))
+    merged = merge_facts(rest, draft, budget=budget, **sizing)
+    assert COUNTER.count_text(merged) <= budget
 
 
 @settings(max_examples=40, deadline=None)

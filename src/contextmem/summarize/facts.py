@@ -401,9 +401,9 @@ def fresh_draft(
     """``(draft, rest)`` for a model that sees only what is new. ``draft``: the six-section summary, in
     ``budget``, of the new messages' facts and of the previous summary's facts they may make stale — those
     sharing a content word with them that few other facts use (:data:`RELATED_DF`): "Caroline lives in
-    Paris" beside "Caroline moved to Berlin". ``rest``: the other previous facts and the new ones the
-    draft had no room for, rendered, to merge back without the model (:func:`merge_facts`). ``previous``
-    must already be redacted."""
+    Paris" beside "Caroline moved to Berlin". ``rest``: every fact the draft does not show (the other
+    previous facts, and those it had no room for), rendered, to merge back without the model
+    (:func:`merge_facts`). ``previous`` must already be redacted."""
     lang = sizing["lang"]
     old = facts_from_summary(previous, lang) if previous else []
     speakers = {f.speaker for f in old if f.speaker}
@@ -414,8 +414,8 @@ def fresh_draft(
     related = [f for f in old if said & words[id(f)]]
     new = _dedupe(new)
     shown = _choose(related, new, **sizing)
-    drawn = {f.order for f in shown}
-    rest = [f for f in old if not said & words[id(f)]] + [f for f in new if f.order not in drawn]
+    drawn = {f.order for f in shown}  # unique: the previous facts' are negative, the new ones' not
+    rest = [f for f in old + new if f.order not in drawn]
     return _render(shown, lang), _render(rest, lang) if rest else ""
 
 
