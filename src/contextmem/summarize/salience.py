@@ -271,7 +271,7 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
         return 0.0
     # Numbers count once, as numbers, not again as rare words: a log line's ids and timestamps are all
     # rare, and would outscore every sentence a person wrote.
-    score = sum(rare.get(t, 1.0) for t in set(tokens) if not t.isdigit()) ** 0.8
+    score = math.fsum(rare.get(t, 1.0) for t in set(tokens) if not t.isdigit()) ** 0.8
     score += 1.5 * min(3, _names(sentence)) + 1.5 * min(2, len(QUOTED.findall(sentence)))
     score += 1.0 * min(3, len(_NUMBER.findall(sentence)))
     score += 2.0 * bool(DATE.search(sentence)) + 1.0 * bool(_PARTIAL_DATE.search(sentence))
