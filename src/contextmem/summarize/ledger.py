@@ -330,14 +330,13 @@ def _arguments_text(arguments: str) -> str:
 def _said(text: str) -> str:
     """``text`` without its session headers (``[Session 3 · 8 May 2023]``): a session's date is when the
     facts under it were said, which every fact carries; in the ledger it would be a date with no fact."""
-    if not any(header_date(line) is not None for line in text.splitlines()):
-        return text
-    return "\n".join(line for line in text.splitlines() if header_date(line) is None)
+    lines = text.splitlines()
+    said = [line for line in lines if header_date(line) is None]
+    return text if len(said) == len(lines) else "\n".join(said)
 
 
 def _message_texts(message: Message) -> list[str]:
-    content = text_of(message.content)
-    texts = [_said(content) if isinstance(message, UserMessage | AssistantMessage) else content]
+    texts = [text_of(message.content)]
     if isinstance(message, AssistantMessage):
         texts.extend(f"{c.name}\n{_arguments_text(c.arguments)}" for c in message.tool_calls)
     return texts
@@ -366,7 +365,7 @@ def build_ledger(
     tool-call ids are not: they name a message pair, not anything the user or the task refers to.
     """
     ledger = previous if previous is not None else Ledger(max_entries=max_entries)
-    texts = [(isinstance(m, UserMessage), text) for m in messages for text in _message_texts(m) if text]
+    texts = [(isinstance(m, UserMessage), _said(t)) for m in messages for t in _message_texts(m) if t]
     known = secrets_in(messages) if known is None else frozenset(known)
     kept = tuple(e for e in ledger.entries if redact_secrets(e.value, known) == e.value)
     if len(kept) != len(ledger.entries):  # an older ledger may hold what the detector now knows better
