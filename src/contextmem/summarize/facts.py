@@ -388,11 +388,17 @@ def compact_facts(
     """The six-section summary of ``previous`` + ``messages`` in at most ``budget`` tokens (``""`` when
     not even the headers fit). ``previous`` must already be redacted; ``known`` are the secret values to
     scrub from ``messages``."""
+    return _fit(*_old_and_new(messages, previous, known, sizing), **sizing)
+
+
+def _old_and_new(
+    messages: Sequence[Message], previous: str | None, known: Iterable[str], sizing: Sizing
+) -> tuple[list[Fact], list[Fact]]:
+    """The previous summary's facts, and the messages' dated and attributed as the summary left off."""
     old = facts_from_summary(previous, sizing["lang"]) if previous else []
-    session = _session_date(old)
     speakers = {f.speaker for f in old if f.speaker}
-    new = facts_from_messages(messages, sizing["ledger"], known, date=session, speakers=speakers)
-    return _fit(old, new, **sizing)
+    new = facts_from_messages(messages, sizing["ledger"], known, date=_session_date(old), speakers=speakers)
+    return old, new
 
 
 def fresh_draft(
@@ -404,10 +410,7 @@ def fresh_draft(
     Paris" beside "Caroline moved to Berlin". ``rest``: every fact the draft does not show (the other
     previous facts, and those it had no room for), rendered, to merge back without the model
     (:func:`merge_facts`). ``previous`` must already be redacted."""
-    lang = sizing["lang"]
-    old = facts_from_summary(previous, lang) if previous else []
-    speakers = {f.speaker for f in old if f.speaker}
-    new = facts_from_messages(messages, sizing["ledger"], known, date=_session_date(old), speakers=speakers)
+    old, new = _old_and_new(messages, previous, known, sizing)
     words = {id(f): set(content_tokens(f.text)) for f in old + new}
     df = Counter(t for f in old + new for t in words[id(f)])
     said = {t for f in new for t in words[id(f)] if df[t] <= RELATED_DF}
@@ -416,7 +419,7 @@ def fresh_draft(
     shown = _choose(related, new, **sizing)
     drawn = {f.order for f in shown}  # unique: the previous facts' are negative, the new ones' not
     rest = [f for f in old + new if f.order not in drawn]
-    return _render(shown, lang), _render(rest, lang) if rest else ""
+    return _render(shown, sizing["lang"]), _render(rest, sizing["lang"]) if rest else ""
 
 
 def merge_facts(previous: str | None, newer: str, **sizing: Unpack[Sizing]) -> str:
