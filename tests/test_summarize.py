@@ -32,7 +32,7 @@ from contextmem.summarize import (
     render_transcript,
     summary_prompt,
 )
-from contextmem.summarize.prompts import SECTION_KEYS, summary_template
+from contextmem.summarize.prompts import SECTION_KEYS, summary_template, unflatten
 from contextmem.testing import Reply, ScriptedLLM
 from contextmem.tokens import HeuristicCounter, MessageCounter, get_counter
 
@@ -519,6 +519,13 @@ async def test_a_flat_list_reply_is_read_back_into_its_sections() -> None:
     assert summary.source == "llm", summary.fallback_reason
     _, got = parse_sections(summary.text)
     assert "Caroline moved to Berlin (Kreuzberg)." in got["progress"] and "700 EUR" in got["decisions"]
+
+
+def test_unflatten_reads_the_sections_a_flat_list_names_in_either_language() -> None:
+    zh = unflatten("- 目标：修复发票\n- 进展：完成了 v4.2.1")
+    assert zh == "## 目标\n- 修复发票\n\n## 进展\n- 完成了 v4.2.1"
+    assert unflatten("- key decisions: use y\nsome line") == "## Key decisions\n- use y"
+    assert unflatten("Note: nothing here names a section") == ""
 
 
 async def test_facts_with_exact_values_the_model_lost_come_back() -> None:

@@ -334,17 +334,18 @@ def _flatten(summary: str, lang: Lang) -> str:
     return "\n".join(lines)
 
 
+_FLAT_ITEM = re.compile(r"^(?P<title>[^:：]{1,24}?)\s*[:：]\s*(?P<fact>\S.*)$")
+_TITLE_KEYS = {t.lower(): (lang, key) for lang, titles in SECTION_TITLES.items() for key, t in titles.items()}
+
+
 def unflatten(text: str) -> str:
-    """The inverse of the draft's flat list: ``- Progress: fact`` lines (as a small model writes back the
-    list it was shown) as the sections they name; ``""`` when no line names one."""
+    """The inverse of the draft's flat list (:func:`_flatten`): ``- Progress: fact`` lines, as a small model
+    writes back the list it was shown, as the sections they name; ``""`` when no line names one."""
     found: dict[Lang, dict[str, list[str]]] = {"en": {}, "zh": {}}
     for line in text.splitlines():
-        item = _BULLET.sub("", line).strip()
-        for lang, titles in SECTION_TITLES.items():
-            key = next((k for k, t in titles.items() if re.match(rf"(?i){re.escape(t)}\s*[:：]", item)), None)
-            if key is not None:
-                found[lang].setdefault(key, []).append(re.split(r"[:：]", item, maxsplit=1)[1].strip())
-                break
+        m = _FLAT_ITEM.match(_BULLET.sub("", line).strip())
+        if m and (hit := _TITLE_KEYS.get(m["title"].lower())):
+            found[hit[0]].setdefault(hit[1], []).append(m["fact"].strip())
     chosen: Lang = "zh" if len(found["zh"]) > len(found["en"]) else "en"
     sections = found[chosen]  # only those it wrote: a section it lacks is the draft's
     return "\n\n".join(
