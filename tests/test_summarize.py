@@ -215,8 +215,9 @@ async def test_the_prompt_holds_only_the_new_messages_the_ledger_and_the_draft()
     assert facts.startswith("Draft of the new memory")
     assert "- Constraints: Never charge a customer twice." in facts
     assert "- Critical context: shell → KeyError: 'REDIS_URL'" in facts
-    bullets = facts.splitlines()[1:]
-    assert len(bullets) == sum(1 for line in draft.text.splitlines() if line.startswith("- "))
+    bullets = facts.splitlines()[1:]  # to reshape, the draft in half the budget: its most salient facts
+    assert 0 < len(bullets) <= sum(1 for line in draft.text.splitlines() if line.startswith("- "))
+    assert all(bullet.split(": ", 1)[1] in draft.text for bullet in bullets)
     assert extra.endswith("keep requirements and decisions only")
     assert fill.startswith("Now write the corrected memory") and fill.endswith(summary_template("en"))
     # the previous summary's text is not sent, in its template shape or otherwise
@@ -557,9 +558,12 @@ async def test_a_reply_that_drops_most_of_the_draft_gets_the_dropped_facts_back(
 
 async def test_with_a_compact_instruction_the_reply_is_taken_as_written() -> None:
     reply = "## Constraints\n- Never charge a customer twice.\n- Do not restart the production database."
-    summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(
+    llm = ScriptedLLM.of(reply)
+    summary = await Summarizer(llm, COUNTER, max_tokens=2000).summarize(
         PREVIOUS, load("en_deploy_debug"), instruction="keep the constraints only"
     )
+    # the whole draft, shown and rewritten, in half the budget: one call holds it beside its chunk
+    assert llm.request_max_tokens[0] is not None and llm.request_max_tokens[0] < 2000 * 1.25 / 2
     assert summary.source == "llm"
     _, got = parse_sections(summary.text)
     assert got["constraints"] == "- Never charge a customer twice.\n- Do not restart the production database."

@@ -284,15 +284,15 @@ def fit_window(
     ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own
     reply size. Without one, the settings and the model table decide (:func:`resolve_window`), and the
     summary (unless the user sized it) takes at most ``summary_window_share`` of that window: 35%, at
-    8,000 tokens a 2,800-token fact list and a view of ~3,400 tokens, which kept 41% of the answers of
-    the MADial dev set of ``bench/bench_compaction_facts.py`` where a quarter kept 35%. With one, each
+    8,000 tokens a 2,800-token fact list in a view of ~3,200-3,500 tokens (where a quarter kept 6 points
+    fewer answers on the MADial dev set: ``bench/results/compaction_facts.md``). With one, each
     key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
     output reserve its reply (an eighth of the window if the reply would take half), the summary at most
     ``summary_window_share`` of the window and a summarised chunk at most half. Whatever the user set, a
-    summary call must fit the model: it holds a chunk, the ledger and the new facts twice (the draft
-    shown and the reply, a third of the summary each; the rest of the previous summary is merged in
-    without the model), so the summary is bounded by half the window and the chunk by what 1.5
-    summaries leave.
+    summary call must fit the model: it holds a chunk, the ledger and a draft twice (shown and replied,
+    a third of the summary each, or half to reshape on ``/compact``; the rest of the previous summary is
+    merged in without the model), so the summary is bounded by half the window and the chunk by what
+    1.5 summaries leave.
     ``agent_max_context_tokens`` still caps the window.
     """
     s = settings

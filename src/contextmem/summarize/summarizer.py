@@ -209,12 +209,11 @@ class Summarizer:
         frame = self._frame(previous, messages, archive_refs, instruction or "")
         if not messages and instruction is None and previous is not None:
             return self._finish(previous.text, frame, previous.source, previous.fallback_reason)
-        draft = self._draft(previous, messages, frame)
-        text, problem = await self._ask_model(previous, messages, frame, draft, instruction)
+        text, problem = await self._ask_model(previous, messages, frame, instruction)
         if text is not None:
             return self._finish(text, frame, "llm", None)
         logger.warning("summary model gave nothing usable (%s); using the extractive draft", problem)
-        return self._finish(draft, frame, "extractive", problem)
+        return self._finish(self._draft(previous, messages, frame), frame, "extractive", problem)
 
     def extract(
         self,
@@ -280,18 +279,15 @@ class Summarizer:
         )
 
     def _shown(
-        self, previous: Summary | None, messages: Sequence[Message], frame: _Frame, draft: str, reshape: bool
+        self, previous: Summary | None, messages: Sequence[Message], frame: _Frame, reshape: bool
     ) -> tuple[str, str, int]:
         """What the model is shown, what is merged back without it, and the reply's budget: the fresh
         draft and the rest of the previous facts (:func:`~.facts.fresh_draft`) in :data:`FRESH_SHARE` of
-        the budget; to reshape, the whole draft in at most a fifth of the model's window."""
+        the budget; to reshape, the whole draft in half of it — shown and rewritten, with the ledger,
+        that is the 1.5 summaries a call holds beside its chunk (:func:`~contextmem.budget.fit_window`)."""
         if reshape:
-            window = getattr(self.llm, "context_window", None)
-            fifth = window // 5 if isinstance(window, int) and window > 0 else frame.text_budget
-            budget = min(frame.text_budget, fifth)
-            if budget < frame.text_budget:
-                draft = self._draft(previous, messages, frame, budget=budget)
-            return draft, "", budget
+            budget = frame.text_budget // 2
+            return self._draft(previous, messages, frame, budget=budget), "", budget
         budget = min(frame.text_budget, max(FRESH_MIN, int(frame.text_budget * FRESH_SHARE)))
         shown, rest = fresh_draft(
             messages,
@@ -309,7 +305,6 @@ class Summarizer:
         previous: Summary | None,
         messages: Sequence[Message],
         frame: _Frame,
-        draft: str,
         instruction: str | None,
     ) -> tuple[str | None, str]:
         """The model's summary, or ``None`` and why not. One call: the reply may run :data:`REPLY_SLACK`
@@ -319,11 +314,11 @@ class Summarizer:
         stale (:meth:`_shown`); its reply, reconciled with that draft (:func:`~.revise.revise`), is merged
         with the other previous facts without the model (:func:`~.facts.merge_facts`). So the call is
         short — only what is new, in and out — and the summary keeps its whole budget. With a
-        ``/compact`` instruction the model rewrites the whole draft as the user asked.
+        ``/compact`` instruction the model rewrites the whole draft, in half the budget, as the user asked.
         """
         lang, secrets = frame.lang, frame.secrets
         reshape = bool(instruction and instruction.strip())
-        shown, rest, budget = self._shown(previous, messages, frame, draft, reshape)
+        shown, rest, budget = self._shown(previous, messages, frame, reshape)
         prompt = summary_prompt(
             shown,
             render_transcript(messages, known=secrets),
@@ -360,7 +355,7 @@ class Summarizer:
             return revision.text, revision.problem
         whole: Sizing = {**sizing, "budget": frame.text_budget}
         merged = merge_facts(rest, revision.text, **whole)
-        return merged or None, revision.problem or ("" if merged else "merged summary does not fit")
+        return (merged, revision.problem) if merged else (None, "merged summary does not fit")
 
     def _finish(
         self,
