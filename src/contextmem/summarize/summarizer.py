@@ -11,7 +11,8 @@ Order of work, and why:
    endpoint go first) under a timeout that counts the time the call runs, not the time it queues. The
    prompt holds the new messages, the ledger, and the draft of their facts and of the previous facts
    they may make stale (:func:`~.facts.fresh_draft`), in a third of the budget — never the rest of the
-   previous summary (:func:`~.prompts.summary_prompt`); everything in it is redacted first (a secret
+   previous summary (:func:`~.prompts.summary_prompt`; a ``/compact`` instruction reshapes the whole
+   draft, in half the budget); everything in it is redacted first (a secret
    the model never sees cannot come back). The reply is cleaned, checked and reconciled with that draft
    (:mod:`.revise`): junk or a copy of the previous summary leaves the full draft; a section it lacks
    is the draft's; a draft fact with a number, date or identifier it dropped without a replacement
