@@ -528,7 +528,7 @@ def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
 
 def main() -> None:
     for draw, suffix in ((0, ""), (1, "-heldout")):
-        for seed in (11 + 20 * draw, 12 + 20 * draw, 13 + 20 * draw):
+        for seed in range(11 + 20 * draw, 14 + 20 * draw):
             synthetic_conversation(seed, zh=False).write(OUT / f"synthetic{suffix}")
             synthetic_conversation(seed + 10, zh=True).write(OUT / f"synthetic{suffix}")
         if MADIAL.exists():
