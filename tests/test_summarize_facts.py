@@ -89,6 +89,25 @@ def test_advice_to_the_listener_counts_for_less_than_what_someone_did() -> None:
     assert not ADVICE.search("You need to use Python 3.11.") and not ADVICE.search("You must not push.")
 
 
+@pytest.mark.parametrize(
+    ("event", "remark"),
+    [
+        ("I went swimming in the lake with my dad.", "Swimming in a lake is a fine way to stay healthy."),
+        ("My cousin and I saw the penguins at the zoo.", "A zoo with penguins is a fine place for cousins."),
+        ("We flew a kite in the park all afternoon.", "Kites look fine in the park on windy afternoons."),
+        ("我和爸爸一起去湖里游泳。", "在湖里游泳是保持健康的好方法。"),
+        ("我和表哥在动物园看企鹅。", "有企鹅的动物园很适合表兄弟一起去。"),
+        ("我们在公园放了一下午风筝。", "有风的下午在公园放风筝很好看。"),
+    ],
+)
+def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, remark: str) -> None:
+    """Later questions ask what people did: "I went swimming with my dad" is worth more than a general
+    remark about swimming, though its words are as everyday (at an event weight of 1 four of these six
+    lost)."""
+    rare = rarity([event, remark])
+    assert salience(event, rare) > salience(remark, rare)
+
+
 def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:
     """ "Something I wanted to tell you:" counted as a name and lifted every sentence it opened."""
     told = "Oh, something I wanted to tell you: we adopted a puppy named Biscuit."
