@@ -79,9 +79,9 @@ REQUEST = cue(
     r"please|can you|could you|would you|help me|I want you|I need you|let's|find out|make it",
     r"请|帮我|帮忙|能不能|麻烦|你来",
 )
-# An event told in the first person: a subject, then a past-tense verb within a word; Chinese marks no tense,
-# so a completed action (了), one of the verbs that tell one, or a sentence that opens "I with / at / went
-# to" (我和…, 我在…, 我们去…).
+# An event told in the first person: I / we / my X / our X, then a past-tense verb (a word between at most:
+# "I just got"). Chinese marks no tense: a completed action (了), one of the verbs that tell one, or a
+# sentence that opens "I with / at / went to" (我和…, 我在…, 我们去…).
 EVENT = cue(
     r"(?:I|we|my \w+|our \w+) (?:\w+ )?(?:\w+ed|went|got|bought|made|took|won|lost|met|saw|ran|began|"
     r"started|moved|adopted|finished|visited|joined|left|became|found|had|gave|built|wrote|read|flew|drove|"
