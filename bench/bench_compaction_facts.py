@@ -60,7 +60,8 @@ async def run_set(folder: Path, settings: Settings, embedder: str | None) -> lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--context-window", type=int, default=8000)
-    ap.add_argument("--sets", default="synthetic,madial,synthetic-heldout,madial-heldout")
+    sets = [f"{kind}{draw}" for draw in ("", "-heldout", "-heldout2") for kind in ("synthetic", "madial")]
+    ap.add_argument("--sets", default=",".join(sets))
     ap.add_argument("--embedder", default="hash:384", help="memory embedder, or 'none' (default hash:384)")
     ap.add_argument("--json", help="write the per-conversation figures here")
     args = ap.parse_args()
