@@ -135,12 +135,16 @@ def test_hybrid_ranking_decay_and_min_score(make: Factory) -> None:
     text = "project falcon deadline\n"
     ws.core_file.write_text(text)
     (ws.daily_dir / "2026-03-01.md").write_text(text)
-    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: one half-life
+    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: its decaying fifth halved
     (ws.daily_dir / "2026-02-20.md").write_text("lunch with the team, weather mild\n")
     hits = {h.path: h.score for h in index.search("project falcon deadline", 5)}
     assert hits["MEMORY.md"] == pytest.approx(1.0)
     assert hits["memory/2026-03-01.md"] == pytest.approx(1.0)
-    assert hits["memory/2026-01-30.md"] == pytest.approx(0.5)
+    assert hits["memory/2026-01-30.md"] == pytest.approx(0.8 + 0.2 * 0.5)  # the default floor is 0.8
+    plain = make("plain", today=lambda: date(2026, 3, 1), decay_floor=0.0)  # SPEC M4's bare exponential
+    for name in ("2026-03-01.md", "2026-01-30.md"):
+        (plain.workspace.daily_dir / name).write_text(text)
+    assert {h.path: h.score for h in plain.search(text, 5)}["memory/2026-01-30.md"] == pytest.approx(0.5)
     assert index.search("ERR_NOPE falcon", 5, min_score=0.99)  # keyword evidence keeps it
     assert index.search("falcon", 5, mode="vector", min_score=1.01) == []
 

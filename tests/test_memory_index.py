@@ -174,11 +174,11 @@ def test_daily_memory_decays_and_core_does_not(tmp_path: Path) -> None:
     text = "project falcon deadline\n"
     ws.core_file.write_text(text)
     (ws.daily_dir / "2026-03-01.md").write_text(text)
-    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: one half-life
+    (ws.daily_dir / "2026-01-30.md").write_text(text)  # 30 days old: its decaying fifth halved
     hits = {h.path: h.score for h in index.search("project falcon deadline", 5)}
     assert hits["MEMORY.md"] == pytest.approx(1.0)
     assert hits["memory/2026-03-01.md"] == pytest.approx(1.0)
-    assert hits["memory/2026-01-30.md"] == pytest.approx(0.5)
+    assert hits["memory/2026-01-30.md"] == pytest.approx(0.8 + 0.2 * 0.5)  # the default floor is 0.8
     later = index.search("project falcon deadline", 5, today=date(2026, 5, 30))
     assert later[0].path == "MEMORY.md"
 
@@ -282,10 +282,19 @@ def test_vectors_are_normalised_float32(tmp_path: Path) -> None:
 def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> None:
     from contextmem.settings import Settings
 
-    settings = Settings(workspace=tmp_path, namespace="agent-7", vector_weight=0.5, daily_half_life_days=10)
+    settings = Settings(
+        workspace=tmp_path,
+        namespace="agent-7",
+        vector_weight=0.5,
+        daily_half_life_days=10,
+        daily_decay_floor=0.5,
+    )
     index = SqliteMemoryIndex.from_settings(settings, HashEmbedder(16))
     assert index.workspace.dir == tmp_path.resolve() / "namespaces" / "agent-7"
     assert (index.vector_weight, index.keyword_weight, index.half_life_days) == (0.5, 0.3, 10)
+    assert index.decay_floor == 0.5
+    with pytest.raises(ConfigError, match="decay_floor"):
+        SqliteMemoryIndex(index.workspace, HashEmbedder(16), decay_floor=1.0)
     assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"
 
 

@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
-from contextmem.memory.ranking import Candidate, combine
+from contextmem.memory.ranking import Candidate, combine, decay_factor
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
 
 QUERY = "Who is my manager?"
@@ -106,6 +108,48 @@ def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
     # A chunk that writes the day (a memory entry's session heading) ranks with the day's own file.
     ranked = combine(candidates, **options, named_days={asked}, naming_chunks={4})
     assert [c.chunk_id for c in ranked] == [2, 4, 1, 3]
+
+
+def test_a_floored_decay_keeps_recency_a_tie_breaker() -> None:
+    """A year-old exact answer against yesterday's near-miss: plain 30-day decay (2**-12.2 at 365 days)
+    buries the answer; with a floor of 0.8 recency moves a score by at most a fifth, so the answer wins
+    and recency still orders two equally good hits."""
+    today = date(2026, 3, 1)
+    answer = Candidate(1, 0.9, 6.0, date(2025, 3, 1))  # 365 days old, best on both retrievers
+    near_miss = Candidate(2, 0.6, 2.0, date(2026, 2, 28))
+    unrelated = Candidate(3, 0.1, None, date(2026, 2, 28))
+    same_old, same_new = Candidate(4, 0.6, 2.0, date(2025, 9, 1)), Candidate(5, 0.6, 2.0, date(2026, 2, 1))
+    options: dict[str, Any] = {
+        "vector_weight": 0.7,
+        "keyword_weight": 0.3,
+        "today": today,
+        "half_life_days": 30.0,
+    }
+    pool = [answer, near_miss, unrelated, same_old, same_new]
+    assert [c.chunk_id for c in combine(pool, **options)][:2] == [2, 5]
+    floored = combine(pool, **options, decay_floor=0.8)
+    assert [c.chunk_id for c in floored] == [1, 2, 5, 4, 3]
+    assert floored[0].score == pytest.approx(1.0 * (0.8 + 0.2 * 0.5 ** (365 / 30)))
+
+
+@given(
+    age=st.integers(-400, 20_000),
+    later=st.integers(0, 5_000),
+    half_life=st.floats(0.5, 3_650),
+    floor=st.floats(0.0, 0.99),
+)
+def test_decay_stays_between_its_floor_and_one_and_never_grows_with_age(
+    age: int, later: int, half_life: float, floor: float
+) -> None:
+    today = date(2040, 1, 1)
+    day = date.fromordinal(today.toordinal() - age)
+    older = date.fromordinal(day.toordinal() - later)
+    factor = decay_factor(day, today, half_life, floor)
+    assert floor <= factor <= 1.0
+    assert decay_factor(older, today, half_life, floor) <= factor
+    assert decay_factor(None, today, half_life, floor) == 1.0  # core memory never decays
+    if age <= 0:
+        assert factor == 1.0
 
 
 def test_a_fact_under_the_session_the_question_names_is_the_top_hit(tmp_path: Path) -> None:

@@ -110,6 +110,9 @@ class Settings(BaseModel):
     vector_weight: float = Field(0.7, ge=0, le=1)
     keyword_weight: float = Field(0.3, ge=0, le=1)
     daily_half_life_days: float = Field(30.0, gt=0)
+    daily_decay_floor: float = Field(
+        0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"
+    )
     daily_summary_time: str = Field("23:55", description="Local time of the daily memory summary, HH:MM")
     session_retention_days: int = Field(30, gt=0)
 

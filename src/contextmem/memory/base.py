@@ -33,8 +33,9 @@ by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
   tokenised, and a keyword query ORs at most :data:`text.MAX_QUERY_TERMS` distinct tokens.
 
 Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
-union is min-max fused with the vector/keyword weights, daily files decay, ``min_score`` is judged on the
-fused score or the keyword evidence, and ``mmr_lambda`` diversifies. Implementations are thread-safe.
+union is min-max fused with the vector/keyword weights, daily files decay down to a floor, ``min_score``
+is judged on the fused score or the keyword evidence, and ``mmr_lambda`` diversifies. Implementations are
+thread-safe.
 
 Implementations: :class:`~contextmem.memory.sqlite_index.SqliteMemoryIndex` (default, one file) and
 :class:`~contextmem.memory.pg_index.PgMemoryIndex` (PostgreSQL + pgvector, many hosts), both on the shared

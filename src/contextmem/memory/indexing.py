@@ -56,6 +56,7 @@ class IndexOptions(TypedDict, total=False):
     vector_weight: float  # default 0.7
     keyword_weight: float  # default 0.3
     half_life_days: float  # of daily files' decay; default 30
+    decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
     chunk_chars: int  # default 1200
     snippet_chars: int  # default 700
@@ -68,6 +69,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "vector_weight": settings.vector_weight,
         "keyword_weight": settings.keyword_weight,
         "half_life_days": settings.daily_half_life_days,
+        "decay_floor": settings.daily_decay_floor,
     }
 
 
@@ -86,6 +88,7 @@ class BaseMemoryIndex(ABC):
         vector_weight: float = 0.7,
         keyword_weight: float = 0.3,
         half_life_days: float = 30.0,
+        decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
         chunk_chars: int = 1200,
         snippet_chars: int = 700,
@@ -96,12 +99,17 @@ class BaseMemoryIndex(ABC):
                 f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 "
                 "and not both 0. Fix: e.g. 0.7 and 0.3"
             )
+        if not 0 <= decay_floor < 1:
+            raise ConfigError(
+                f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
+            )
         self.workspace = workspace
         self.namespace = workspace.namespace
         self.embedder = embedder
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
         self.half_life_days = half_life_days
+        self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
         self.chunk_chars = chunk_chars
         self.snippet_chars = snippet_chars
@@ -222,6 +230,7 @@ class BaseMemoryIndex(ABC):
                 keyword_weight=self.keyword_weight if mode != "vector" else 0.0,
                 today=today,
                 half_life_days=self.half_life_days,
+                decay_floor=self.decay_floor,
                 min_score=min_score,
                 named_days=named,
                 naming_chunks=naming,

@@ -4,6 +4,8 @@ Both components are min-max normalised over the candidate set (the union of the 
 lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the model's cosine range or
 the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the keyword part and cost
 8 points of recall@5 on MADial-Bench). Daily files then decay with a half-life; core memory does not.
+Only a daily score's recency share decays (``decay_floor``, default 0.8 in the index): under the bare
+exponential a year-old exact answer kept 2**-12 of its score and any recent near-miss outranked it.
 
 A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2026-03-14``, or one
 relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
@@ -55,12 +57,15 @@ def _minmax(values: Sequence[float | None]) -> list[float]:
     return out
 
 
-def decay_factor(day: date | None, today: date, half_life_days: float) -> float:
-    """``0.5 ** (age / half_life)`` for a daily file's day; 1.0 for undated (core) memory or the future."""
+def decay_factor(day: date | None, today: date, half_life_days: float, floor: float = 0.0) -> float:
+    """``floor + (1 - floor) * 0.5 ** (age / half_life)`` for a daily file's day; 1.0 for undated (core)
+    memory or the future. Invariant: ``floor <= factor <= 1``, non-increasing in age; ``floor=0`` is the
+    plain exponential, whose factor for a year-old day (2**-12) lets any recent sliver of similarity
+    outrank the exact answer."""
     if day is None:
         return 1.0
     age = (today - day).days
-    return 1.0 if age <= 0 else math.pow(0.5, age / half_life_days)
+    return 1.0 if age <= 0 else floor + (1.0 - floor) * math.pow(0.5, age / half_life_days)
 
 
 class Ranking(TypedDict):
@@ -72,6 +77,7 @@ class Ranking(TypedDict):
     keyword_weight: float
     today: date
     half_life_days: float
+    decay_floor: NotRequired[float]  # the share of a score decay never takes; default 0
     named_days: NotRequired[Collection[date]]
     naming_chunks: NotRequired[Collection[int]]
 
@@ -85,6 +91,7 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     """
     vector_weight, keyword_weight = ranking["vector_weight"], ranking["keyword_weight"]
     today, half_life_days = ranking["today"], ranking["half_life_days"]
+    floor = ranking.get("decay_floor", 0.0)
     named_days = ranking.get("named_days", frozenset())
     naming = ranking.get("naming_chunks", frozenset())
     total = vector_weight + keyword_weight
@@ -96,7 +103,7 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     for cand, v, k in zip(candidates, vec, kw, strict=True):
         base = (vector_weight * v + keyword_weight * k) / total
         named = cand.day in named_days or cand.chunk_id in naming
-        score = base if named else base * decay_factor(cand.day, today, half_life_days)
+        score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
         scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k))
     scored.sort(key=lambda c: (c.day not in named_days and c.chunk_id not in naming, -c.score, c.chunk_id))
     return scored
