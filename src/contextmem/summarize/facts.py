@@ -66,8 +66,8 @@ __all__ = [
 NEW_SHARE = 0.05
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score
 (~140 tokens of a 2,800-token summary). A quarter kept 0.5-3.7 points fewer answers on each of the four
-dev sets; a tenth kept 0.5-2.2 fewer than a twentieth on all four and on a third draw of both sets
-built only to settle this (``bench/results/compaction_facts.md``)."""
+dev sets; a tenth kept 0-2.2 fewer than a twentieth on those four (level on one) and 0.5-2.0 fewer on a
+third draw of both sets built only to settle this (``bench/results/compaction_facts.md``)."""
 MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
