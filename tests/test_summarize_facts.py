@@ -24,7 +24,16 @@ from contextmem.summarize.facts import (
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
 from contextmem.summarize.recall import every_nth, kept_answers, most_recent
-from contextmem.summarize.salience import ADVICE, compress, header_date, rarity, salience, speaker_prefix
+from contextmem.summarize.salience import (
+    ADVICE,
+    compress,
+    content_tokens,
+    header_date,
+    rarity,
+    salience,
+    speaker_prefix,
+    trim_clauses,
+)
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 
@@ -119,6 +128,83 @@ def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:
     assert compress("Guess what the answer is.") == "Guess what the answer is."
     rare = rarity([told])
     assert salience(told, rare) == salience(told.replace("something", "Something"), rare)
+
+
+def test_a_later_clause_that_says_what_every_story_says_goes() -> None:
+    """MADial's memories each end in how the teller felt (", and felt very happy", "，感到非常开心"); the
+    synthetic friends add ", wish me luck": words the rest of the conversation uses too. Dropping such
+    clauses kept 1.9-2.5 more answers in the view of each MADial-derived draw
+    (``bench/results/compaction_facts.md``)."""
+    corpus = [
+        "I saw the red pandas at the zoo, and felt very happy.",
+        "We flew a kite at the beach, and felt very happy.",
+        "我在动物园看到了大熊猫，感到非常开心。",
+        "我和爸爸去海边放风筝，感到非常开心。",
+        "I signed up for the pottery class, wish me luck.",
+        "I signed up for the bake sale, wish me luck.",
+    ]
+    rare = rarity(corpus)
+    assert trim_clauses(corpus[0], rare) == "I saw the red pandas at the zoo."
+    assert trim_clauses(corpus[2], rare) == "我在动物园看到了大熊猫。"
+    assert trim_clauses(corpus[4], rare) == "I signed up for the pottery class."
+    assert trim_clauses("How was it, and did you feel very happy?", rare) == "How was it?"
+    # A comma inside a number ends no clause, and what stays is the sentence's own text.
+    assert trim_clauses("I paid 1,200 dollars, and felt very happy.", rare) == "I paid 1,200 dollars."
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I finally booked the trip, we're flying to Porto.",  # a name
+        "The tickets were expensive, 167 each.",  # a number
+        "The zoo was closed, open again on Sunday.",  # a day
+        'I read a book, "Pachinko".',  # a title
+        "The deploy failed, see OPS-4791.",  # an identifier
+        "我终于订好了机票，要去青岛看海。",  # 青岛 is said nowhere else
+    ],
+)
+def test_a_later_clause_that_names_something_or_says_something_new_stays(sentence: str) -> None:
+    # Every word of the later clause also occurs elsewhere, except where the clause says something new.
+    tail = sentence.replace("，", ",").split(",", 1)[1]
+    rare = rarity([sentence, tail, tail + " again", "I finally booked the trip"])
+    if sentence.startswith("我"):
+        rare = rarity([sentence, "我终于订好了机票，要去看海。", "要去看海吧"])
+    assert trim_clauses(sentence, rare) == sentence
+
+
+def test_the_summary_trims_new_sentences_and_keeps_the_facts() -> None:
+    messages = chat(
+        "We adopted a puppy named Biscuit, and felt very happy.",
+        "That's great, I felt very happy for you.",
+        "My sister Priya moved to Lisbon, and felt very happy.",
+        "Oh nice, and felt very happy too.",
+    )
+    text = summarize(messages)
+    assert "We adopted a puppy named Biscuit." in text and "Priya moved to Lisbon." in text
+    assert "Biscuit, and felt" not in text
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(FACTS + CHAT + [", and felt very happy", "，感到非常开心", ", wish me luck"]),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.sampled_from(FACTS + CHAT), max_size=6),
+)
+def test_trimming_keeps_the_first_clause_and_only_the_sentences_own_words(
+    parts: list[str], others: list[str]
+) -> None:
+    sentence = "".join(parts).strip(" ,，") or "x"
+    rare = rarity([sentence, *others])
+    trimmed = trim_clauses(sentence, rare)
+    first = sentence.replace("，", ",").split(",")[0].rstrip(".!?。！？")
+    assert trimmed.replace("，", ",").startswith(first)
+    assert len(trimmed) <= len(sentence)
+    assert set(content_tokens(trimmed)) <= set(content_tokens(sentence))
+    assert trim_clauses(trimmed, rare) == trimmed
+    assert trim_clauses(sentence, rarity([sentence])) == sentence  # nothing is said elsewhere: all new
 
 
 def test_session_headers_and_speakers() -> None:

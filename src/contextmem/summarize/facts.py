@@ -12,6 +12,9 @@ every new one. Then:
 1. **De-duplicated**: a fact whose content another, newer fact already states (its content tokens all
    in the other's) is dropped; what it said survives in the newer one. So is a question answered right
    after it: the answer is the fact.
+   A new sentence then loses the later clauses that say only what the rest of the compaction says too
+   and name nothing (", and I felt very happy", "，感到非常开心": :func:`~.salience.trim_clauses`): the
+   room they took holds other facts.
 2. **Selected** within the token budget by salience per (discounted, :data:`LENGTH_DISCOUNT`) token,
    after a reserve: the new facts' best fill at least :data:`NEW_SHARE` of the budget first, so the
    newest facts survive re-compression.
@@ -50,6 +53,7 @@ from .salience import (
     sentences,
     speaker_prefix,
     speakers_of,
+    trim_clauses,
 )
 
 __all__ = [
@@ -439,6 +443,11 @@ def _choose(old: list[Fact], new: list[Fact], **sizing: Unpack[Sizing]) -> list[
     """Steps 1 and 2 of the module docstring over ``old`` (previous summary) and ``new`` facts."""
     pool = _dedupe(old + new)
     rare = rarity(f.text for f in pool)
+    # A new sentence's later clauses that add nothing go (the previous summary's were trimmed already).
+    pool = [
+        replace(f, text=trim_clauses(f.text, rare)) if f.new and not _TOOL_LINE.match(f.text) else f
+        for f in pool
+    ]
     identifiers = [e.value for e in sizing["ledger"]]
     scored = [replace(f, score=salience(f.text, rare, identifiers=identifiers) * _weight(f)) for f in pool]
     return _select(scored, sizing["budget"], sizing["counter"], sizing["lang"])

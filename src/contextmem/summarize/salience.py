@@ -1,13 +1,14 @@
 """What makes a sentence worth keeping (issue 17): the things people later ask about.
 
 Pure functions over text, English and Chinese alike. A message is split into sentences; each sentence is
-lightly compressed (leading interjections and laughter stripped — never reworded) and scored by the
-kinds of content questions ask for: names (capitalised words that are not sentence furniture, quoted
-titles, 《书名》), numbers, dates, identifiers (``OPS-4791``), preferences ("I like / my favourite", 喜欢),
-commitments and plans ("I will", "next week", 打算, 计划), decisions, outcomes and errors, what someone
-marks as worth remembering ("for the record", ``NOTE:``, 顺便记一下), and words that are rare in the
-conversation (chit-chat repeats itself; a fact names something once). The section a sentence belongs in
-(Goal, Constraints, Progress, Key decisions, Next steps, Critical context) is picked by cue words.
+lightly compressed (leading interjections and laughter stripped, and later clauses that say nothing the
+rest of the conversation does not — never reworded) and scored by the kinds of content questions ask
+for: names (capitalised words that are not sentence furniture, quoted titles, 《书名》), numbers, dates,
+identifiers (``OPS-4791``), preferences ("I like / my favourite", 喜欢), commitments and plans ("I will",
+"next week", 打算, 计划), decisions, outcomes and errors, what someone marks as worth remembering ("for the
+record", ``NOTE:``, 顺便记一下), and words that are rare in the conversation (chit-chat repeats itself; a
+fact names something once). The section a sentence belongs in (Goal, Constraints, Progress, Key
+decisions, Next steps, Critical context) is picked by cue words.
 
 Also here: who said a message (a ``Name:`` prefix, as multi-party transcripts write it) and which date a
 session is on (a short header line holding a full date), so facts can be attributed and anchored.
@@ -15,6 +16,7 @@ session is on (a short header line holding a full date), so facts can be attribu
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -31,6 +33,7 @@ __all__ = [
     "sentences",
     "speaker_prefix",
     "speakers_of",
+    "trim_clauses",
 ]
 
 
@@ -173,7 +176,8 @@ _FILLER_HEAD = re.compile(
     # A greeting only when punctuation closes it: "Morning meetings start at 9" keeps its first word.
     r"|^(?:(?:good )?(?:morning|afternoon|evening)|hello|hi there|hey there|greetings)"
     r"(?:[\s,]+(?:all|everyone|team|folks))?\s*[,!.…~]+\s*"
-    r"|^(?:早上好|早安|上午好|下午好|晚上好|你好|您好|大家好)[，,！!。…~\s]*",
+    r"|^(?:早上好|早安|上午好|下午好|晚上好|你好|您好|大家好)[，,！!。…~\s]*"
+    r"|^(?:哈喽|哈啰|嗨)+(?:[，,！!。…~\s]+|$)",  # 嗨皮 ("happy") is no greeting
     re.I,
 )
 _FILLER_ANY = re.compile(r"\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*|[\s,，]*哈哈+[！!。]*", re.I)
@@ -233,6 +237,38 @@ def compress(sentence: str) -> str:
     text = text.strip(" ,，~")
     if text and text[0].islower() and sentence[:1].isupper():
         text = text[0].upper() + text[1:]
+    return text
+
+
+# Where a clause ends: a Chinese comma or semicolon, or an English one before a space ("1,200" is a number).
+_CLAUSE_END = re.compile(r"[，；]\s*|[,;]\s+")
+
+
+def trim_clauses(sentence: str, rare: dict[str, float]) -> str:
+    """``sentence`` without the later clauses that say nothing the rest of the conversation does not
+    (", and I felt very happy", "，感到非常开心", ", wish me luck"): every content word of such a clause
+    occurs in another sentence of ``rare``'s corpus (:func:`rarity`), and it names nothing — no name,
+    number, date or day, quoted title or identifier. The first clause always stays; what is kept is the
+    sentence's own text, in its order, and it ends the way the sentence did."""
+    cuts = [0, *(m.end() for m in _CLAUSE_END.finditer(sentence)), len(sentence)]
+    clauses = [sentence[a:b] for a, b in itertools.pairwise(cuts) if a < b]
+    kept = clauses[:1] + [
+        c
+        for c in clauses[1:]
+        if _names(c)
+        or _NUMBER.search(c)
+        or DATE.search(c)
+        or _PARTIAL_DATE.search(c)
+        or QUOTED.search(c)
+        or _IDENTIFIER.search(c)
+        or any(rare.get(t, 1.0) >= 1.0 for t in content_tokens(c))  # a word no other sentence uses
+    ]
+    if len(kept) == len(clauses):
+        return sentence
+    text = "".join(kept).rstrip()
+    if text[-1] in "，,；;":
+        end = sentence.rstrip()[-1]
+        text = text[:-1] + (end if end in "。！？.!?…" else "。" if text[-1] in "，；" else ".")
     return text
 
 
