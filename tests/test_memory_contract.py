@@ -317,7 +317,10 @@ def test_postgres_memory_migrations_share_the_runner_table_with_the_session_stor
             "SELECT component, version, name FROM cm_schema_migrations ORDER BY component, version"
         ).fetchall()
         assert ("memory", 1, "initial") in rows and ("sessions", 1, "initial") in rows
-        assert len([r for r in rows if r[0] == "memory"]) == 1
+        assert [r for r in rows if r[0] == "memory"] == [
+            ("memory", 1, "initial"),
+            ("memory", 2, "sparse_terms"),
+        ]
         conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
     with pytest.raises(StoreError, match="schema version 99"):
         PgMemoryIndex(Workspace(tmp_path), HashEmbedder(DIM), pg_dsn)

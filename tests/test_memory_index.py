@@ -342,7 +342,11 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
     assert index.sync().added == ["MEMORY.md"] and embedder.passages == []
     assert _paths(index, "alpha", mode="keyword") == [("MEMORY.md", 1, 2)]
     assert index.check().ok
-    assert _memory_migrations(db_path) == [(1, "initial (adopted)"), (2, "fts_per_namespace")]
+    assert _memory_migrations(db_path) == [
+        (1, "initial (adopted)"),
+        (2, "fts_per_namespace"),
+        (3, "sparse_terms"),
+    ]
 
 
 def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: Path) -> None:
@@ -359,9 +363,14 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
     first.close()
     with sqlite3.connect(db_path) as db:  # back to what the old scheme left: no migration table
         db.execute("DROP TABLE cm_schema_migrations")
+        db.execute("DROP TABLE sparse_terms")
     embedder.passages.clear()
     index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
-    assert _memory_migrations(db_path) == [(1, "initial (adopted)"), (2, "fts_per_namespace (adopted)")]
+    assert _memory_migrations(db_path) == [
+        (1, "initial (adopted)"),
+        (2, "fts_per_namespace (adopted)"),
+        (3, "sparse_terms"),
+    ]
     assert not index.sync().changed and embedder.passages == []
     assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]
     assert index.check().ok

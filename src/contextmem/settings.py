@@ -109,6 +109,9 @@ class Settings(BaseModel):
     # Long-term memory (M2, M4) and sessions (S1)
     vector_weight: float = Field(0.7, ge=0, le=1)
     keyword_weight: float = Field(0.3, ge=0, le=1)
+    sparse_weight: float = Field(
+        0.3, ge=0, le=1, description="Weight of the embedder's sparse head in hybrid search (0: not used)"
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

