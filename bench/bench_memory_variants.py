@@ -284,6 +284,18 @@ VARIANTS: dict[str, Variant] = {
         )
         for w in (0.0, 0.2, 0.5)
     },
+    "shipped, the default candidate pool (max(50, 4k) = 50 per retriever)": (
+        "plain",
+        _SAME,
+        {"candidates": None},
+        None,
+    ),
+    "shipped, sparse_weight 0.0, the default candidate pool": (
+        "plain",
+        _SAME,
+        {"candidates": None, "sparse_weight": 0.0},
+        None,
+    ),
 }
 
 
@@ -350,11 +362,12 @@ def evaluate(
     half_life = options.pop("half_life", half_life)
     floor = options.pop("decay_floor", floor)
     sparse_weight = options.pop("sparse_weight", SPARSE_WEIGHT)
+    pool = options.pop("candidates", POOL)  # None: the library's default, max(50, 4k)
     results = []
     for index, q in queries:
         index.half_life_days, index.decay_floor = half_life, floor
         index.sparse_weight = sparse_weight if index.sparse is not None else 0.0
-        hits = index.search(q.query, POOL if rerank else max(KS), candidates=POOL, sync=False, **options)
+        hits = index.search(q.query, POOL if rerank else max(KS), candidates=pool, sync=False, **options)
         results.append(QueryResult(q, rerank(index, q.query, hits)[: max(KS)] if rerank else hits, 0.0))
     report = score(results, KS)
     return {

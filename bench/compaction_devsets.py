@@ -17,7 +17,8 @@ Two sets, both deterministic:
 MADial, each memory told inside another of the user's dialogues, at other places, with other answer spans):
 a change tuned on the first two counts only if it holds on these. ``*-heldout2`` is a third draw, built
 when a constant had been compared on both earlier draws and needed data it had not been chosen on;
-``*-heldout3`` a fourth, built to check a change chosen on the first three (the clause trimming of stop 24).
+``*-heldout3`` a fourth, built to check a change chosen on the first three (the clause trimming of stop 24),
+``*-heldout4`` a fifth, built to check the assistant weight of stop 25 (chosen on the first three).
 
 Not built from LoCoMo (the held-out benchmark). Run: python bench/compaction_devsets.py
 """
@@ -529,7 +530,7 @@ def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
 
 
 def main() -> None:
-    for draw, suffix in ((0, ""), (1, "-heldout"), (2, "-heldout2"), (3, "-heldout3")):
+    for draw, suffix in ((0, ""), (1, "-heldout"), (2, "-heldout2"), (3, "-heldout3"), (4, "-heldout4")):
         for seed in range(11 + 20 * draw, 14 + 20 * draw):
             synthetic_conversation(seed, zh=False).write(OUT / f"synthetic{suffix}")
             synthetic_conversation(seed + 10, zh=True).write(OUT / f"synthetic{suffix}")

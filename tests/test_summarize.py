@@ -389,8 +389,8 @@ async def test_a_section_the_reply_lacks_is_the_drafts(dropped: list[str]) -> No
     _, got = parse_sections(summary.text)
     assert list(got) == list(SECTION_KEYS)  # every header, in order
     for key in SECTION_KEYS:
-        if key in dropped:
-            assert got[key] == draft[key]
+        if key in dropped:  # the same facts; a fact the short draft had no room for is merged back first
+            assert sorted(got[key].splitlines()) == sorted(draft[key].splitlines())
         else:
             assert sections[key] in got[key]
 

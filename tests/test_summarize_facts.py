@@ -29,6 +29,7 @@ from contextmem.summarize.salience import (
     compress,
     content_tokens,
     header_date,
+    names_something,
     rarity,
     salience,
     speaker_prefix,
@@ -372,6 +373,54 @@ def test_what_a_tool_printed_counts_less_than_what_was_said() -> None:
     assert printed in text and said not in text
 
 
+REMARKS = (
+    "Quiet progress often stays invisible until much later.",
+    "Gentle practice slowly builds surprising confidence over time.",
+)
+
+
+GOAL = (user("We are planning the garden party for Saturday."),)
+
+
+def _one_of(first: Message, second: Message, opening: tuple[Message, ...] = GOAL) -> str:
+    """The summary of ``opening`` (which sets the goal) and two sentences, in room for one of them."""
+    budget = COUNTER.count_text(summarize(list(opening), budget=10_000)) + 20
+    return summarize([*opening, first, second], budget=budget)
+
+
+def test_an_assistants_remark_counts_less_than_what_the_user_said() -> None:
+    a, b = REMARKS
+    assert a in _one_of(assistant(b), user(a)) and b not in _one_of(assistant(b), user(a))
+    assert b in _one_of(assistant(a), user(b)) and a not in _one_of(assistant(a), user(b))
+
+
+def test_named_parties_of_a_transcript_count_alike_whatever_their_role() -> None:
+    """Two people in a transcript (``Name:`` prefixes) are no user and assistant: role changes nothing."""
+    a, b = REMARKS
+    opening = (user("Felix: We are planning the garden party for Saturday."), assistant("Lena: Lovely!"))
+    kept = _one_of(assistant(f"Lena: {b}"), user(f"Felix: {a}"), opening)
+    swapped = _one_of(assistant(f"Felix: {a}"), user(f"Lena: {b}"), opening)
+    assert (a in kept) == (a in swapped) and (b in kept) == (b in swapped) and (a in kept) != (b in kept)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "named"),
+    [
+        ("Progress is often silent, and we need to observe it.", False),
+        ("Drawing is a skill that anyone can learn.", False),
+        ("We picked pg-billing-02 for the new database.", True),
+        ("The release moved to 14 June.", True),
+        ("It was Priya who owns the rollback.", True),
+        ("Priya owns the rollback.", False),  # a sentence's first word is not taken for a name
+        ('I read "Robinson Crusoe" again.', True),
+        ("我们把预算定在500元。", True),
+        ("进步往往是无声的。", False),
+    ],
+)
+def test_what_names_something(sentence: str, named: bool) -> None:
+    assert names_something(sentence, first_word=False) is named
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(FACTS), st.lists(st.integers(100, 10**9), min_size=1, max_size=12))
 def test_numbers_count_once_as_numbers_not_again_as_rare_words(sentence: str, numbers: list[int]) -> None:
@@ -607,3 +656,20 @@ def test_a_question_set_line_without_an_answer_is_named_by_file_and_line(tmp_pat
     qa.write_text('{"question": "q", "answer": "a"}\n{"question": "no answer"}\n', encoding="utf-8")
     with pytest.raises(JsonlLineError, match=r"qa\.jsonl:2"):
         load_questions(qa)
+
+
+async def test_a_models_reply_is_merged_with_the_assistants_remarks_still_counting_half() -> None:
+    """The reply is text, which records no role: the merge still knows which draft sentences an
+    assistant said (``Sizing.voiced``), so the model path keeps what the extractive one keeps."""
+    a, b = REMARKS
+    for said_by_assistant, said_by_user in ((a, b), (b, a)):
+        messages = [*GOAL, assistant(said_by_assistant), user(said_by_user)]
+        reply = f"## Next steps\n- {GOAL[0].content}\n\n## Critical context\n- {a}\n- {b}"
+        for max_tokens in range(80, 400, 4):  # the first budget that holds one remark holds the user's
+            summary = await Summarizer(ScriptedLLM.of(reply), COUNTER, max_tokens=max_tokens).summarize(
+                None, messages
+            )
+            if said_by_user in summary.text or said_by_assistant in summary.text:
+                break
+        assert summary.source == "llm"
+        assert said_by_user in summary.text and said_by_assistant not in summary.text

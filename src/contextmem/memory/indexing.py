@@ -4,8 +4,8 @@
 sync (:func:`.sync.plan_sync`), splits it into parts of whole files (:meth:`.sync.SyncPlan.parts`), and for
 each part embeds what no stored vector (and, with a sparse head, no stored terms) covers and hands the
 part to the backend to apply in one transaction, so an interrupted sync keeps the parts already
-committed; it asks the backend for keyword
-and vector candidates and ranks them (:mod:`.ranking`); it checks the files against the stored chunks
+committed; it asks the backend for keyword and vector candidates (and their stored sparse terms) and
+ranks them (:mod:`.ranking`); it checks the files against the stored chunks
 (:func:`.sync.check_file_chunks`) and repairs by rebuilding. A backend (:mod:`.sqlite_index`,
 :mod:`.pg_index`) only stores and retrieves: the methods under "storage hooks" below, each run with the
 index's lock held.

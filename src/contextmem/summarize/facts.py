@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import TypedDict, Unpack
+from typing import NotRequired, TypedDict, Unpack
 
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
@@ -47,6 +47,7 @@ from .salience import (
     compress,
     content_tokens,
     header_date,
+    names_something,
     rarity,
     salience,
     section_of,
@@ -65,6 +66,7 @@ __all__ = [
     "fresh_draft",
     "merge_facts",
     "session_date",
+    "voiced",
 ]
 
 NEW_SHARE = 0.05
@@ -88,6 +90,15 @@ TOOL_WEIGHT = 0.5
 """What a tool printed counts this much of what a person said: it can be read again (the archive, the
 offloaded result, running the tool again); what the user said exists only in the conversation. A line the
 tool marks as a note (``# NOTE: ...``) counts in full."""
+ASSISTANT_WEIGHT = 0.5
+"""What an assistant's sentence that names nothing (no name, number, date, title or identifier:
+:func:`~.salience.names_something`) counts of a person's: its commentary and advice ("Progress is often
+silent", "Drawing is a skill anyone can learn") are made from what was said, or from general knowledge,
+and later questions ask what the user said and what was decided. An assistant's sentence that names
+something counts in full, and so does every party of a transcript whose turns carry ``Name:`` prefixes
+(two people, not a user and an assistant). On five MADial draws 0.5 kept 0.5-3.0 points more answers
+(chosen on the first three; synthetic sets, whose speakers are named, unchanged); lower weights kept
+more still, because the dev sets put every answer in a user's line: not a reason to go lower."""
 TOOL_ARROW = " → "  # ``run_tests → FAILED test_login``: a tool's line, in the summary as in the facts
 _TOOL_LINE = re.compile(rf"^[\w.:-]{{1,64}}{TOOL_ARROW}")
 TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are built: kept as written
@@ -112,6 +123,7 @@ class Fact:
     date: str | None = None
     new: bool = True
     otherwise: str = "context"  # a Goal candidate's section when it is not kept as a goal
+    assistant: bool = False  # said by the assistant (new facts only: a summary does not record it)
 
     def item(self) -> str:
         """The fact as a summary item that stands alone: ``[8 May 2023] Caroline: text``."""
@@ -172,7 +184,8 @@ def facts_from_messages(
     section of its own (a decision, a constraint, ...)."""
     errors = [e.value for e in ledger if e.kind == "error"]
     known = frozenset(known)
-    raw: list[tuple[str, str, str | None, str | None, str]] = []  # text, section, speaker, date, otherwise
+    raw: list[tuple[str, str, str | None, str | None, str, bool]] = []  # text, section, speaker, date,
+    # otherwise, said by the assistant
     texts = [redact_secrets(text_of(m.content), known) for m in messages]
     names = speakers_of(t for m, t in zip(messages, texts, strict=True) if not isinstance(m, ToolMessage))
     names |= frozenset(speakers)
@@ -182,11 +195,12 @@ def facts_from_messages(
         if isinstance(m, ToolMessage):
             label = f"{m.name or tools.get(m.tool_call_id) or 'tool'}{TOOL_ARROW}"
             raw.extend(
-                (label + line, section, TOOL, date, "context")
+                (label + line, section, TOOL, date, "context", False)
                 for line, section in _tool_outcome(text, errors)
             )
             continue
         who, said_text = speaker_prefix(text, names)
+        voice = isinstance(m, AssistantMessage) and who is None  # not a named party of a transcript
         who = who or m.name
         from_user = isinstance(m, UserMessage)
         said: list[str] = []
@@ -205,15 +219,23 @@ def facts_from_messages(
             asks = REQUEST.search(s) is not None
             plain = section == "context" and not s.rstrip().endswith(("?", "？"))  # not a decision, ...
             goal = from_user and (asks or (first_user and n == 0 and plain)) and (not asks or _says_what(s))
-            raw.append((s, "goal" if goal else section, who, date, section))
+            raw.append((s, "goal" if goal else section, who, date, section, voice))
         first_user = first_user and not (from_user and said)
     facts = []
-    for i, (s, section, who, when, otherwise) in enumerate(raw):
+    for i, (s, section, who, when, otherwise, role) in enumerate(raw):
         text = _cap(s if who is TOOL else compress(s))
         if text and text.lower() not in _NONE_ITEMS:
             speaker = None if who is TOOL else who
-            facts.append(Fact(text, section, 0.0, start + i, speaker, when, otherwise=otherwise))
+            facts.append(
+                Fact(text, section, 0.0, start + i, speaker, when, otherwise=otherwise, assistant=role)
+            )
     return facts
+
+
+def voiced(messages: Sequence[Message], ledger: Ledger, known: Iterable[str]) -> frozenset[str]:
+    """The texts of the facts of ``messages`` an assistant said (see :data:`ASSISTANT_WEIGHT`), for
+    :data:`Sizing` ``voiced``."""
+    return frozenset(f.text for f in facts_from_messages(messages, ledger, known) if f.assistant)
 
 
 def _says_what(request: str) -> bool:
@@ -259,6 +281,8 @@ def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
 
 def _weight(fact: Fact) -> float:
     """:data:`TOOL_WEIGHT` for a tool's line (new, or back from the previous summary), else 1."""
+    if fact.assistant and not names_something(fact.text, first_word=False):
+        return ASSISTANT_WEIGHT
     return TOOL_WEIGHT if _TOOL_LINE.match(fact.text) and not NOTED.search(fact.text) else 1.0
 
 
@@ -386,6 +410,9 @@ class Sizing(TypedDict):
     lang: Lang
     budget: int
     counter: TextCounter
+    voiced: NotRequired[frozenset[str]]
+    """Sentences an assistant said that facts parsed back from text should count as such
+    (:data:`ASSISTANT_WEIGHT`, :func:`voiced`): a model's reply is merged as text, which records no role."""
 
 
 def compact_facts(
@@ -441,7 +468,8 @@ def merge_facts(previous: str | None, newer: str, **sizing: Unpack[Sizing]) -> s
 
 def _choose(old: list[Fact], new: list[Fact], **sizing: Unpack[Sizing]) -> list[Fact]:
     """Steps 1 and 2 of the module docstring over ``old`` (previous summary) and ``new`` facts."""
-    pool = _dedupe(old + new)
+    voiced_texts = sizing.get("voiced", frozenset())
+    pool = [replace(f, assistant=True) if f.text in voiced_texts else f for f in _dedupe(old + new)]
     rare = rarity(f.text for f in pool)
     # A new sentence's later clauses that add nothing go (the previous summary's were trimmed already).
     pool = [

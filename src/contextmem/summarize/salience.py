@@ -27,6 +27,7 @@ __all__ = [
     "content_tokens",
     "cue",
     "header_date",
+    "names_something",
     "rarity",
     "salience",
     "section_of",
@@ -244,6 +245,25 @@ def compress(sentence: str) -> str:
 _CLAUSE_END = re.compile(r"[，；]\s*|[,;]\s+")
 
 
+def names_something(text: str, *, first_word: bool = True) -> bool:
+    """Whether ``text`` names something a question could ask for: a name, number, date or day, quoted title
+    or identifier. ``first_word=False``: a capitalised first word is not taken for a name (every English
+    sentence has one; so "Priya owns the rollback" names nothing that way)."""
+    if not first_word:
+        text = _FIRST_WORD.sub("", text, count=1)
+    return bool(
+        _names(text)
+        or _NUMBER.search(text)
+        or DATE.search(text)
+        or _PARTIAL_DATE.search(text)
+        or QUOTED.search(text)
+        or _IDENTIFIER.search(text)
+    )
+
+
+_FIRST_WORD = re.compile(r"^[^\w]*[A-Z][\w'’-]*")
+
+
 def trim_clauses(sentence: str, rare: dict[str, float]) -> str:
     """``sentence`` without the later clauses that say nothing the rest of the conversation does not
     (", and I felt very happy", "，感到非常开心", ", wish me luck"): every content word of such a clause
@@ -255,12 +275,7 @@ def trim_clauses(sentence: str, rare: dict[str, float]) -> str:
     kept = clauses[:1] + [
         c
         for c in clauses[1:]
-        if _names(c)
-        or _NUMBER.search(c)
-        or DATE.search(c)
-        or _PARTIAL_DATE.search(c)
-        or QUOTED.search(c)
-        or _IDENTIFIER.search(c)
+        if names_something(c)
         or any(rare.get(t, 1.0) >= 1.0 for t in content_tokens(c))  # a word no other sentence uses
     ]
     if len(kept) == len(clauses):

@@ -41,7 +41,7 @@ from ..messages import Message, text_of
 from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
-from .facts import Sizing, fresh_draft, merge_facts
+from .facts import Sizing, fresh_draft, merge_facts, voiced
 from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, secrets_in
 from .prompts import Lang, detect_language, render_transcript, summary_prompt
 from .revise import revise
@@ -340,7 +340,13 @@ class Summarizer:
             return None, str(exc)
         except LLMError as exc:
             return None, f"{type(exc).__name__}: {exc}"
-        sizing: Sizing = {"ledger": frame.ledger, "lang": lang, "budget": budget, "counter": self.counter}
+        sizing: Sizing = {
+            "ledger": frame.ledger,
+            "lang": lang,
+            "budget": budget,
+            "counter": self.counter,
+            "voiced": voiced(messages, frame.ledger, secrets),  # the reply is text: no roles in it
+        }
         revision = revise(
             text_of(reply.message.content),
             shown,
