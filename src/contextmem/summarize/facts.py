@@ -123,7 +123,7 @@ class Fact:
     date: str | None = None
     new: bool = True
     otherwise: str = "context"  # a Goal candidate's section when it is not kept as a goal
-    assistant: bool = False  # said by the assistant (new facts only: a summary does not record it)
+    assistant: bool = False  # said by an assistant: known for new facts, and through ``Sizing.voiced``
 
     def item(self) -> str:
         """The fact as a summary item that stands alone: ``[8 May 2023] Caroline: text``."""
@@ -184,8 +184,8 @@ def facts_from_messages(
     section of its own (a decision, a constraint, ...)."""
     errors = [e.value for e in ledger if e.kind == "error"]
     known = frozenset(known)
-    raw: list[tuple[str, str, str | None, str | None, str, bool]] = []  # text, section, speaker, date,
-    # otherwise, said by the assistant
+    # text, section, speaker, date, otherwise, said by an (unnamed) assistant
+    raw: list[tuple[str, str, str | None, str | None, str, bool]] = []
     texts = [redact_secrets(text_of(m.content), known) for m in messages]
     names = speakers_of(t for m, t in zip(messages, texts, strict=True) if not isinstance(m, ToolMessage))
     names |= frozenset(speakers)
@@ -280,7 +280,8 @@ def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
 
 
 def _weight(fact: Fact) -> float:
-    """:data:`TOOL_WEIGHT` for a tool's line (new, or back from the previous summary), else 1."""
+    """:data:`ASSISTANT_WEIGHT` for an assistant's sentence that names nothing, :data:`TOOL_WEIGHT` for a
+    tool's line (new, or back from the previous summary), else 1."""
     if fact.assistant and not names_something(fact.text, first_word=False):
         return ASSISTANT_WEIGHT
     return TOOL_WEIGHT if _TOOL_LINE.match(fact.text) and not NOTED.search(fact.text) else 1.0
