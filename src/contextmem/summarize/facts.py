@@ -6,8 +6,9 @@ and scored by :func:`~.salience.salience`; each becomes a :class:`Fact` with its
 session header seen, :func:`~.salience.header_date`). A tool result gives its outcome instead, verbatim
 and labelled with the tool (``run_tests → 3 failed``): the lines it marks as notes, its last error lines,
 else its last line; such a line counts :data:`TOOL_WEIGHT` of what a person said, in every re-compression
-(the label says where it came from). The previous summary's items come back as facts too, older than
-every new one. Then:
+(the label says where it came from), and an assistant's sentence that names nothing counts
+:data:`ASSISTANT_WEIGHT`. The previous summary's items come back as facts too, older than every new one.
+Then:
 
 1. **De-duplicated**: a fact whose content another, newer fact already states (its content tokens all
    in the other's) is dropped; what it said survives in the newer one. So is a question answered right
