@@ -45,6 +45,7 @@ from contextmem.memory.evaluate import LabelledQuery, QueryResult, Relevant, lab
 from contextmem.memory.ranking import Candidate, combine, decay_factor, passes_min_score
 from contextmem.memory.text import Chunk, content_hash
 from contextmem.memory.workspace import daily_date
+from contextmem.settings import Settings
 
 KS = (1, 5, 10)
 
@@ -76,7 +77,8 @@ def _fusion(rank: Callable[..., list[Candidate]]) -> Patch:
         **kw: Any,
     ) -> list[Candidate]:
         min_score, named = kw.pop("min_score"), kw.get("named_days", frozenset())
-        kw.pop("sparse", None), kw.pop("sparse_weight", None)  # these fusions predate the sparse head
+        for key in ("sparse", "sparse_weight"):  # these fusions predate the sparse head
+            kw.pop(key, None)
         cands = [Candidate(cid, vector.get(cid), keyword.get(cid), day) for cid, day in days.items()]
         ranked = sorted(rank(cands, **kw), key=lambda c: c.day not in named)  # stable: named first
         return [c for c in ranked if passes_min_score(c, min_score)]
@@ -207,7 +209,7 @@ def _no_named_days() -> contextlib.AbstractContextManager[None]:
 # --- search-time re-rankers over the top ``POOL`` hits ----------------------------------------------
 
 POOL = 200
-SPARSE_WEIGHT = 0.3  # the library's default (`IndexOptions.sparse_weight`)
+SPARSE_WEIGHT = Settings().sparse_weight  # the library's default
 Rerank = Callable[[SqliteMemoryIndex, str, list[MemoryHit]], list[MemoryHit]]
 _ISO_RE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 

@@ -261,7 +261,7 @@ class BaseMemoryIndex(ABC):
                 sparse=sparse,
                 vector_weight=self.vector_weight if mode != "keyword" else 0.0,
                 keyword_weight=self.keyword_weight if mode != "vector" else 0.0,
-                sparse_weight=self.sparse_weight if with_terms else 0.0,
+                sparse_weight=self.sparse_weight if sparse else 0.0,  # no terms: two components
                 today=today,
                 half_life_days=self.half_life_days,
                 decay_floor=self.decay_floor,

