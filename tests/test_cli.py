@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from contextmem.cli.demo import run
+from contextmem.cli.demo import run, telling_lines
 from contextmem.cli.main import main
 from contextmem.settings import Settings
 
@@ -49,6 +49,22 @@ def test_demo_fast_replays_the_bundled_conversation_and_loses_nothing(tmp_path):
     assert text.count("▕") >= 24  # a gauge per turn
     assert "5433" in text and "Priya" in text  # questions about earlier days answered from memory
     assert (tmp_path / "MEMORY.md").exists() and list((tmp_path / "memory").glob("*.md"))
+    # the printed summaries show what was decided, not a "(none)" section
+    assert "│ ## Key decisions" in text and "│ ## 关键决策" in text
+    assert "(none)" not in text and "（无）" not in text
+
+
+def test_the_demo_prints_the_sections_of_a_summary_that_say_something():
+    summary = (
+        "## Goal\n- Ship 2.14\n\n## Constraints\n- (none)\n\n## 关键决策\n- 内存上限 1536Mi\n- 分页 500 条\n"
+    )
+    assert telling_lines(summary) == [
+        "## Goal",
+        "- Ship 2.14",
+        "## 关键决策",
+        "- 内存上限 1536Mi",
+        "- 分页 500 条",
+    ]
 
 
 def test_replay_reports_turns_and_proves_nothing_was_lost(tmp_path, capsys):

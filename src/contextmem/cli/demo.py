@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import tempfile
 import time
 from collections import Counter
@@ -27,6 +28,7 @@ from ..agent.replay import count_lost
 from ..engine import ContextEngine, EngineEvent
 from ..messages import AssistantMessage, Message, UserMessage
 from ..settings import Settings
+from ..summarize.prompts import section_has_content
 from ..testing import ScriptedLLM
 from .demo_script import (
     BoundedLLM,
@@ -54,6 +56,21 @@ DEMO_SETTINGS: dict[str, Any] = {
     "pruning_old_msg_max_bytes": 2000,
     "pruning_recent_msg_max_bytes": 12000,
 }
+
+_SUMMARY_LINES = 14
+"""How many lines of a session's final summary the demo prints."""
+
+
+def telling_lines(summary: str) -> list[str]:
+    """The lines of the sections of ``summary`` that say something: a "(none)" section is left out."""
+    blocks = re.split(r"(?m)^(?=#+ )", summary.strip())
+    lines: list[str] = []
+    for block in blocks:
+        header, _, body = block.partition("\n")
+        if header.startswith("#") and not section_has_content(body):
+            continue
+        lines += [line for line in block.splitlines() if line.strip()]
+    return lines
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -230,8 +247,11 @@ class Demo:
         if engine.summary is not None:
             source = "local model" if engine.summary.source == "llm" else "extractive"
             self.echo(f"   summary ({source}; ready {time.monotonic() - waited:.0f}s after the last turn):")
-            for line in engine.summary.text.strip().splitlines()[:6]:
+            shown = telling_lines(engine.summary.text)
+            for line in shown[:_SUMMARY_LINES]:
                 self.echo(f"   │ {line[:100]}")
+            if len(shown) > _SUMMARY_LINES:
+                self.echo(f"   │ … {len(shown) - _SUMMARY_LINES} more lines")
         lost = await count_lost(engine, transcript)
         report = await engine.verify()
         self.totals["lost"] += lost
