@@ -306,6 +306,36 @@ def test_the_goal_is_what_the_user_set_out_to_do_not_a_greeting_a_question_or_a_
     assert compress("Morning meetings start at 9.") == "Morning meetings start at 9."  # not a greeting
 
 
+def test_an_instruction_that_names_nothing_gives_way_to_what_it_found() -> None:
+    """Issue 17 ("pasted lines"): the demo's summaries listed "Check the dry-run output.",
+    看一下部署配置里的资源限制 and 请记下来 as critical context. What they asked for is in the
+    replies; an instruction that names something, and a question not yet answered, stay."""
+    messages = chat(
+        "Today we move billing to PostgreSQL 16.",
+        "OK.",
+        "Check the dry-run output.",
+        "The dry run estimates 41 minutes for invoice_lines with 8 workers.",
+        "Grep the errors from billing.log for the last 3 days.",
+        "About 800 lines, almost all lock wait timeouts.",
+        "Which colour did the designers pick for the new logo?",
+        "I have not seen the logo yet.",
+    )
+    text = summarize(messages)
+    assert "Check the dry-run output" not in text and "41 minutes" in text
+    assert "Grep the errors from billing.log" in text  # names a file and a number
+    assert "Which colour did the designers pick" in text
+    zh = summarize(
+        chat(
+            "今天排查订单服务的内存问题。",
+            "好的。",
+            "看一下部署配置里的资源限制。",
+            "limits.memory 是 512Mi。",
+        )
+        + chat("请记下来。", "已记录。")
+    )
+    assert "看一下" not in zh and "请记下来" not in zh and "512Mi" in zh
+
+
 def _log_dump(n: int, seed: int) -> str:
     return "\n".join(
         f"2024-06-{1 + (i * 7 + seed) % 28:02d}T{i % 24:02d}:{(i * 13) % 60:02d}:07Z ERROR auth.worker[{i}] "

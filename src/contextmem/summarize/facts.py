@@ -49,6 +49,7 @@ from .salience import (
     content_tokens,
     header_date,
     names_something,
+    only_instructs,
     rarity,
     salience,
     section_of,
@@ -221,6 +222,8 @@ def facts_from_messages(
             asks = REQUEST.search(s) is not None
             plain = section == "context" and not s.rstrip().endswith(("?", "？"))  # not a decision, ...
             goal = from_user and (asks or (first_user and n == 0 and plain)) and (not asks or _says_what(s))
+            if from_user and not goal and section == "context" and only_instructs(s):
+                continue
             raw.append((s, "goal" if goal else section, who, date, section, voice))
         first_user = first_user and not (from_user and said)
     facts = []

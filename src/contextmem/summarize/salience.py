@@ -83,6 +83,12 @@ REQUEST = cue(
     r"please|can you|could you|would you|help me|I want you|I need you|let's|find out|make it",
     r"请|帮我|帮忙|能不能|麻烦|你来",
 )
+COMMAND = cue(
+    r"^(?:check|pull|grep|run|show|look|open|list|find|fix|write|read|tag|set|try|add|remove|delete|update|"
+    r"deploy|push|restart|test|build|summari[sz]e|tell|give|explain|describe|compare|see|get|fetch|print|send)",
+    r"^(?:看|查|跑|试|测|找|改)一下|^(?:看看|查查|检查|确认|总结|把)",
+)
+"""A sentence that opens with an instruction to the agent: "Check the dry-run output.", 看一下部署配置."""
 # An event told in the first person: I / we / my X / our X, or a subject the speaker shares ("Jimmy and
 # I", "my dad and I", "me and my cousin Oliver"), then a past-tense verb (a word between at most: "I just
 # got"); or how the speaker felt at something ("I was thrilled to see", "I felt nervous playing", "I was
@@ -357,6 +363,16 @@ def salience(sentence: str, rare: dict[str, float], *, identifiers: Sequence[str
     if len(tokens) < 3:
         score *= 0.5
     return float(score)
+
+
+def only_instructs(sentence: str) -> bool:
+    """Whether a user's sentence only tells the agent what to do ("Check the dry-run output.",
+    看一下部署配置里的资源限制, 请记下来) and names nothing: what it asked for is in the reply,
+    so the summary keeps the reply's facts, not the asking. (A question stays until it is answered:
+    ``facts._answered``.)"""
+    return bool(REQUEST.search(sentence) or COMMAND.search(sentence)) and not names_something(
+        sentence, first_word=False
+    )
 
 
 def section_of(sentence: str, *, from_user: bool) -> str:
