@@ -399,15 +399,15 @@ async def test_a_partly_filled_template_keeps_content_and_drops_placeholders() -
     messages = load("zh_auth_refactor")
     summarizer = Summarizer(ScriptedLLM(), COUNTER)
     _, draft = parse_sections(summarizer.extract(None, messages).text)
-    reply = (  # the draft's goal, progress and decisions; constraints and next steps left unfilled
+    reply = (  # the draft's goal, progress, decisions and context; constraints and next steps left unfilled
         f"## 目标\n{draft['goal']}\n## 约束\n- ...（要求、限制和禁止做的事）\n## 进展\n{draft['progress']}\n"
-        f"## 关键决策\n{draft['decisions']}\n## 下一步\n- ...\n"
+        f"## 关键决策\n{draft['decisions']}\n## 下一步\n- ...\n## 关键上下文\n{draft['context']}\n"
     )
     summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(None, messages)
     assert summary.source == "llm"
     assert "..." not in summary.text and "要求、限制" not in summary.text
     _, got = parse_sections(summary.text)
-    for key in ("goal", "progress", "decisions", "context"):  # the context the reply lacked: the draft's
+    for key in ("goal", "progress", "decisions", "context"):
         assert got[key] == draft[key]
     # emptied by the model: of the draft's constraints, the one naming an exact path comes back
     assert got["constraints"] == "- 必须兼容现有的 /api/v1/login 接口，不要改动数据库表 users。"

@@ -379,6 +379,23 @@ def test_a_log_dump_gives_its_last_error_lines_and_its_notes_not_every_line() ->
     assert texts == ["read_logs → ERROR worker[29] pool exhausted (txn 229651)"]
 
 
+def test_the_last_row_of_a_listing_is_no_outcome_but_a_short_result_or_a_status_line_is() -> None:
+    """Issue 17: the demo's summaries held "run_shell → performance_schema" and "open_file → value: full",
+    the last lines of a schema list and a config file."""
+
+    def outcomes(name: str, body: str) -> list[str]:
+        messages = [assistant(tool_calls=[tool_call("c", name)]), tool_result("c", body)]
+        return [f.text for f in facts_from_messages(messages, build_ledger(messages), ())]
+
+    assert outcomes("run_shell", "billing\nbilling_archive\nmysql\nperformance_schema") == []
+    assert outcomes("run_shell", "\n".join(f"tbl_{i} {i * 3583}" for i in range(40))) == []
+    assert outcomes("edit_file", "1 replacement in deploy/order-service.yaml") == [
+        "edit_file → 1 replacement in deploy/order-service.yaml"
+    ]
+    tests = "\n".join(f"tests/test_{i}.py ." for i in range(20)) + "\n20 passed in 0.31s"
+    assert outcomes("run_tests", tests) == ["run_tests → 20 passed in 0.31s"]
+
+
 def test_what_people_note_outlives_routine_tool_output_across_compactions() -> None:
     """An agent session: facts the user states "for the record" and a note inside a tool's output
     survive many re-compressions of log dumps, test runs and routine replies."""

@@ -44,6 +44,7 @@ from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
 from .salience import (
     ERROR,
     NOTED,
+    PROGRESS,
     REQUEST,
     compress,
     content_tokens,
@@ -80,6 +81,7 @@ MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
 TOOL_ERROR_LINES = 2  # of one tool result; the archive has the rest
+TOOL_SHORT_LINES = 3  # a tool result this short is its own outcome; a longer one's last line must say so
 RELATED_DF = 3
 """A previous fact is shown to the model beside the new ones when it shares a content word with them that
 at most this many facts use: a name, a place, a number — not "work" or "today"."""
@@ -149,8 +151,8 @@ def _tool_section(line: str, errors: Sequence[str]) -> str:
 def _tool_outcome(text: str, errors: Sequence[str]) -> list[tuple[str, str]]:
     """A tool result's outcome, verbatim, with its section: the lines it marks as notes (``# NOTE: ...``,
     ``注意：...``), and its last :data:`TOOL_ERROR_LINES` error lines of different shapes (numbers and hex
-    ids aside), else its last non-empty line. A log dump of fifty error lines is evidence, not fifty
-    outcomes: a few lines stand for it."""
+    ids aside), else its last line if the result is short or the line says what was done ("12 passed").
+    A listing's last row ("performance_schema") is no outcome, and fifty error lines are not fifty."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     notes = [line for line in lines if NOTED.search(line)]
     rest = [line for line in lines if line not in notes]
@@ -163,8 +165,9 @@ def _tool_outcome(text: str, errors: Sequence[str]) -> list[tuple[str, str]]:
     ordered = sorted(by_shape)
     cut = {shape for shape, after in pairwise(ordered) if after.startswith(shape)}
     hits = [line for shape, line in by_shape.items() if shape not in cut][-TOOL_ERROR_LINES:]
+    last = rest[-1:] if len(rest) <= TOOL_SHORT_LINES or (rest and PROGRESS.search(rest[-1])) else []
     return [(note.lstrip("#/*>- ").strip(), "context") for note in notes] + [
-        (line, _tool_section(line, errors)) for line in (hits or rest[-1:])
+        (line, _tool_section(line, errors)) for line in (hits or last)
     ]
 
 
