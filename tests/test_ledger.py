@@ -204,3 +204,24 @@ def test_ledger_never_exceeds_its_bound(items: list[tuple[str, bool]], bound: in
         ledger = ledger.add([(value, "name")], from_user=from_user)
     assert len(ledger) <= bound
     assert len(set(ledger.values)) == len(ledger)
+
+
+@pytest.mark.parametrize("unit", ["a.", "1.", "a-", "A.", "a+"])
+@pytest.mark.parametrize("tail", ["://x", "@b.io", "()", ".com"])
+def test_a_long_run_of_one_shape_is_read_once_not_once_per_character(unit: str, tail: str) -> None:
+    """An attack: 100k characters of "a.a.a.…" (no space) made the URL, e-mail, host and dotted-call
+    patterns scan the rest of the run from every letter — 10 s for 32k characters, quadratic. Their
+    repeated parts are bounded now (a scheme ≤ 32 characters, an e-mail's local part ≤ 64, a host ≤ 10
+    labels of ≤ 63, a call ≤ 9 dotted names), so this test takes a fraction of a second; it has no
+    timer, but before the fix it ran for minutes."""
+    text = unit * 50_000 + tail
+    found = extract_identifiers(text)
+    assert all(len(value) <= 200 for value, _ in found)  # MAX_IDENTIFIER_CHARS: nothing unbounded
+
+
+def test_the_bounds_still_take_real_identifiers_whole() -> None:
+    assert kinds("db at pg-1.eu-west-1.billing.internal:5433") == {
+        "pg-1.eu-west-1.billing.internal:5433": "host"
+    }
+    assert kinds("mail " + "x" * 64 + "@corp.io")["x" * 64 + "@corp.io"] == "email"
+    assert kinds("call app.services.billing.retry() now") == {"app.services.billing.retry()": "name"}

@@ -747,3 +747,15 @@ async def test_a_models_reply_is_merged_with_the_assistants_remarks_still_counti
                 break
         assert summary.source == "llm"
         assert said_by_user in summary.text and said_by_assistant not in summary.text
+
+
+@pytest.mark.parametrize("run", [" " * 100_000, "，" * 100_000, "A." * 50_000, "我" + "的" * 100_000 + "了"])
+def test_a_long_run_is_read_once_not_once_per_character(run: str) -> None:
+    """An attack: a laugh's leading spaces and a speaker's name were scanned again from every character
+    of a long run (20k spaces took 4.4 s in `compress`, quadratic), and "X and I" from every CJK character
+    (5.7 s). This test has no timer; before the fix it ran for minutes."""
+    text = run + " Jimmy and I went to the zoo, haha! 哈哈"
+    assert compress(text).endswith("Jimmy and I went to the zoo")
+    assert EVENT.search(text) is not None
+    assert facts_from_messages([user(text)], build_ledger([user(text)]), ())
+    assert facts_from_summary(f"## Critical context\n- {text}", "en")  # a name after a full stop

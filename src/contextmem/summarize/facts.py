@@ -46,6 +46,7 @@ from .salience import (
     NOTED,
     PROGRESS,
     REQUEST,
+    SPEAKER_NAME,
     compress,
     content_tokens,
     header_date,
@@ -110,9 +111,7 @@ TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are b
 _NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
-_SPEAKER_TURN = re.compile(
-    r"(?<=[.!?…。！？])\s*(?=(?:[A-Z][\w.'’-]*(?: [A-Z][\w.'’-]*){0,2}|[\u4e00-\u9fff]{1,4})[:：])"
-)
+_SPEAKER_TURN = re.compile(rf"(?<=[.!?…。！？])\s*(?=(?:{SPEAKER_NAME})[:：])")
 
 
 @dataclass(frozen=True, slots=True)

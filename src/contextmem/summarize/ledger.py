@@ -58,10 +58,16 @@ _NOT_ERRNO = "ERROR|ERRORS|ENV|END|EXIT|EMPTY|ENABLED|EXAMPLE|EVENT|ENTRY|EXCEPT
 _SEG = r"[A-Za-z0-9_.@%+~-]+"
 # Order matters: each match is blanked out before the next pattern runs, so a path's date is not also
 # taken as a number and a URL's path is not taken as a file path. A pattern with a hint (a literal it
-# cannot match without) is skipped when the hint is not in the text.
+# cannot match without) is skipped when the hint is not in the text. What a pattern may try from any
+# letter is bounded (a URL scheme, an e-mail's local part, a host's labels, a dotted call): unbounded, it
+# is scanned again from every letter of a long run, and 32k characters of "a.a.…" took 10 s.
 _PATTERNS: list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]] = [
-    ("url", "://", re.compile(r"\b[a-z][a-z0-9+.-]*://(?:\[REDACTED\]|[^\s<>\"'`)\]}，。；、）》])+", re.I)),
-    ("email", "@", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
+    (
+        "url",
+        "://",
+        re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://(?:\[REDACTED\]|[^\s<>\"'`)\]}，。；、）》])+", re.I),
+    ),
+    ("email", "@", re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
     ("path", ":\\", re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\(?:[^\\\s\"'<>|*?，。；]+\\?)+")),
     ("path", "\\\\", re.compile(r"\\\\[A-Za-z0-9_.-]+(?:\\[^\\\s\"'<>|*?，。；]+)+")),
     ("id", "-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)),
@@ -74,7 +80,7 @@ _PATTERNS: list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]] =
         "host",
         None,
         re.compile(
-            r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|ai|cn|co|app|cloud|internal|local|svc|cluster)"
+            r"\b(?:[a-z0-9-]{1,63}\.){1,10}(?:com|org|net|io|dev|ai|cn|co|app|cloud|internal|local|svc|cluster)"
             r"(?::\d{1,5})?\b",
             re.I,
         ),
@@ -125,7 +131,7 @@ _PATTERNS: list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]] =
         None,
         re.compile(r"(?<![A-Za-z0-9_.])\d+\.\d+(?![A-Za-z0-9_.])|(?<![A-Za-z0-9_.])\d{3,}(?![A-Za-z0-9_.])"),
     ),
-    ("name", "()", re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\(\)")),
+    ("name", "()", re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}\(\)")),
     ("name", None, re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+\b")),
     ("name", None, re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")),
 ]

@@ -194,10 +194,17 @@ _FILLER_HEAD = re.compile(
     r"|^(?:哈喽|哈啰|嗨)+(?:[，,！!。…~\s]+|$)",  # 嗨皮 ("happy") is no greeting
     re.I,
 )
-_FILLER_ANY = re.compile(r"\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*|[\s,，]*哈哈+[！!。]*", re.I)
+# The spaces before a laugh go with it, from the first of them only: a long run of spaces is not scanned
+# again from each one.
+_FILLER_ANY = re.compile(
+    r"(?<!\s)\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*|(?<![\s,，])[\s,，]*哈哈+[！!。]*", re.I
+)
 _EMOJI = re.compile(r"[\U0001F300-\U0001FAFF\u2600-\u27BF]+|:\)|:\(|:D|;\)")
 _SENTENCE_END = re.compile(r"(?<=[.!?;…])\s+(?=\S)|(?<=[。！？；])")
-_SPEAKER = re.compile(r"^\s*(?P<who>[A-Z][\w.'’-]*(?: [A-Z][\w.'’-]*){0,2}|[\u4e00-\u9fff]{1,4})[:：][ \t]*")
+SPEAKER_NAME = r"[A-Z][\w.'’-]{0,31}(?: [A-Z][\w.'’-]{0,31}){0,2}|[\u4e00-\u9fff]{1,4}"
+"""A speaker's name before ``:`` ("Caroline", "Dr. Mei Lin", 王磊); its words are bounded, so a run of
+"A.A.A.…" is not scanned again from every letter."""
+_SPEAKER = re.compile(rf"^\s*(?P<who>{SPEAKER_NAME})[:：][ \t]*")
 
 
 def speaker_prefix(text: str, speakers: Collection[str] | None = None) -> tuple[str | None, str]:
