@@ -92,6 +92,11 @@ _NOT_A_VALUE = frozenset(
     {"none", "null", "nil", "true", "false", "str", "string", "int", "bool", "bytes", "undefined"}
     | {"optional", "secretstr", "required"}
 )
+VALUE_CAP = 1024
+"""How much of an unquoted value a rule reads. A rule's check can veto a match and the search go on
+from the next character, so an unbounded value would be read again from every "key=" of a long run
+("key=key=…": 64k characters took 1.5 s, quadratic). A value that reaches the cap is no plain word, and
+when it is taken it is taken to its end (:func:`_value_end`)."""
 _WORDLIKE = re.compile(r"[a-z]+(?:[ _.-][a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[0-9]+(?:\.[0-9]+)?")
 _REFERENCE = re.compile(r"(?:\$|%|\{\{|<|/|\./|\.\./|~/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)")
 
@@ -103,10 +108,14 @@ def _value(text: str, m: re.Match[str]) -> str:
 def looks_secret(value: str) -> bool:
     """Whether the value of a weak keyword (``token``, ``*_KEY``) looks like a credential.
 
-    At least 8 characters, and not a lowercase word or identifier, a CONSTANT_NAME, a number, a path,
-    a URL or a ``$VAR`` / ``{{ ref }}`` / ``<placeholder>``.
+    At least 8 characters, and not a lowercase word or identifier, a CONSTANT_NAME, a number (none of
+    them :data:`VALUE_CAP` characters long), a path, a URL or a ``$VAR`` / ``{{ ref }}`` / ``<placeholder>``.
     """
-    return len(value) >= 8 and not _WORDLIKE.fullmatch(value) and not _REFERENCE.match(value)
+    return len(value) >= 8 and not _plain_word(value) and not _REFERENCE.match(value)
+
+
+def _plain_word(value: str) -> bool:
+    return len(value) < VALUE_CAP and _WORDLIKE.fullmatch(value) is not None
 
 
 def _strong(text: str, m: re.Match[str]) -> bool:
@@ -121,7 +130,7 @@ def _password(text: str, m: re.Match[str]) -> bool:
     """A strong keyword's value; in prose ("the password is required") not a plain word."""
     if not (_strong(text, m) and _key_name(text, m)):
         return False
-    return m.group("op").strip() not in ("is", "was") or not _WORDLIKE.fullmatch(_value(text, m))
+    return m.group("op").strip() not in ("is", "was") or not _plain_word(_value(text, m))
 
 
 def _edge(text: str, m: re.Match[str]) -> bool:
@@ -173,10 +182,13 @@ _OP = r"[\"'”]?(?P<op>[ \t]*(?::=|=>|[=:])[ \t]*|[ \t]+(?:is|was)[ \t]+)"
 _QUOTE = r"[\"'“]?"
 # The value: the whole text inside quotes, else up to whitespace or a separator. Never a private-key
 # header: a block that starts after ``private_key =`` is left to the block rule, which takes it whole.
+# An unquoted value is read :data:`VALUE_CAP` characters at a time (see there).
+_VAL_RUN = r"[^\s\"'`,;]"
 _VAL = (
     r"(?!-----begin|-----BEGIN)(?P<value>(?<=\")(?:[^\"\\\n]|\\.)+(?=\")|(?<=')[^'\n]+(?=')"
-    r"|(?<=“)[^”\n]+(?=”)|[^\s\"'`,;]*[^\s\"'`,;.]|\.+)"  # a sentence's full stop is not part of it
+    rf"|(?<=“)[^”\n]+(?=”)|{_VAL_RUN}{{0,{VALUE_CAP - 1}}}[^\s\"'`,;.]|\.+)"  # not a sentence's full stop
 )
+_VALUE_REST = re.compile(rf"{_VAL_RUN}*")
 
 
 def _rule(
@@ -188,7 +200,21 @@ def _rule(
     fold: bool = False,
     check: Check | None = None,
 ) -> Rule:
+    if check in (_edge, _has_digit):
+        pattern = _at_edge(pattern)
     return Rule(id, re.compile(pattern), tuple(hints), target, fold, check)
+
+
+def _at_edge(pattern: str) -> str:
+    """``pattern`` made to skip the starts :func:`_edge` vetoes (where a word goes on: ``task-sk-…``)
+    rather than match there: each vetoed match sent the search on from the next character, to read the
+    same long token again ("xsk-sk-sk-…": quadratic). The test goes after the pattern's literal opening,
+    which keeps the regex engine's fast scan for it."""
+    opening = re.match(r"[A-Za-z0-9_-]+(?![*+?{])", pattern)
+    if opening is None:
+        return pattern
+    n = opening.end()
+    return rf"{pattern[:n]}(?<![\w-].{{{n}}}){pattern[n:]}"
 
 
 _B64 = r"[A-Za-z0-9_-]"
@@ -408,10 +434,22 @@ def _matches(text: str) -> Iterator[tuple[int, int]]:
                 and not text.startswith(REDACTED, span[0])  # already redacted
                 and (rule.check is None or rule.check(text, m))
             ):
+                if rule.target == "value" and span[1] - span[0] >= VALUE_CAP:
+                    span = (span[0], _value_end(text, span[1]))
                 yield span
                 position = max(m.end(), m.start() + 1)
             else:  # a vetoed match must not hide a real one that starts inside it
                 position = m.start() + 1
+
+
+def _value_end(text: str, start: int) -> int:
+    """Where an unquoted value read up to ``start`` (:data:`VALUE_CAP`) ends: the rest of its run, but
+    not a sentence's full stop."""
+    rest = _VALUE_REST.match(text, start)
+    end = rest.end() if rest else start
+    while end > start and text[end - 1] == ".":
+        end -= 1
+    return end
 
 
 def _merged(text: str) -> list[tuple[int, int]]:

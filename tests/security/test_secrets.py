@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from contextmem.errors import LLMError
 from contextmem.messages import Message, assistant, text_of, tool_call, tool_result, user
-from contextmem.redaction import REDACTED, RULES, find_secrets, redact_data, redact_secrets
+from contextmem.redaction import REDACTED, RULES, VALUE_CAP, find_secrets, redact_data, redact_secrets
 from contextmem.summarize import (
     Ledger,
     Summarizer,
@@ -249,6 +249,27 @@ def test_the_rule_table_is_well_formed() -> None:
         assert ("value" in rule.pattern.groupindex) == (rule.target == "value"), rule.id
         if rule.fold:
             assert all(hint == hint.lower() for hint in rule.hints), rule.id
+
+
+@pytest.mark.parametrize("unit", ["key=", "akey=", "xoxb-", "glpat-", "sk-", "eyJ", "github_pat_"])
+def test_a_long_run_of_vetoed_matches_is_read_once_not_once_per_match(unit: str) -> None:
+    """An attack: "x" + "key=key=…" (or "sk-sk-…", "eyJeyJ…") made every rule whose check vetoes a
+    match read the rest of the run again from the next one: 64k characters took 0.3-1.5 s, quadratic,
+    and a megabyte minutes. Vetoed starts are now skipped by the pattern itself, and an unquoted value
+    is read at most VALUE_CAP characters at a time; 200k characters take milliseconds. No timer here:
+    before the fix this test ran for minutes."""
+    text = "x" + unit * (200_000 // len(unit))
+    once = redact_secrets(text)
+    assert redact_secrets(once) == once and len(once) <= len(text)
+
+
+def test_a_value_longer_than_the_cap_is_taken_whole() -> None:
+    """A value is read VALUE_CAP characters at a time; a longer one is still redacted to its end (and
+    counts as no plain word, whatever its first VALUE_CAP characters are)."""
+    long = "A1b2" * (VALUE_CAP // 2)
+    assert redact_secrets(f"API_KEY={long}. Next") == f"API_KEY={REDACTED}. Next"
+    assert redact_secrets(f"api_key={'a' * VALUE_CAP}x1 ok") == f"api_key={REDACTED} ok"
+    assert redact_secrets(f"token {long} and task-sk-{long}") == f"token {long} and task-sk-{long}"
 
 
 def test_the_summarize_package_re_exports_the_one_detector() -> None:
