@@ -31,6 +31,7 @@ from contextmem.summarize.salience import (
     content_tokens,
     header_date,
     names_something,
+    only_instructs,
     rarity,
     salience,
     speaker_prefix,
@@ -334,6 +335,25 @@ def test_an_instruction_that_names_nothing_gives_way_to_what_it_found() -> None:
         + chat("请记下来。", "已记录。")
     )
     assert "看一下" not in zh and "请记下来" not in zh and "512Mi" in zh
+
+
+@pytest.mark.parametrize(
+    ("sentence", "instructs"),
+    [
+        ("Check the dry-run output.", True),
+        ("Try again.", True),
+        ("Look at the logs.", True),
+        ("看一下部署配置里的资源限制。", True),
+        ("Fix is deployed.", False),  # news, not an instruction
+        ("Update: we shipped it.", False),
+        ("Test results look good.", False),
+        ("Check ticket INC-4521 first.", False),  # names something
+        ("确认了，没问题。", False),
+        ("总结：我们决定用 PG。", False),
+    ],
+)
+def test_what_only_instructs(sentence: str, instructs: bool) -> None:
+    assert only_instructs(sentence) is instructs
 
 
 def _log_dump(n: int, seed: int) -> str:

@@ -85,10 +85,13 @@ REQUEST = cue(
 )
 COMMAND = cue(
     r"^(?:check|pull|grep|run|show|look|open|list|find|fix|write|read|tag|set|try|add|remove|delete|update|"
-    r"deploy|push|restart|test|build|summari[sz]e|tell|give|explain|describe|compare|see|get|fetch|print|send)",
-    r"^(?:看|查|跑|试|测|找|改)一下|^(?:看看|查查|检查|确认|总结|把)",
+    r"deploy|push|restart|test|build|summari[sz]e|tell|give|explain|describe|compare|see|get|fetch|print|send)"
+    r"(?: (?:the|a|an|my|our|your|it|this|that|these|those|me|us|them|all|out|up|again|at|for|through)\b|"
+    r"[.!]?$)",
+    r"^(?:看|查|跑|试|测|找|改)一下|^(?:看看|查查|把)|^(?:检查|确认|总结)(?![了过完：:])",
 )
-"""A sentence that opens with an instruction to the agent: "Check the dry-run output.", 看一下部署配置."""
+"""A sentence that opens with an instruction to the agent: "Check the dry-run output.", "Try again.",
+看一下部署配置 — the verb, then what it acts on; not "Fix is deployed", "Update: …", 确认了, 总结：…"""
 # An event told in the first person: I / we / my X / our X, or a subject the speaker shares ("Jimmy and
 # I", "my dad and I", "me and my cousin Oliver"), then a past-tense verb (a word between at most: "I just
 # got"); or how the speaker felt at something ("I was thrilled to see", "I felt nervous playing", "I was
