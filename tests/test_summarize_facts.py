@@ -136,13 +136,21 @@ def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, 
         ("我去动物园看到了大象。", True),
         ("我明白了，面对这样的压力确实不容易。", False),
         ("我觉得那部电影太好看了。", False),
+        ("我参加绘画比赛，结果没有得奖。", True),
+        ("妈妈送给我一对粉红色的耳环。", True),
+        ("爷爷教我制作红丝绒蛋糕。", True),
+        ("Eddie不断嘲笑我的跑步姿势，让我感到非常难过。", True),
+        ("我从叔叔那里得到一支钢笔。", True),
+        ("这让我想起一个问题。", False),
+        ("你觉得怎么样？", False),
     ],
 )
 def test_an_event_is_told_with_a_shared_subject_or_as_how_it_felt(sentence: str, told: bool) -> None:
     """A subject the speaker shares ("Jimmy and I went") and how the speaker felt at something ("I was
     thrilled to see") tell an event as "I went" does (the English MADial draws: 61.4% -> 72.1% of the
     answers kept over five draws, ``bench/results/compaction_facts.md``). A Chinese 了 after a verb of
-    knowing (我明白了) or a degree (太好看了) tells none."""
+    knowing (我明白了) or a degree (太好看了) tells none; taking part (我参加), something done for the
+    speaker (妈妈送给我) and what made the speaker feel (让我感到) tell one (Chinese 58.7% -> 61.8%)."""
     assert bool(EVENT.search(sentence)) is told
 
 

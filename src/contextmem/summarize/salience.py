@@ -96,9 +96,10 @@ COMMAND = cue(
 # I", "my dad and I", "me and my cousin Oliver"), then a past-tense verb (a word between at most: "I just
 # got"); or how the speaker felt at something ("I was thrilled to see", "I felt nervous playing", "I was
 # late to"). Chinese marks no tense: a completed action (了, but not after a verb of knowing, 我明白了, or
-# a degree, 太好看了), one of the verbs that tell one, or a sentence that opens "I with / at / went to"
-# (我和…, 我在…, 我们去…). The "X and I" name is Latin letters, so a long run of CJK characters (which are
-# ``\w``) costs one pass, not one per character.
+# a degree, 太好看了), one of the verbs that tell one, a sentence that opens "I with / at / went to / took
+# part in / because / from" (我和…, 我在…, 我们去…, 我参加…, 我因为…, 我从…), something done for the speaker
+# (妈妈送给我…, 爷爷教我…) or what made the speaker feel (…让我感到难过). The "X and I" name is Latin
+# letters, so a long run of CJK characters (which are ``\w``) costs one pass, not one per character.
 EVENT = cue(
     r"(?:(?:I|we|me) and (?:\w+ ){0,3}\w+|(?:my )?[A-Za-z]+ and I|I|we|my \w+|our \w+) "
     r"(?:\w+ )?(?:\w+ed|went|got|bought|made|took|won|lost|met|saw|ran|began|"
@@ -106,8 +107,8 @@ EVENT = cue(
     r"rode|ate|drank|swam|sang|caught|taught|brought|spent|sent|heard|told|sold|kept|slept|fell|held|threw|"
     r"broke|chose|spoke|forgot|paid|wore|grew|drew|hid|fed|dug|sat|stood)"
     r"|I (?:was|felt) (?:\w+ )?\w+ (?:to \w+|\w+ing|at|when|after|because|about)",
-    r"^我们?(?:和|跟|与|在|去|到)|我们?[^，。！？,!?]{0,12}(?<!明白|知道|想好|记住|记得|不懂|懂得|决定)(?<![太真好]\w)了"
-    r"|去了|买了|拿到|领养|搬到|参加了|认识了|获得|赢了|收到",
+    r"^我们?(?:和|跟|与|在|去|到|参加|因为|从)|我们?[^，。！？,!?]{0,12}(?<!明白|知道|想好|记住|记得|不懂|懂得|决定)(?<![太真好]\w)了"
+    r"|去了|买了|拿到|领养|搬到|参加了|认识了|获得|得到|赢了|收到|送了?给?我|教我|奖励了?我|带我去|让我(?:感到|觉得)",
 )
 EVENT_WEIGHT = 3.0
 """What an event told in the first person adds ("I went to a support group", "my sister adopted a cat",
