@@ -15,7 +15,6 @@ from contextmem.messages import Message, UserMessage, assistant, tool_call, tool
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.extractive import extractive_summary
 from contextmem.summarize.facts import (
-    TOOL_ERROR_LINES,
     compact_facts,
     facts_from_messages,
     facts_from_summary,
@@ -37,6 +36,7 @@ from contextmem.summarize.salience import (
     speaker_prefix,
     trim_clauses,
 )
+from contextmem.summarize.tool_outcome import TOOL_ERROR_LINES
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 

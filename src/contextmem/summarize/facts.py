@@ -4,11 +4,12 @@ Pure and deterministic. Messages are split into sentences, lightly compressed (:
 and scored by :func:`~.salience.salience`; each becomes a :class:`Fact` with its section, its speaker (a
 ``Name:`` prefix or the message's ``name``) and the date of the session it was said in (the latest
 session header seen, :func:`~.salience.header_date`). A tool result gives its outcome instead, verbatim
-and labelled with the tool (``run_tests → 3 failed``): the lines it marks as notes, its last error lines,
-else its last line; such a line counts :data:`TOOL_WEIGHT` of what a person said, in every re-compression
-(the label says where it came from), and an assistant's sentence that names nothing counts
-:data:`ASSISTANT_WEIGHT`. The previous summary's items come back as facts too, older than every new one.
-Then:
+and labelled with the tool (``run_tests → 3 failed``, :func:`~.tool_outcome.tool_outcome`); such a line
+counts :data:`TOOL_WEIGHT` of what a person said, in every re-compression (the label says where it came
+from), and an assistant's sentence that names nothing counts
+:data:`ASSISTANT_WEIGHT`. A user's instruction that names nothing is no fact (the reply holds what it
+found, :func:`~.salience.only_instructs`). The previous summary's items come back as facts too, older
+than every new one. Then:
 
 1. **De-duplicated**: a fact whose content another, newer fact already states (its content tokens all
    in the other's) is dropped; what it said survives in the newer one. So is a question answered right
@@ -34,7 +35,6 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from typing import NotRequired, TypedDict, Unpack
 
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
@@ -42,9 +42,7 @@ from ..redaction import redact_secrets
 from .ledger import Ledger, TextCounter
 from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
 from .salience import (
-    ERROR,
     NOTED,
-    PROGRESS,
     REQUEST,
     SPEAKER_NAME,
     compress,
@@ -60,6 +58,7 @@ from .salience import (
     speakers_of,
     trim_clauses,
 )
+from .tool_outcome import tool_outcome
 
 __all__ = [
     "NEW_SHARE",
@@ -81,15 +80,12 @@ third draw of both sets built only to settle this (``bench/results/compaction_fa
 MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
-TOOL_ERROR_LINES = 2  # of one tool result; the archive has the rest
-TOOL_SHORT_LINES = 3  # a tool result this short is its own outcome; a longer one's last line must say so
 RELATED_DF = 3
 """A previous fact is shown to the model beside the new ones when it shares a content word with them that
 at most this many facts use: a name, a place, a number — not "work" or "today"."""
 LENGTH_DISCOUNT = 0.5
 """A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT`` (0.3 was no better once lead-ins were
 stripped: ``bench/results/compaction_facts.md``)."""
-_SHAPE = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]+\b|\d+")  # a line's shape: its numbers and hex ids masked
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
 TOOL_WEIGHT = 0.5
 """What a tool printed counts this much of what a person said: it can be read again (the archive, the
@@ -143,33 +139,6 @@ def _cap(text: str) -> str:
     return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 1].rstrip() + "…"
 
 
-def _tool_section(line: str, errors: Sequence[str]) -> str:
-    return "context" if ERROR.search(line) or any(e in line for e in errors) else "progress"
-
-
-def _tool_outcome(text: str, errors: Sequence[str]) -> list[tuple[str, str]]:
-    """A tool result's outcome, verbatim, with its section: the lines it marks as notes (``# NOTE: ...``,
-    ``注意：...``), and its last :data:`TOOL_ERROR_LINES` error lines of different shapes (numbers and hex
-    ids aside), else its last line if the result is short or the line says what was done ("12 passed").
-    A listing's last row ("performance_schema") is no outcome, and fifty error lines are not fifty."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    notes = [line for line in lines if NOTED.search(line)]
-    rest = [line for line in lines if line not in notes]
-    by_shape: dict[str, str] = {}  # the last line of each shape, in the order of those last lines
-    for line in (line for line in rest if _tool_section(line, errors) == "context"):
-        shape = _SHAPE.sub("#", line)
-        by_shape.pop(shape, None)
-        by_shape[shape] = line
-    # A line cut short (at a result's head or tail) has a prefix of a shape: it sorts right before it.
-    ordered = sorted(by_shape)
-    cut = {shape for shape, after in pairwise(ordered) if after.startswith(shape)}
-    hits = [line for shape, line in by_shape.items() if shape not in cut][-TOOL_ERROR_LINES:]
-    last = rest[-1:] if len(rest) <= TOOL_SHORT_LINES or (rest and PROGRESS.search(rest[-1])) else []
-    return [(note.lstrip("#/*>- ").strip(), "context") for note in notes] + [
-        (line, _tool_section(line, errors)) for line in (hits or last)
-    ]
-
-
 def facts_from_messages(
     messages: Sequence[Message],
     ledger: Ledger,
@@ -201,7 +170,7 @@ def facts_from_messages(
             label = f"{m.name or tools.get(m.tool_call_id) or 'tool'}{TOOL_ARROW}"
             raw.extend(
                 (label + line, section, TOOL, date, "context", False)
-                for line, section in _tool_outcome(text, errors)
+                for line, section in tool_outcome(text, errors)
             )
             continue
         who, said_text = speaker_prefix(text, names)
