@@ -121,8 +121,19 @@ def test_stored_sparse_terms_re_rank_the_candidates(make: Factory) -> None:
     hits = index.search("where is the treasure", 2)
     assert hits[0].start_line == 1 and hits[0].sparse_score == pytest.approx(4.0)
     assert hits[1].sparse_score == 0.0
-    for mode in ("vector", "keyword"):  # the head only re-scores hybrid candidates
-        assert all(h.sparse_score is None for h in index.search("treasure", 2, mode=mode))
+    # The head is the embedder's: vector mode scores it too; keyword mode is BM25 alone, even for a
+    # query whose terms a hybrid search has just encoded (and cached).
+    hits = index.search("the treasure, where is it", 2, mode="vector")
+    assert hits[0].start_line == 1 and hits[0].sparse_score == pytest.approx(4.0)
+    assert all(h.sparse_score is None for h in index.search("where is the treasure", 2, mode="keyword"))
+
+
+def test_vector_mode_without_the_head_ignores_terms_a_hybrid_search_cached(make: Factory) -> None:
+    _, index = _write_notes(make)
+    index.sync()
+    assert index.search("where is the treasure", 2)[0].sparse_score is not None  # encodes, caches
+    index.sparse_weight = 0.0
+    assert all(h.sparse_score is None for h in index.search("where is the treasure", 2, mode="vector"))
 
 
 def test_without_the_head_nothing_is_encoded_and_ranking_is_two_components(make: Factory) -> None:

