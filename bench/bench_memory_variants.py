@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import pickle
@@ -254,6 +255,12 @@ VARIANTS: dict[str, Variant] = {
     "shipped: a named day's daily file first": ("plain", _SAME, {}, None),
     "shipped, keyword only": ("plain", _SAME, {"mode": "keyword"}, None),
     "shipped, vector only": ("plain", _SAME, {"mode": "vector"}, None),
+    "vector only, dense alone (no sparse head)": (
+        "plain",
+        lambda: _swapped((indexing, "_TERM_MODES", frozenset({"hybrid"}))),
+        {"mode": "vector"},
+        None,
+    ),
     "before, no decay (half-life 10^6 days)": ("plain", _no_named_days, {"half_life": 1e6}, None),
     "before, half-life 365 days": ("plain", _no_named_days, {"half_life": 365.0}, None),
     "before, decay floored at 0.5": ("plain", _no_named_days, {"decay_floor": 0.5}, None),
@@ -354,6 +361,16 @@ SETS: dict[str, Callable[..., Queries]] = {
     "MADial EN": lambda *a, **o: madial("en", *a, **o),
     "MADial ZH": lambda *a, **o: madial("zh", *a, **o),
 }
+# The held-out benchmark's layout (every turn its own section; ``memory_devset.py --turns``), on the
+# sets above and on held-out draws of them that no variant was chosen on (``--sets``).
+TURN_SETS: dict[str, Callable[..., Queries]] = {
+    f"{name}-turns {lang.upper()}": functools.partial(devset, f"{name}-turns", lang)
+    for name in ("madial", "synthetic", "madial-heldout", "synthetic-heldout")
+    for lang in ("en", "zh")
+}
+
+
+ALL_SETS = {**SETS, **TURN_SETS}
 
 
 def evaluate(
@@ -385,6 +402,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/madial-vectors.pkl"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--only", nargs="*", help="variant labels (default: all)")
+    parser.add_argument(
+        "--sets", nargs="*", help=f"dev sets (default: {', '.join(SETS)}; also {', '.join(TURN_SETS)})"
+    )
     parser.add_argument("--half-life", type=float, default=30.0, help="decay half-life of the variants")
     parser.add_argument(
         "--decay-floor",
@@ -398,6 +418,7 @@ def main() -> None:
     if args.cache.exists():
         embedder.cache.update(pickle.loads(args.cache.read_bytes()))
     chosen = {k: v for k, v in VARIANTS.items() if not args.only or k in args.only}
+    names = args.sets or list(SETS)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         built: dict[str, dict[str, Queries]] = {}
@@ -406,7 +427,7 @@ def main() -> None:
                 sync_patch, index_options = INDEXING[indexing_name]
                 root = Path(tmp) / indexing_name
                 with sync_patch():
-                    sets = {n: make(root / n, embedder, **index_options) for n, make in SETS.items()}
+                    sets = {n: ALL_SETS[n](root / n, embedder, **index_options) for n in names}
                     for queries in sets.values():
                         for index in {id(i): i for i, _ in queries}.values():
                             index.sync()
@@ -420,7 +441,6 @@ def main() -> None:
             rows.append((label, cells))
             print(label, cells, file=sys.stderr, flush=True)
             args.cache.write_bytes(pickle.dumps(embedder.cache))  # queries' vectors and sparse terms
-    names = list(SETS)
     lines = [
         "| variant | " + " | ".join(f"{n} R@5 / R@10 / MRR" for n in names) + " |",
         "|---|" + "---|" * len(names),

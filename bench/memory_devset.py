@@ -26,11 +26,17 @@ answers' lines. Output, per conversation ``NAME`` of set ``SET``::
     bench/data/memory/SET/NAME/memory/YYYY-MM-DD.md     the workspace (namespace "default")
     bench/data/memory/SET/NAME.jsonl                    the labelled queries
 
+``--turns`` writes the held-out benchmark's layout instead (every turn its own ``## HH:MM`` section, so
+every turn is one chunk) to ``bench/data/memory/SET-turns/``; ``--sets`` takes any compaction dev set,
+held-out draws included (``madial-heldout``, ``synthetic-heldout``: no retrieval variant was chosen on them).
+
 Not built from LoCoMo (the held-out benchmark). Deterministic. Run: python bench/memory_devset.py
+(and ``--turns --sets madial synthetic madial-heldout synthetic-heldout`` for the committed turn sets)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -74,8 +80,9 @@ class Workspace:
         return [(self.path(d), n, t) for d, ls in self.days.items() for n, t in enumerate(ls, start=1)]
 
 
-def build_workspace(messages: list[dict[str, str]]) -> Workspace:
-    """Sessions -> daily files: per session, entries ``## HH:MM`` of :data:`EXCHANGES` exchanges each."""
+def build_workspace(messages: list[dict[str, str]], turns_per_entry: int = 2 * EXCHANGES) -> Workspace:
+    """Sessions -> daily files: per session, entries ``## HH:MM`` of ``turns_per_entry`` turns each
+    (:data:`EXCHANGES` exchanges; 1 is the held-out benchmark's layout, every turn a section)."""
     sessions: list[tuple[date, list[str]]] = []
     for message in messages:
         content = message["content"]
@@ -90,11 +97,12 @@ def build_workspace(messages: list[dict[str, str]]) -> Workspace:
         lines = ws.days.setdefault(day, [])
         hour = min(23, 9 + 2 * earlier.get(day, 0))
         earlier[day] = earlier.get(day, 0) + 1
-        per = 2 * EXCHANGES
+        per = turns_per_entry
         for n, start in enumerate(range(0, len(turns), per)):
             if lines:
                 lines.append("")
-            lines += [f"## {hour:02d}:{min(59, 5 * n):02d}", "", *turns[start : start + per]]
+            stamp = f"{hour:02d}:{min(59, n):02d}" if per == 1 else f"{hour:02d}:{min(59, 5 * n):02d}"
+            lines += [f"## {stamp}", "", *turns[start : start + per]]
     return ws
 
 
@@ -135,12 +143,14 @@ def evidence(ws: Workspace, question: str, answer: str, kind: str) -> list[tuple
     return told or that_day
 
 
-def build(kind: str, source: Path, out: Path) -> tuple[int, int, int, int]:
+def build(
+    kind: str, source: Path, out: Path, turns_per_entry: int = 2 * EXCHANGES
+) -> tuple[int, int, int, int]:
     """Write one conversation's workspace and labelled set; (files, lines, queries, dropped questions)."""
     messages = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines() if x.strip()]
     qa_file = source.with_name(source.name.replace(".jsonl", ".qa.jsonl"))
     qa = [json.loads(x) for x in qa_file.read_text(encoding="utf-8").splitlines() if x.strip()]
-    ws = build_workspace(messages)
+    ws = build_workspace(messages, turns_per_entry)
     root = out / source.stem
     shutil.rmtree(root, ignore_errors=True)
     (root / "memory").mkdir(parents=True)
@@ -149,7 +159,7 @@ def build(kind: str, source: Path, out: Path) -> tuple[int, int, int, int]:
     queries: dict[str, list[str]] = {}
     dropped = 0
     for item in qa:
-        found = evidence(ws, item["question"], item["answer"], kind)
+        found = evidence(ws, item["question"], item["answer"], kind.partition("-")[0])
         if not found:
             dropped += 1
             continue
@@ -164,13 +174,23 @@ def build(kind: str, source: Path, out: Path) -> tuple[int, int, int, int]:
 
 
 def main() -> None:
-    for kind in SETS:
-        out = OUT / kind
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sets", nargs="*", default=list(SETS), help="compaction dev sets (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--turns", action="store_true", help="every turn its own section (written to SET-turns)"
+    )
+    args = parser.parse_args()
+    for kind in args.sets:
+        out = OUT / (f"{kind}-turns" if args.turns else kind)
         out.mkdir(parents=True, exist_ok=True)
         for source in sorted((SOURCE / kind).glob("*.jsonl")):
             if source.name.endswith(".qa.jsonl"):
                 continue
-            files, lines, queries, dropped = build(kind, source, out)
+            files, lines, queries, dropped = build(kind, source, out, 1 if args.turns else 2 * EXCHANGES)
             print(f"{kind}/{source.stem}: {files} files, {lines} lines, {queries} queries, {dropped} dropped")
 
 
