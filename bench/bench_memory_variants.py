@@ -153,14 +153,39 @@ class _DayChunk(Chunk):
 def _day_context(make: Callable[[date], str], *, embed: bool = True, keyword: bool = True) -> Patch:
     """Index each daily chunk with ``make(day)`` as a first line, for the embedder and/or the keywords."""
 
+    def context(rel: str, chunks: list[Chunk], i: int) -> str | None:
+        day = daily_date(rel)
+        return None if day is None else make(day)
+
+    return _context(context, embed=embed, keyword=keyword)
+
+
+def _previous_turn(rel: str, chunks: list[Chunk], i: int) -> str | None:
+    """The body of the chunk before (its heading lines left out): the turn a one-turn chunk answers."""
+    if i == 0:
+        return None
+    return "\n".join(x for x in chunks[i - 1].text.splitlines() if x.strip() and not x.startswith("#"))
+
+
+def _context(
+    make: Callable[[str, list[Chunk], int], str | None], *, embed: bool = True, keyword: bool = True
+) -> Patch:
+    """Index chunk ``i`` of file ``rel`` with ``make(rel, chunks, i)`` before its text (``None``: as it is),
+    for the embedder (and sparse head) and/or the keywords. Prototype: a chunk text repeated in two places
+    takes the context of the last one planned."""
+
     plan_sync, fts = indexing.plan_sync, sqlite_index.fts_document
     full: dict[str, str] = {}  # chunk text -> text with its context line
 
     def planned(*args: Any, **kw: Any) -> sync.SyncPlan:
         plan = plan_sync(*args, **kw)
         for rel, chunks in plan.chunks.items():
-            if (day := daily_date(rel)) is not None:
-                plan.chunks[rel] = [_DayChunk(c.start_line, c.end_line, c.text, make(day)) for c in chunks]
+            plan.chunks[rel] = [
+                c
+                if (ctx := make(rel, chunks, i)) is None
+                else _DayChunk(c.start_line, c.end_line, c.text, ctx)
+                for i, c in enumerate(chunks)
+            ]
         return plan
 
     def plan_texts(self: sync.SyncPlan) -> dict[str, str]:
@@ -197,6 +222,9 @@ INDEXING: dict[str, tuple[Patch, dict[str, Any]]] = {
     "context-iso": (_day_context(_iso), {}),
     "context-keyword": (_day_context(_iso_words, embed=False), {}),
     "context-vector": (_day_context(_iso_words, keyword=False), {}),
+    "previous-turn": (_context(_previous_turn), {}),
+    "previous-turn-keyword": (_context(_previous_turn, embed=False), {}),
+    "previous-turn-vector": (_context(_previous_turn, keyword=False), {}),
     "chunk400": (contextlib.nullcontext, {"chunk_chars": 400}),
     "chunk2400": (contextlib.nullcontext, {"chunk_chars": 2400}),
 }
@@ -278,6 +306,19 @@ VARIANTS: dict[str, Variant] = {
     "shipped + day context line, ISO only": ("context-iso", _SAME, {}, None),
     "shipped + day context line, keyword index only": ("context-keyword", _SAME, {}, None),
     "shipped + day context line, embedder only": ("context-vector", _SAME, {}, None),
+    "shipped + the previous chunk's body as context, both retrievers": ("previous-turn", _SAME, {}, None),
+    "shipped + the previous chunk's body as context, keyword index only": (
+        "previous-turn-keyword",
+        _SAME,
+        {},
+        None,
+    ),
+    "shipped + the previous chunk's body as context, embedder only": (
+        "previous-turn-vector",
+        _SAME,
+        {},
+        None,
+    ),
     "shipped, chunk_chars 400": ("chunk400", _SAME, {}, None),
     "shipped, chunk_chars 2400": ("chunk2400", _SAME, {}, None),
     "shipped + neighbours +0.3 x adjacent hit's score": ("plain", _SAME, {}, _neighbours(0.3)),
