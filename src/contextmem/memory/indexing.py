@@ -60,9 +60,7 @@ class IndexOptions(TypedDict, total=False):
 
     vector_weight: float  # default 0.7
     keyword_weight: float  # default 0.3
-    sparse_weight: (
-        float  # of the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: not used)
-    )
+    sparse_weight: float  # the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"

@@ -6,7 +6,7 @@ paraphrase, an inflection, the other language) and what a single dense vector bl
 words). Shipped at weight 0.3 it raised hybrid recall@5 on three of six dev sets (level on the rest) and
 recall@10 on four (``bench/results/memory_variants.md``), re-scoring the fused candidates only, never
 retrieving alone. Vector mode scores it as well (it is the embedder's reading of the text, as its vector
-is): vector recall@5 rose on eight of ten dev sets and was level on the other two.
+is): vector recall@5 rose on 12 of 14 dev sets and was level on the other two.
 
 An embedder offers the head by implementing :class:`SparseEncoder`. The index stores each chunk text's
 terms as one small blob (:func:`pack`: uint16 term ids, then float16 weights; 1 KB at 256 terms) keyed
