@@ -97,12 +97,11 @@ def build_workspace(messages: list[dict[str, str]], turns_per_entry: int = 2 * E
         lines = ws.days.setdefault(day, [])
         hour = min(23, 9 + 2 * earlier.get(day, 0))
         earlier[day] = earlier.get(day, 0) + 1
-        per = turns_per_entry
-        for n, start in enumerate(range(0, len(turns), per)):
+        step = 1 if turns_per_entry == 1 else 5  # minutes between entries
+        for n, start in enumerate(range(0, len(turns), turns_per_entry)):
             if lines:
                 lines.append("")
-            stamp = f"{hour:02d}:{min(59, n):02d}" if per == 1 else f"{hour:02d}:{min(59, 5 * n):02d}"
-            lines += [f"## {stamp}", "", *turns[start : start + per]]
+            lines += [f"## {hour:02d}:{min(59, step * n):02d}", "", *turns[start : start + turns_per_entry]]
     return ws
 
 
