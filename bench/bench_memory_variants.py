@@ -278,17 +278,13 @@ def _date_boost(boost: float) -> Rerank:
 # label -> (indexing, patch while searching, search options, re-rank)
 Variant = tuple[str, Patch, dict[str, Any], Rerank | None]
 _SAME = contextlib.nullcontext
+_DENSE_VECTOR: Patch = lambda: _swapped((indexing, "_TERM_MODES", frozenset({"hybrid"})))  # noqa: E731
 VARIANTS: dict[str, Variant] = {
     "before this round (a named day not special)": ("plain", _no_named_days, {}, None),
     "shipped: a named day's daily file first": ("plain", _SAME, {}, None),
     "shipped, keyword only": ("plain", _SAME, {"mode": "keyword"}, None),
     "shipped, vector only": ("plain", _SAME, {"mode": "vector"}, None),
-    "vector only, dense alone (no sparse head)": (
-        "plain",
-        lambda: _swapped((indexing, "_TERM_MODES", frozenset({"hybrid"}))),
-        {"mode": "vector"},
-        None,
-    ),
+    "vector only, dense alone (no sparse head)": ("plain", _DENSE_VECTOR, {"mode": "vector"}, None),
     "before, no decay (half-life 10^6 days)": ("plain", _no_named_days, {"half_life": 1e6}, None),
     "before, half-life 365 days": ("plain", _no_named_days, {"half_life": 365.0}, None),
     "before, decay floored at 0.5": ("plain", _no_named_days, {"decay_floor": 0.5}, None),
@@ -306,19 +302,14 @@ VARIANTS: dict[str, Variant] = {
     "shipped + day context line, ISO only": ("context-iso", _SAME, {}, None),
     "shipped + day context line, keyword index only": ("context-keyword", _SAME, {}, None),
     "shipped + day context line, embedder only": ("context-vector", _SAME, {}, None),
-    "shipped + the previous chunk's body as context, both retrievers": ("previous-turn", _SAME, {}, None),
-    "shipped + the previous chunk's body as context, keyword index only": (
-        "previous-turn-keyword",
-        _SAME,
-        {},
-        None,
-    ),
-    "shipped + the previous chunk's body as context, embedder only": (
-        "previous-turn-vector",
-        _SAME,
-        {},
-        None,
-    ),
+    **{
+        f"shipped + the previous chunk's body as context, {where}": (f"previous-turn{x}", _SAME, {}, None)
+        for where, x in (
+            ("both retrievers", ""),
+            ("keyword index only", "-keyword"),
+            ("embedder only", "-vector"),
+        )
+    },
     "shipped, chunk_chars 400": ("chunk400", _SAME, {}, None),
     "shipped, chunk_chars 2400": ("chunk2400", _SAME, {}, None),
     "shipped + neighbours +0.3 x adjacent hit's score": ("plain", _SAME, {}, _neighbours(0.3)),
