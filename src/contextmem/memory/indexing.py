@@ -39,9 +39,6 @@ __all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
 
 Vector = NDArray[np.float32]
 _MODES = ("hybrid", "keyword", "vector")
-# Modes that score the embedder's sparse head (when it has one): it is the embedder's own reading of
-# the text, so "vector" (everything the embedder says) uses it as hybrid does; "keyword" is BM25 alone.
-_TERM_MODES = frozenset({"hybrid", "vector"})
 _QUERY_CACHE = 256  # query embeddings kept (a repeated query skips the model)
 
 
@@ -239,9 +236,10 @@ class BaseMemoryIndex(ABC):
         if sync:
             self.sync()
         pool = candidates or max(50, 4 * k)
-        with_terms = mode in _TERM_MODES and self.sparse is not None and self.sparse_weight > 0
+        # The sparse head is the embedder's own reading of the text, so vector mode (everything the
+        # embedder says) scores it as hybrid does; keyword mode is BM25 alone.
+        with_terms = mode != "keyword" and self.sparse is not None and self.sparse_weight > 0
         query_vec, q_terms = self._query_encoding(query, with_terms) if mode != "keyword" else (None, None)
-        q_terms = q_terms if with_terms else None  # the LRU may hold terms a hybrid search encoded
         today = today or self._today()
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
@@ -285,13 +283,15 @@ class BaseMemoryIndex(ABC):
         return await asyncio.to_thread(lambda: self.search(query, k, **options))
 
     def _query_encoding(self, query: str, with_terms: bool) -> tuple[Vector, Terms | None]:
-        """The query's embedding and, ``with_terms``, its sparse terms, from a small LRU (a repeated query
-        skips the model)."""
+        """The query's embedding and, ``with_terms``, its sparse terms (else ``None``, even when the LRU
+        holds them), from a small LRU (a repeated query skips the model)."""
         with self._lock:
             cached = self._query_vectors.get(query)
             if cached is not None:
                 self._query_vectors.move_to_end(query)
-        if cached is not None and (cached[1] is not None or not with_terms):
+        if cached is not None and not with_terms:
+            return cached[0], None
+        if cached is not None and cached[1] is not None:
             return cached
         vector: Vector = (
             cached[0]
