@@ -12,26 +12,18 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-pexpect = pytest.importorskip("pexpect")
+from .local_model import local_model
+
+if TYPE_CHECKING:
+    import pexpect
 
 pytestmark = pytest.mark.local_llm
 WAIT = 900  # seconds; the 2-core machine may be busy with other work
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _skip_reason() -> str | None:
-    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
-        return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
-    try:
-        from contextmem.llm.local import resolve_local_model
-
-        resolve_local_model("local")
-    except Exception as exc:
-        return f"the packaged local model is not available: {exc}"
-    return None
 
 
 class Screen:
@@ -53,9 +45,9 @@ class Screen:
 
 
 def test_chat_in_a_terminal_with_the_local_model(tmp_path: Path) -> None:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    local_model("llama_cpp", "pexpect")  # skip or fail: tests/local_model.py
+    import pexpect
+
     argv = ["-m", "contextmem.cli.main", "--workspace", str(tmp_path), "--max-tokens", "24", "chat"]
     child = pexpect.spawn(
         sys.executable,

@@ -8,9 +8,7 @@ gets a real reply through the strict-server shim (tools offered, ``tool_choice``
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from contextmem.messages import user
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
 
+from .local_model import local_model
 from .servers import free_port
 
 pytestmark = pytest.mark.local_llm
@@ -34,22 +33,9 @@ N_CTX = 2048  # llama-cpp-python's server default, said explicitly
 STARTUP = 300  # seconds; the 2-core machine may be busy
 
 
-def _model_path() -> Path:
-    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
-        pytest.skip("CONTEXTMEM_SKIP_LOCAL_LLM=1")
-    if importlib.util.find_spec("llama_cpp.server") is None or importlib.util.find_spec("fastapi") is None:
-        pytest.skip("llama-cpp-python's server is not installed (pip install 'contextmem[local]')")
-    from contextmem.llm.local import resolve_local_model
-
-    try:
-        return resolve_local_model("local")
-    except Exception as exc:
-        pytest.skip(f"the packaged local model is not available: {exc}")
-
-
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    model = _model_path()
+    model = local_model("llama_cpp.server", "fastapi", "uvicorn")  # skip or fail: tests/local_model.py
     log = tmp_path_factory.mktemp("llama-server") / "stderr.log"
     port = free_port()
     launcher = str(Path(__file__).with_name("llama_server_main.py"))  # llama_cpp.server, AMX-safe

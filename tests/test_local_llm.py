@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -39,6 +37,8 @@ from contextmem.messages import (
     tool_result,
     user,
 )
+
+from .local_model import REQUIRE, SKIP, local_model
 
 FAKE_GGUF = b"GGUF\x03\x00\x00\x00" + b"\x00" * 24
 
@@ -256,26 +256,78 @@ def test_tools_are_listed_in_the_system_prompt_and_images_are_noted() -> None:
     assert no_system[0]["content"].endswith(":\n- ls")
 
 
+# --- the rule of tests/local_model.py: only a missing extra skips, and only without the require flag ---
+
+Outcome = type[BaseException]
+SKIPPED: Outcome = pytest.skip.Exception
+FAILED: Outcome = pytest.fail.Exception
+
+
+def _good_model(site: Path) -> PackagedModel:
+    parts = [b"GGUF", b"\x03rest"]
+    model = split_model(parts)
+    install_parts(site, model, parts)
+    return model
+
+
+def test_the_rule_returns_the_verified_file_when_everything_is_there(site: Path, tmp_path: Path) -> None:
+    model = _good_model(site)
+    for env in ({}, {REQUIRE: "1"}):
+        path = local_model("json", model=model, env=env, cache_dir=tmp_path / "cache")
+        assert path.read_bytes() == b"GGUF\x03rest"
+
+
+@pytest.mark.parametrize(("env", "outcome"), [({}, SKIPPED), ({REQUIRE: "1"}, FAILED)])
+def test_a_missing_module_skips_only_without_the_require_flag(
+    site: Path, tmp_path: Path, env: dict[str, str], outcome: Outcome
+) -> None:
+    model = _good_model(site)
+    with pytest.raises(outcome, match=r"'cm_no_such_module'.*contextmem\[local\]") as caught:
+        local_model("cm_no_such_module", model=model, env=env, cache_dir=tmp_path / "cache")
+    assert (REQUIRE in str(caught.value)) == bool(env)
+
+
+@pytest.mark.parametrize(("env", "outcome"), [({}, SKIPPED), ({REQUIRE: "1"}, FAILED)])
+def test_a_missing_model_package_skips_only_without_the_require_flag(
+    site: Path, tmp_path: Path, env: dict[str, str], outcome: Outcome
+) -> None:
+    model = split_model([b"GGUF", b"rest"])  # its packages are not installed
+    with pytest.raises(outcome, match="'cm-fake-part0'"):
+        local_model("json", model=model, env=env, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("env", [{}, {REQUIRE: "1"}])
+def test_a_corrupt_model_is_an_error_never_a_skip(site: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    model = split_model([b"GGUF", b"rest"])
+    install_parts(site, model, [b"GGUF", b"REST"])  # a replaced part: the pinned sha256 is missed
+    with pytest.raises(LLMError, match="not the pinned"):
+        local_model("json", model=model, env=env, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("env", [{}, {REQUIRE: "1"}])
+def test_an_installed_module_that_does_not_load_is_an_error_never_a_skip(
+    site: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    model = _good_model(site)
+    (site / "cm_broken_runtime.py").write_text("raise OSError('libllama.so: GLIBC_2.38 not found')\n")
+    with pytest.raises(OSError, match=r"GLIBC_2\.38"):
+        local_model("cm_broken_runtime", model=model, env=env, cache_dir=tmp_path / "cache")
+
+
+def test_the_skip_switch_skips_and_conflicts_loudly_with_the_require_flag(site: Path, tmp_path: Path) -> None:
+    model = _good_model(site)
+    with pytest.raises(SKIPPED, match=SKIP):
+        local_model("json", model=model, env={SKIP: "1"}, cache_dir=tmp_path / "cache")
+    with pytest.raises(FAILED, match=f"{SKIP} and {REQUIRE} are both set"):
+        local_model("json", model=model, env={SKIP: "1", REQUIRE: "1"}, cache_dir=tmp_path / "cache")
+
+
 # --- a real generation ----------------------------------------------------------------------------
-
-
-def _real_model_skip_reason() -> str | None:
-    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
-        return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'contextmem[local]')"
-    try:
-        resolve_local_model("local")
-    except LLMError as exc:
-        return f"the packaged default model is not available: {exc}"
-    return None
 
 
 @pytest.fixture(scope="module")
 def real_llm() -> LocalLLM:
-    reason = _real_model_skip_reason()
-    if reason:
-        pytest.skip(reason)
+    local_model()  # skip or fail: tests/local_model.py
     return LocalLLM("local", n_ctx=1024)
 
 

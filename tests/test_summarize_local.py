@@ -1,20 +1,18 @@
 """One real summary with the packaged local model: the prompt must make a small model write the structure.
 
 Slow (a model call takes 30-120 s on a busy 2-core machine), so the transcript is short and the reply
-bounded. Skipped with ``CONTEXTMEM_SKIP_LOCAL_LLM=1`` or without llama-cpp-python / the model package.
+bounded. When it skips and when it fails: :mod:`tests.local_model`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
-from contextmem.errors import LLMError
 from contextmem.messages import Message, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, parse_sections
 from contextmem.tokens import MessageCounter, get_counter
+
+from .local_model import local_model
 
 IDENTIFIERS = ["src/billing/invoice.py", "ZeroDivisionError", "v4.2.0"]
 
@@ -35,25 +33,9 @@ CONVERSATION: list[Message] = [
 ]
 
 
-def _skip_reason() -> str | None:
-    if os.environ.get("CONTEXTMEM_SKIP_LOCAL_LLM") == "1":
-        return "CONTEXTMEM_SKIP_LOCAL_LLM=1"
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'contextmem[local]')"
-    from contextmem.llm.local_files import resolve_local_model
-
-    try:
-        resolve_local_model("local")
-    except LLMError as exc:
-        return f"the packaged default model is not available: {exc}"
-    return None
-
-
 @pytest.mark.local_llm
 async def test_the_local_model_writes_a_structured_summary_that_keeps_identifiers() -> None:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    local_model()
     from contextmem.llm.local import LocalLLM
 
     llm = LocalLLM("local", n_ctx=2048, temperature=0.0)
