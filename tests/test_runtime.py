@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from contextmem.messages import AssistantMessage, UserMessage
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
@@ -89,4 +91,43 @@ async def test_postgres_url_puts_sessions_and_memory_in_postgres(tmp_path, pg_ds
     hits = runtime.memory.search("release train date", k=3)
     assert any("2026-12-03" in h.snippet for h in hits)
     assert (await engine.verify()).lost == 0
+    await runtime.close()
+
+
+LOCAL = "local:qwen2.5-coder-1.5b-instruct-q4_k_m"  # the name a LocalLLM gives itself (and a wrapper keeps)
+
+
+@pytest.mark.parametrize(
+    ("model", "summary_local_model", "asked"),
+    [
+        (LOCAL, False, False),  # the default: the local model answers, the extractive summary is written
+        (LOCAL, True, True),
+        ("openai:gpt-4o-mini", False, True),  # hosted models always write summaries
+        ("anthropic:claude-sonnet-4-5", False, True),
+    ],
+)
+async def test_the_local_model_writes_summaries_only_with_summary_local_model(
+    tmp_path, model, summary_local_model, asked
+):
+    llm = ScriptedLLM(default="not a summary", name=model)
+    settings = Settings(
+        workspace=tmp_path / "ws",
+        agent_max_context_turns=4,
+        summary_max_tokens=300,
+        context_window=20_000,
+        summary_local_model=summary_local_model,
+    )
+    runtime = await ContextMem.open(settings, llm=llm, embedder="hash:64")
+    engine = await runtime.session("chat")
+    assert (engine.summarizer is not None) is asked
+    await engine.add(UserMessage("Deploy to db-staging-7.internal:5432"), AssistantMessage("Noted."))
+    for i in range(6):
+        await engine.add(UserMessage(f"question {i}"), AssistantMessage(f"answer {i}"))
+    await engine.build("system")  # over 4 turns: the oldest leave, summarised
+    await engine.wait_idle()
+    assert engine.summary is not None and "db-staging-7.internal:5432" in engine.summary.render()
+    assert bool(llm.requests) is asked
+    daily = await runtime.summarise_text("We moved the replica to port 5433.")
+    assert "5433" in daily
+    assert bool(llm.requests) is asked
     await runtime.close()

@@ -93,3 +93,15 @@ def test_model_table_lookup():
     from contextmem.models import ModelInfo
 
     assert lookup_model("gpt-4o", {"gpt-4o": ModelInfo(1000, 100)}).context_window == 1000
+
+
+def test_summary_local_model_is_off_by_default_and_set_from_the_environment():
+    assert Settings().summary_local_model is False
+    on = Settings.load(env={"CONTEXTMEM_SUMMARY_LOCAL_MODEL": "1"})
+    assert (
+        on.summary_local_model is True
+        and on.sources["summary_local_model"] == "env:CONTEXTMEM_SUMMARY_LOCAL_MODEL"
+    )
+    assert Settings.load(env={"CONTEXTMEM_SUMMARY_LOCAL_MODEL": "false"}).summary_local_model is False
+    with pytest.raises(ConfigError, match="summary_local_model"):
+        Settings.load(env={"CONTEXTMEM_SUMMARY_LOCAL_MODEL": "sometimes"})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engine import ContextEngine, EngineEvent
 from .llm.base import LLM
+from .llm.registry import summary_llm
 from .messages import UserMessage
 from .settings import Settings
 from .store.base import SessionStore
@@ -95,7 +96,8 @@ class ContextMem:
 
     async def session(self, session_id: str, *, restore: bool = False) -> ContextEngine:
         """The engine of one session, writing what leaves its context to daily memory; its window is
-        fitted to this runtime's LLM (:func:`~contextmem.budget.fit_to_model`)."""
+        fitted to this runtime's LLM (:func:`~contextmem.budget.fit_to_model`). Its summaries are written
+        by :func:`~contextmem.llm.registry.summary_llm`'s choice: the LLM, or the extractive summary."""
         engine = await ContextEngine.open(
             session_id,
             restore=restore,
@@ -104,6 +106,8 @@ class ContextMem:
             files=self.workspace.files,
             llm=self.llm,
         )
+        if summary_llm(self.settings, self.llm) is None:
+            engine.summarizer = None  # the local model answers; summaries are the extractive ones
         engine.subscribe(self._remember)
         return engine
 
@@ -129,13 +133,18 @@ class ContextMem:
 
     async def summarise_text(self, material: str) -> str:
         """A structured summary of free text (used by the daily 23:55 job)."""
+        from .engine.background import NoLLM
         from .summarize import Summarizer
         from .tokens import MessageCounter, get_counter
 
         if self.llm is None:
             return material[:4000]
-        summarizer = Summarizer(self.llm, MessageCounter(get_counter(self.settings.tokenizer)))
-        summary = await summarizer.summarize(None, [UserMessage(material[-60_000:])])
+        counter = MessageCounter(get_counter(self.settings.tokenizer))
+        text = [UserMessage(material[-60_000:])]
+        writer = summary_llm(self.settings, self.llm)
+        if writer is None:  # the local model with summary_local_model off
+            return Summarizer(NoLLM(), counter).extract(None, text).render()
+        summary = await Summarizer(writer, counter).summarize(None, text)
         return summary.render()
 
     def start_jobs(self) -> None:

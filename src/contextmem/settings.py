@@ -102,6 +102,11 @@ class Settings(BaseModel):
         le=0.5,
         description="Most of the window the summary takes, unless summary_max_tokens is set",
     )
+    summary_local_model: bool = Field(
+        False,
+        description="Let the local model write summaries; off: the extractive summary (as good, measured, "
+        "and seconds instead of minutes on 2 cores). Hosted models always write them",
+    )
     summary_timeout_seconds: float = Field(120.0, gt=0)
     summary_chunk_tokens: int = Field(6_000, gt=0, description="Most history tokens fed to one summary call")
     fold_task_memory: bool = Field(True, description="Fold a finished task's tool steps to its outcome")
