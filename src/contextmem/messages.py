@@ -129,6 +129,83 @@ class ToolSpec:
             },
         }
 
+    def to_anthropic(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": dict(self.parameters)}
+
+    @classmethod
+    def from_openai(cls, tool: Mapping[str, Any], where: str = "tool") -> ToolSpec:
+        """An OpenAI tool: the chat form ``{"type": "function", "function": {name, description,
+        parameters}}``, the bare function, or the Responses form (the function's keys beside ``type``).
+        Keys contextmem does not model (``strict``) are not kept."""
+        fn = tool.get("function", tool)
+        if not isinstance(fn, Mapping):
+            raise _tool_error(f"{where}.function", f"must be an object, got {fn!r}", _OPENAI_TOOL)
+        return cls._read(fn, "parameters", where if fn is tool else f"{where}.function")
+
+    @classmethod
+    def from_anthropic(cls, tool: Mapping[str, Any], where: str = "tool") -> ToolSpec:
+        """An Anthropic tool ``{name, description, input_schema}``. ``cache_control`` is not kept: a request
+        marks its own cache breakpoints."""
+        return cls._read(tool, "input_schema", where)
+
+    @classmethod
+    def of(cls, tool: object, where: str = "tool") -> ToolSpec:
+        """Any tool definition a user already has, as a spec: a :class:`ToolSpec`, an OpenAI or Anthropic
+        tool dict (:meth:`from_openai`, :meth:`from_anthropic`), or an SDK object of those shapes (anything
+        with ``model_dump()``). Anything else is a :class:`MessageFormatError` naming ``where``."""
+        if isinstance(tool, ToolSpec):
+            return tool
+        data = wire_form(tool)
+        if not isinstance(data, Mapping) or not ({"function", "name"} & data.keys()):
+            raise _tool_error(where, f"is not a tool definition: {data!r}", _ANY_TOOL)
+        if data.get("type", "function") not in ("function", "custom"):
+            raise _tool_error(
+                f"{where}.type",
+                f"is {data['type']!r}, a tool the provider runs, not a function tool",
+                "pass only function tools here; add provider-run tools to the provider's request yourself",
+            )
+        return cls.from_anthropic(data, where) if "input_schema" in data else cls.from_openai(data, where)
+
+    @classmethod
+    def _read(cls, fn: Mapping[str, Any], schema_key: str, where: str) -> ToolSpec:
+        name, description, schema = fn.get("name"), fn.get("description"), fn.get(schema_key)
+        if not isinstance(name, str) or not name:
+            raise _tool_error(f"{where}.name", f"must be a non-empty string, got {name!r}", _ANY_TOOL)
+        if description is not None and not isinstance(description, str):
+            raise _tool_error(
+                f"{where}.description", f"must be a string, got {description!r}", "give it as a str"
+            )
+        if schema is not None and not isinstance(schema, Mapping):
+            raise _tool_error(
+                f"{where}.{schema_key}", f"must be a JSON schema object, got {schema!r}", _ANY_TOOL
+            )
+        return (
+            cls(name, description or "", dict(schema)) if schema is not None else cls(name, description or "")
+        )
+
+
+ToolInput: TypeAlias = ToolSpec | Mapping[str, Any] | Any
+"""A tool definition :meth:`ToolSpec.of` reads: a spec, an OpenAI or Anthropic tool dict, an SDK object."""
+
+_OPENAI_TOOL = (
+    'write {"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
+)
+_ANY_TOOL = (
+    'pass a ToolSpec, an OpenAI tool {"type": "function", "function": {"name": ..., "parameters": {...}}} '
+    'or an Anthropic tool {"name": ..., "description": ..., "input_schema": {...}}'
+)
+
+
+def _tool_error(path: str, problem: str, fix: str) -> MessageFormatError:
+    return MessageFormatError(path, problem if len(problem) <= 300 else problem[:300] + "…", fix)
+
+
+def wire_form(value: object) -> Any:
+    """What an SDK (pydantic) object holds, as JSON-ready data: ``model_dump(mode="json",
+    exclude_unset=True)``, so only the fields it was given or received are seen; anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", exclude_unset=True) if callable(dump) and not isinstance(value, type) else value
+
 
 # --- small constructors -------------------------------------------------------------------------
 

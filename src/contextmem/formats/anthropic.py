@@ -31,6 +31,7 @@ blocks) come back in the canonical order above; OpenAI-only fields (``name``, im
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -40,7 +41,13 @@ from ..errors import MessageFormatError
 from ..messages import MAX_NESTING, check_arguments, check_json_value, text_of
 from ._checks import fail, require_list, require_mapping, require_str
 
-__all__ = ["MAX_CACHE_BREAKPOINTS", "from_anthropic", "mark_cache_breakpoints", "to_anthropic"]
+__all__ = [
+    "MAX_CACHE_BREAKPOINTS",
+    "from_anthropic",
+    "from_anthropic_reply",
+    "mark_cache_breakpoints",
+    "to_anthropic",
+]
 
 RAW_BLOCKS = "anthropic_blocks"
 BLOCK_KEYS = "anthropic_block_keys"
@@ -437,16 +444,17 @@ def _system_messages(system: str | list[Any] | None) -> list[msg.Message]:
 
 
 def from_anthropic(
-    messages: Iterable[Mapping[str, Any]], system: str | list[Any] | None = None
+    messages: Iterable[Mapping[str, Any]], system: str | list[Any] | None = None, *, start: int = 0
 ) -> list[msg.Message]:
     """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages.
 
     Each input is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate or too
     deep a nesting is a :class:`MessageFormatError` naming the path, never a :class:`RecursionError`.
+    Paths count the messages from ``start`` (``messages[start]`` is the first).
     """
     check_json_value(system, "system", limit=_SYSTEM_NESTING)
     out = _system_messages(system)
-    for i, d in enumerate(messages):
+    for i, d in enumerate(messages, start):
         path = f"messages[{i}]"
         check_json_value(d, path, limit=_MESSAGE_NESTING)
         if not isinstance(d, Mapping):
@@ -470,3 +478,16 @@ def from_anthropic(
                 "pass the system prompt as system=..., and use only user/assistant roles in messages",
             )
     return out
+
+
+def from_anthropic_reply(blocks: Sequence[Mapping[str, Any]], *, index: int = 0) -> msg.AssistantMessage:
+    """A model's reply (its ``content`` blocks) as it belongs in history: the ``null`` fields of each block
+    (``citations: null``) are dropped, and a reply of one plain text block reads as a string, as OpenAI's
+    does."""
+    clean = [{k: v for k, v in b.items() if v is not None} if isinstance(b, Mapping) else b for b in blocks]
+    (message,) = from_anthropic([{"role": "assistant", "content": clean}], start=index)
+    assert isinstance(message, msg.AssistantMessage)  # the role says so
+    content = message.content
+    if isinstance(content, tuple) and len(content) == 1 and isinstance(content[0], msg.TextPart):
+        message = dataclasses.replace(message, content=content[0].text)
+    return message

@@ -31,8 +31,10 @@ from ._checks import fail, require_list, require_mapping, require_str
 
 __all__ = [
     "ANTHROPIC_EXTRA_KEYS",
+    "REPLY_KEYS",
     "TOOL_CALL_EXTRA",
     "from_openai",
+    "from_openai_reply",
     "from_openai_stored",
     "messages_from_openai",
     "messages_to_openai",
@@ -262,6 +264,20 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> msg.Messag
         if call_extra:
             extra[TOOL_CALL_EXTRA] = call_extra
     return msg.AssistantMessage(body, reasoning, calls, name, extra)
+
+
+REPLY_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls", "name"})
+"""Keys of a response message that belong in history; the rest (``refusal: null``, ``annotations: []``,
+``audio``, ``function_call``) describe that response only, and some servers reject them when sent back."""
+
+
+def from_openai_reply(message: Mapping[str, Any], *, index: int | None = None) -> msg.AssistantMessage:
+    """A model's reply message (``choices[0].message``) as it belongs in history: only :data:`REPLY_KEYS`,
+    and of those only the ones that carry something (not ``None``, not ``[]``)."""
+    kept = {k: v for k, v in message.items() if k in REPLY_KEYS and v is not None and v != []}
+    result = from_openai({**kept, "role": "assistant"}, index=index)
+    assert isinstance(result, msg.AssistantMessage)  # the role says so
+    return result
 
 
 def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[msg.Message]:

@@ -6,26 +6,27 @@ as ``thinking`` blocks with their signature (all mapped by :mod:`contextmem.form
 
 Usage is normalised to what the other adapters report: Anthropic counts cache reads and cache writes
 *apart from* ``input_tokens``, so ``prompt_tokens = input + cache_read + cache_creation`` and
-``cached_tokens = cache_read``. Prompt-cache breakpoints: see :class:`AnthropicLLM`. SDK exceptions are
+``cached_tokens = cache_read`` (:meth:`~.base.Usage.from_anthropic`, which ``record_usage`` reads too). The
+request's conversation part is :func:`messages_body`, which ``Request.to_anthropic`` returns as well.
+Prompt-cache breakpoints: see :class:`AnthropicLLM`. SDK exceptions are
 translated in :meth:`AnthropicLLM._translate` only (from :mod:`.sdk`, which holds the skeleton this
 adapter shares with the OpenAI one).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from ..formats.anthropic import from_anthropic, mark_cache_breakpoints, to_anthropic
-from ..messages import AssistantMessage, TextPart
+from ..formats.anthropic import from_anthropic_reply, mark_cache_breakpoints, to_anthropic
+from ..messages import Message, ToolSpec
 from ..tokens.heuristic import HeuristicCounter
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
 from .sdk import SDKAdapter, SDKOptions
 
-__all__ = ["CACHE_MIN_TOKENS", "DEFAULT_MAX_TOKENS", "AnthropicLLM"]
+__all__ = ["CACHE_MIN_TOKENS", "DEFAULT_MAX_TOKENS", "AnthropicLLM", "messages_body"]
 
 DEFAULT_MAX_TOKENS = 4096
 CACHE_MIN_TOKENS = 1024
@@ -72,21 +73,11 @@ class AnthropicLLM(SDKAdapter):
         super().__init__(model, **options)
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
-        system, wire = to_anthropic(call.messages)
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": wire,
             "max_tokens": call.max_tokens or self.max_tokens,
+            **messages_body(call.messages, call.tools, cache_min_tokens=self.cache_min_tokens),
         }
-        if system:
-            body["system"] = system
-        if call.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in call.tools
-            ]
-        if self.cache_min_tokens is not None and _at_least(body, self.cache_min_tokens):
-            body = mark_cache_breakpoints(body)
         extra = dict(self.extra_body)
         if call.temperature is not None:
             extra["temperature"] = call.temperature
@@ -96,14 +87,34 @@ class AnthropicLLM(SDKAdapter):
 
     def _reply(self, raw: Mapping[str, Any]) -> ChatResponse:
         return ChatResponse(
-            _assistant(raw.get("content") or []),
-            _usage(raw.get("usage") or {}),
+            from_anthropic_reply(raw.get("content") or []),
+            Usage.from_anthropic(raw.get("usage")),
             _finish(raw.get("stop_reason")),
             raw.get("model", ""),
         )
 
     def _assembly(self) -> _Assembly:
         return _Assembly()
+
+
+def messages_body(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec] = (),
+    *,
+    cache_min_tokens: int | None = CACHE_MIN_TOKENS,
+) -> dict[str, Any]:
+    """The conversation part of a Messages API request: ``system`` (left out when there is none),
+    ``messages`` and ``tools`` (left out when there are none), with prompt-cache breakpoints
+    (:func:`~contextmem.formats.anthropic.mark_cache_breakpoints`) when it holds at least
+    ``cache_min_tokens`` tokens (``None``: never). What the adapter sends, and ``Request.to_anthropic``."""
+    system, wire = to_anthropic(messages)
+    body: dict[str, Any] = {"system": system} if system else {}
+    body["messages"] = wire
+    if tools:
+        body["tools"] = [t.to_anthropic() for t in tools]
+    if cache_min_tokens is not None and _at_least(body, cache_min_tokens):
+        body = mark_cache_breakpoints(body)
+    return body
 
 
 def _at_least(body: Mapping[str, Any], tokens: int) -> bool:
@@ -119,26 +130,8 @@ def _at_least(body: Mapping[str, Any], tokens: int) -> bool:
 # --- reading responses --------------------------------------------------------------------------
 
 
-def _assistant(blocks: Sequence[Mapping[str, Any]]) -> AssistantMessage:
-    """Blocks of a reply -> our message; a reply of one plain text block reads as a string, like OpenAI's."""
-    clean = [{k: v for k, v in b.items() if v is not None} for b in blocks]
-    (message,) = from_anthropic([{"role": "assistant", "content": clean}])
-    assert isinstance(message, AssistantMessage)  # the role says so
-    content = message.content
-    if isinstance(content, tuple) and len(content) == 1 and isinstance(content[0], TextPart):
-        message = dataclasses.replace(message, content=content[0].text)
-    return message
-
-
 def _finish(stop_reason: str | None) -> str | None:
     return _FINISH.get(stop_reason, stop_reason) if stop_reason else None
-
-
-def _usage(usage: Mapping[str, Any]) -> Usage:
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    written = int(usage.get("cache_creation_input_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + read + written
-    return Usage(prompt, int(usage.get("output_tokens") or 0), read)
 
 
 @dataclass
@@ -197,4 +190,9 @@ class _Assembly:
 
     def response(self) -> ChatResponse:
         blocks = [self.blocks[i] for i in sorted(self.blocks)]
-        return ChatResponse(_assistant(blocks), _usage(self.usage), _finish(self.stop_reason), self.model)
+        return ChatResponse(
+            from_anthropic_reply(blocks),
+            Usage.from_anthropic(self.usage),
+            _finish(self.stop_reason),
+            self.model,
+        )

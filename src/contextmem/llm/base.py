@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Hashable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Hashable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
-from ..messages import AssistantMessage, Message
+from ..errors import MessageFormatError
+from ..messages import AssistantMessage, Message, wire_form
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 from .scheduler import EndpointGate, gate_for
 
@@ -35,6 +36,80 @@ class Usage:
     @property
     def uncached_prompt_tokens(self) -> int:
         return max(0, self.prompt_tokens - self.cached_tokens)
+
+    @classmethod
+    def from_openai(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """OpenAI Chat Completions usage: ``prompt_tokens`` (cache reads included), ``completion_tokens``,
+        cache reads in ``prompt_tokens_details.cached_tokens`` (DeepSeek: ``prompt_cache_hit_tokens``)."""
+        usage = usage or {}
+        details = _details(usage, "prompt_tokens_details")
+        cached = _count(details, "cached_tokens", "usage.prompt_tokens_details") or _count(
+            usage, "prompt_cache_hit_tokens"
+        )
+        return cls(_count(usage, "prompt_tokens"), _count(usage, "completion_tokens"), cached)
+
+    @classmethod
+    def from_responses(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """OpenAI Responses usage: ``input_tokens`` (cache reads included), ``output_tokens``, cache reads
+        in ``input_tokens_details.cached_tokens``."""
+        usage = usage or {}
+        details = _details(usage, "input_tokens_details")
+        return cls(
+            _count(usage, "input_tokens"),
+            _count(usage, "output_tokens"),
+            _count(details, "cached_tokens", "usage.input_tokens_details"),
+        )
+
+    @classmethod
+    def from_anthropic(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """Anthropic usage, which counts cache reads and writes *apart from* ``input_tokens``: the prompt
+        is ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``, the cached part the
+        reads."""
+        usage = usage or {}
+        read = _count(usage, "cache_read_input_tokens")
+        prompt = _count(usage, "input_tokens") + read + _count(usage, "cache_creation_input_tokens")
+        return cls(prompt, _count(usage, "output_tokens"), read)
+
+    @classmethod
+    def of(cls, usage: object) -> Usage | None:
+        """The usage a provider reported, in whatever form the caller has it: a :class:`Usage`; the OpenAI
+        SDK's ``CompletionUsage`` or Responses ``ResponseUsage``; the Anthropic SDK's ``Usage``; a dict of any
+        of those shapes. ``None`` (a stream without usage) gives ``None``; anything else is a
+        :class:`MessageFormatError`."""
+        if usage is None or isinstance(usage, Usage):
+            return usage
+        data = wire_form(usage)
+        if isinstance(data, Mapping):
+            if "prompt_tokens" in data or "completion_tokens" in data:
+                return cls.from_openai(data)
+            if "input_tokens_details" in data or "output_tokens_details" in data:
+                return cls.from_responses(data)
+            if "input_tokens" in data or "output_tokens" in data:
+                return cls.from_anthropic(data)  # Responses usage without details reads the same
+        raise MessageFormatError(
+            "usage",
+            f"is not a usage the providers report: {str(data)[:200]!r}",
+            "pass the usage of the reply as it came (completion.usage, response.usage, message.usage), "
+            "a dict of it, a contextmem Usage, or None",
+        )
+
+
+def _details(usage: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    details = usage.get(key) or {}
+    if not isinstance(details, Mapping):
+        raise MessageFormatError(f"usage.{key}", f"must be an object, got {details!r}", _USAGE_FIX)
+    return details
+
+
+def _count(usage: Mapping[str, Any], key: str, where: str = "usage") -> int:
+    """A token count (a missing or null one is 0); anything but a non-negative number is refused."""
+    value = usage.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise MessageFormatError(f"{where}.{key}", f"must be a token count, got {value!r}", _USAGE_FIX)
+    return int(value)
+
+
+_USAGE_FIX = "pass the usage as the provider reported it, with whole numbers of tokens"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Unpack
 
 from ..errors import IncompleteReplyError
-from ..formats.openai import from_openai, messages_to_openai
+from ..formats.openai import from_openai_reply, messages_to_openai
 from ..messages import AssistantMessage, text_of
 from ._sdk_errors import error_from_response
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
@@ -30,10 +30,6 @@ __all__ = ["OpenAICompatLLM"]
 
 NO_KEY = "no-key"
 """Sent when a self-hosted server (Ollama, vLLM, llama.cpp) needs no key: the SDK insists on one."""
-
-# Keys of a response message that belong in history; the rest (refusal: null, annotations: [], audio...)
-# describe this response only and some servers reject them when sent back.
-_MESSAGE_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls", "name"})
 
 
 class OpenAICompatLLM(SDKAdapter):
@@ -116,10 +112,10 @@ class OpenAICompatLLM(SDKAdapter):
         choices = raw.get("choices") or []
         if not choices:
             raise error_from_response(self.name, None, raw, {}, "the response has no choices")
-        message = _assistant(choices[0].get("message") or {})
+        message = from_openai_reply(choices[0].get("message") or {})
         finish = choices[0].get("finish_reason")
         _check_usable(self.name, message, finish, streamed=False)
-        return ChatResponse(message, _usage(raw.get("usage")), finish, raw.get("model", ""))
+        return ChatResponse(message, Usage.from_openai(raw.get("usage")), finish, raw.get("model", ""))
 
     def _assembly(self) -> _Assembly:
         return _Assembly(self.name)
@@ -174,23 +170,6 @@ def _no_null_beside_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
 # --- reading responses --------------------------------------------------------------------------
 
 
-def _assistant(message: Mapping[str, Any]) -> AssistantMessage:
-    kept = {k: v for k, v in message.items() if k in _MESSAGE_KEYS and v is not None and v != []}
-    kept["role"] = "assistant"
-    result = from_openai(kept)
-    assert isinstance(result, AssistantMessage)  # the role says so
-    return result
-
-
-def _usage(usage: Mapping[str, Any] | None) -> Usage:
-    if not usage:
-        return Usage()
-    details = usage.get("prompt_tokens_details") or {}
-    # OpenAI reports cache reads in prompt_tokens_details; DeepSeek as prompt_cache_hit_tokens.
-    cached = details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), int(cached))
-
-
 @dataclass
 class _PartialCall:
     id: str = ""
@@ -214,7 +193,7 @@ class _Assembly:
         events: list[StreamEvent] = []
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
+            self.usage = Usage.from_openai(chunk["usage"])
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue
@@ -265,6 +244,6 @@ class _Assembly:
                 }
                 for i, c in enumerate(self.calls.values())
             ]
-        reply = _assistant(message)
+        reply = from_openai_reply(message)
         _check_usable(self.provider, reply, self.finish_reason, streamed=True)
         return ChatResponse(reply, self.usage, self.finish_reason, self.model)
