@@ -6,7 +6,9 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from contextmem import ContextEngine, Settings, ToolSpec, user
 from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+from contextmem.testing import MemoryStore
 
 
 def _tools(root: Path, namespace: str = "default") -> MemoryTools:
@@ -96,3 +98,26 @@ async def test_acall_runs_off_the_loop(tmp_path: Path) -> None:
     tools = _tools(tmp_path)
     assert await tools.acall("memory_write", {"text": "async note", "target": "core"}) == "saved to MEMORY.md"
     assert json.loads(await tools.acall("memory_search", {"query": "async note"}))[0]["path"] == "MEMORY.md"
+
+
+async def test_the_tools_in_each_provider_form_build_the_same_request(tmp_path: Path) -> None:
+    """Issue 29: ``openai_tools()`` went to ``build`` and was refused; every form is accepted alike now."""
+    tools = _tools(tmp_path / "memory")
+    specs = tools.specs()
+    assert specs == [ToolSpec(name, s["description"], s["parameters"]) for name, s in TOOL_SCHEMAS.items()]
+    assert tools.openai_tools() == [
+        {"type": "function", "function": {"name": name, **s}} for name, s in TOOL_SCHEMAS.items()
+    ]
+    assert tools.anthropic_tools() == [
+        {"name": name, "description": s["description"], "input_schema": s["parameters"]}
+        for name, s in TOOL_SCHEMAS.items()
+    ]
+    engine = await ContextEngine.open(
+        "s", store=MemoryStore(), settings=Settings(workspace=tmp_path), workspace_dir=tmp_path / "files"
+    )
+    await engine.add(user("What do you remember?"))
+    requests = [
+        await engine.build("sys", form) for form in (specs, tools.openai_tools(), tools.anthropic_tools())
+    ]
+    assert all(r.tools == tuple(specs) for r in requests)
+    assert requests[0].estimate == requests[1].estimate == requests[2].estimate

@@ -18,17 +18,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
 from ..compaction.plans import Plan, plan_restore
 from ..errors import ArchiveError, BudgetExceededError, CompactionError
-from ..formats.openai import from_openai
-from ..llm.base import ToolSpec, Usage
+from ..formats.inputs import MessageInput, read_messages
+from ..llm.base import Usage
 from ..llm.scheduler import foreground_calls
-from ..messages import Message, check_message_text
+from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
 from ..settings import Settings
 from ..store.base import SessionState, SessionStore
@@ -190,20 +190,13 @@ class ContextEngine:
 
     # --- appending -----------------------------------------------------------------------------
 
-    async def add(self, *messages: Message | Mapping[str, Any]) -> None:
-        """Append user/assistant/tool messages (values or OpenAI dicts); validated, then stored.
-
-        Text UTF-8 cannot encode is a :class:`MessageFormatError` naming the message, before anything is
-        stored. Other processes may write the same session: see :mod:`contextmem.engine.writer`
-        (:class:`HistoryError`, :class:`SessionBusyError`; the engine stays reloaded and usable).
-        """
-        msgs: list[Message] = []
-        for i, m in enumerate(messages):
-            if isinstance(m, Mapping):
-                msgs.append(from_openai(m, index=i))
-            else:
-                check_message_text(m, f"messages[{i}]")
-                msgs.append(m)
+    async def add(self, *messages: MessageInput) -> None:
+        """Append messages as the caller has them (values, OpenAI or Anthropic dicts, an SDK's reply as it
+        came: :mod:`contextmem.formats.inputs`), validated, then stored. A malformed message, or text UTF-8
+        cannot encode, is a :class:`MessageFormatError` naming it, before anything is stored. Other processes
+        may write the same session: see :mod:`contextmem.engine.writer` (:class:`HistoryError`,
+        :class:`SessionBusyError`; the engine stays reloaded and usable)."""
+        msgs = read_messages(messages)
         if not msgs:
             return
         async with self._lock:
@@ -228,21 +221,27 @@ class ContextEngine:
     def _budget(self, fixed: Fixed) -> int:
         return history_budget(self._estimate(fixed), self.window, self._live.calibration.ratio)
 
-    def estimate(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> RequestEstimate:
-        return self._estimate(self._regions.fixed(system_prompt, tools))
+    def _fixed(self, system_prompt: str, tools: Sequence[ToolInput]) -> Fixed:  # each tool: ToolSpec.of
+        return self._regions.fixed(
+            system_prompt, [ToolSpec.of(t, f"tools[{i}]") for i, t in enumerate(tools)]
+        )
 
-    async def build(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> Request:
+    def estimate(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> RequestEstimate:
+        return self._estimate(self._fixed(system_prompt, tools))
+
+    async def build(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> Request:
         """What to send now: offload old tool results, then (if over budget) compact, then assemble.
 
-        The system prompt and tools are counted once per call; after each step only what it changed is
-        re-counted (the summary, if it grew; the history keeps its own total).
+        ``tools``: specs, OpenAI or Anthropic tool dicts, SDK tool objects (:meth:`ToolSpec.of`). They and
+        the system prompt are counted once per call; after each step only what it changed is re-counted
+        (the summary, if it grew; the history keeps its own total).
         Raises :class:`BudgetExceededError` only when the system prompt, tools, reserve and the newest
         user message alone cannot fit, and :class:`ArchiveError` (path, cause, fix) when they could have
         fit but the archive failed, so nothing could leave.
         """
         async with self._lock:
             self._applier.reset_failure()
-            fixed = self._regions.fixed(system_prompt, tools)
+            fixed = self._fixed(system_prompt, tools)
 
             async def offload(after_seq: int = 0) -> None:
                 budget = self._budget(fixed)
@@ -274,12 +273,12 @@ class ContextEngine:
                 raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
 
     def assemble(
-        self, system_prompt: str = "", tools: Sequence[ToolSpec] = (), *, fit: bool = True
+        self, system_prompt: str = "", tools: Sequence[ToolInput] = (), *, fit: bool = True
     ) -> Request:
         """The request as it stands (:func:`~.request.assemble`, the one assembler); changes nothing.
         ``fit=False``: the whole live history, even where it is over the budget (a session's contents
         between two builds, not a request to send)."""
-        return self._assemble(self._regions.fixed(system_prompt, tools), fit=fit)
+        return self._assemble(self._fixed(system_prompt, tools), fit=fit)
 
     def _assemble(self, fixed: Fixed, *, fit: bool = True) -> Request:
         est = self._estimate(fixed)
@@ -293,20 +292,23 @@ class ContextEngine:
             counter=self.counter,
         )
 
-    def record_usage(self, request: Request, usage: Usage) -> None:
-        """Calibrate the estimate against the prompt tokens the provider reported (C2), and add the call
-        to the session's usage totals (``/context``; event ``usage``). ``prompt_tokens`` include the
-        cached ones: a cache read is still text the model was sent."""
-        if usage.prompt_tokens > 0:
-            live = self._live
+    def record_usage(self, request: Request, usage: Usage | object | None) -> None:
+        """Calibrate the estimate against the prompt tokens the provider reported for ``request`` (C2), and
+        add the call to the session's usage totals (``stats().usage``; event ``usage``). ``usage`` is the
+        reply's usage as it came (:meth:`Usage.of`): OpenAI's ``completion.usage`` or Responses
+        ``response.usage``, Anthropic's ``message.usage``, a dict of one, or a :class:`Usage`; ``None``
+        records nothing; another shape is a :class:`MessageFormatError`. Prompt tokens include cached ones
+        (for Anthropic, its cache reads and writes are added to ``input_tokens``)."""
+        live, got = self._live, Usage.of(usage)
+        if got is not None and got.prompt_tokens > 0:
             live.calibration = live.calibration.observe(
-                request.estimate.prompt + REPLY_PRIMING, usage.prompt_tokens
+                request.estimate.prompt + REPLY_PRIMING, got.prompt_tokens
             )
-            live.usage = totals = live.usage.add(usage)
+            live.usage = totals = live.usage.add(got)
             self._emit(
                 "usage",
-                prompt=usage.prompt_tokens,
-                cached=usage.cached_tokens,
+                prompt=got.prompt_tokens,
+                cached=got.cached_tokens,
                 ratio=round(totals.cache_ratio, 4),
                 calls=totals.calls,
             )
@@ -338,7 +340,7 @@ class ContextEngine:
             return await self._applier.fold_task()
 
     async def handle_overflow(
-        self, error: BaseException, system_prompt: str = "", tools: Sequence[ToolSpec] = ()
+        self, error: BaseException, system_prompt: str = "", tools: Sequence[ToolInput] = ()
     ) -> Request:
         """The provider said the request overflowed: shrink by the next emergency stage and rebuild.
 
@@ -347,7 +349,7 @@ class ContextEngine:
         Raises :class:`CompactionError` when no stage is left — never loops.
         """
         self._learn_window(error)
-        fixed = self._regions.fixed(system_prompt, tools)
+        fixed = self._fixed(system_prompt, tools)
         before = self._estimate(fixed).prompt
         while self._emergency_stage < MAX_EMERGENCY_STAGE:
             self._emergency_stage += 1
@@ -481,7 +483,7 @@ class ContextEngine:
 
     # --- inspection and upkeep ---------------------------------------------------------------------
 
-    def stats(self, system_prompt: str = "", tools: Sequence[ToolSpec] = ()) -> ContextStats:
+    def stats(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> ContextStats:
         return context_stats(self._live, self.estimate(system_prompt, tools))
 
     async def verify(self) -> VerifyReport:

@@ -63,7 +63,19 @@ class Request:
     estimate: RequestEstimate
 
     def to_openai(self) -> list[dict[str, Any]]:
+        """The messages as OpenAI chat dicts (``messages=``); pass the tools as you gave them to ``build``."""
         return messages_to_openai(self.messages)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The Anthropic Messages API keywords ``system`` (left out when empty), ``messages`` and ``tools``
+        (left out when none), with prompt-cache breakpoints as the Anthropic adapter marks them
+        (:func:`~contextmem.llm.anthropic.messages_body`)::
+
+            await client.messages.create(model=MODEL, max_tokens=request.max_tokens, **request.to_anthropic())
+        """
+        from ..llm.anthropic import messages_body  # the adapter module, loaded only by those who use it
+
+        return messages_body(self.messages, self.tools)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ContextmemError, ToolArgumentError
+from ..messages import ToolSpec
 from ..redaction import redact_secrets
 from ..safefs import MAX_PATH_CHARS
 from .base import MemoryIndex
@@ -246,9 +247,17 @@ class MemoryTools:
     def schemas(self) -> dict[str, dict[str, Any]]:
         return TOOL_SCHEMAS
 
+    def specs(self) -> list[ToolSpec]:
+        """The tools as specs, for ``ContextEngine.build`` (which takes the two forms below as well)."""
+        return [ToolSpec(name, s["description"], s["parameters"]) for name, s in TOOL_SCHEMAS.items()]
+
     def openai_tools(self) -> list[dict[str, Any]]:
-        """The schemas in OpenAI's ``tools=[{"type": "function", ...}]`` form."""
-        return [{"type": "function", "function": {"name": n, **s}} for n, s in TOOL_SCHEMAS.items()]
+        """The tools in OpenAI's ``tools=[{"type": "function", "function": {...}}]`` form."""
+        return [spec.to_openai() for spec in self.specs()]
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """The tools in Anthropic's ``tools=[{"name", "description", "input_schema"}]`` form."""
+        return [spec.to_anthropic() for spec in self.specs()]
 
     def call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """Run tool ``name``; every failure comes back as an ``error: ...`` text, never an exception."""

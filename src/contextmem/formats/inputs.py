@@ -1,0 +1,104 @@
+"""Messages as users already have them -> contextmem messages: the one reader behind ``ContextEngine.add``.
+
+A user's agent loop holds messages in its provider's forms, so each is read by what it is:
+
+* a message value (:class:`~contextmem.messages.UserMessage`, ...) is kept, after
+  :func:`~contextmem.messages.check_message_text`;
+* an SDK object (anything with ``model_dump()``) is a model's reply: the Anthropic SDK's ``Message`` (its
+  ``content`` is a list of blocks) is read for its role and content only (``id``, ``model``,
+  ``stop_reason``, ``usage`` describe that response), the OpenAI SDK's ``ChatCompletionMessage`` for the keys
+  that belong in history (``refusal``, ``annotations``, ``audio``, ``function_call`` do not);
+* a dict is an Anthropic message when it is only ``role`` and a list ``content`` holding a block only
+  Anthropic has (:data:`ANTHROPIC_ONLY_BLOCKS`, or a block with ``cache_control`` or ``citations``), else
+  an OpenAI chat message. Plain text messages read the same in both.
+
+An Anthropic user message of ``tool_result`` blocks becomes one tool message per block, so one input may
+give several messages. Errors name the input as ``messages[i]``, ``i`` its position in the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias
+
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+    check_message_text,
+    wire_form,
+)
+from ._checks import fail
+from .anthropic import from_anthropic, from_anthropic_reply
+from .openai import from_openai, from_openai_reply
+
+__all__ = ["ANTHROPIC_ONLY_BLOCKS", "MessageInput", "is_anthropic", "read_message", "read_messages"]
+
+MessageInput: TypeAlias = Message | Mapping[str, Any] | Any
+"""A message value, an OpenAI or Anthropic message dict, or an SDK reply object (``model_dump()``)."""
+
+ANTHROPIC_ONLY_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "image",
+        "thinking",
+        "redacted_thinking",
+        "document",
+        "search_result",
+        "container_upload",
+    }
+)
+"""Content block types the Anthropic Messages API has and OpenAI chat messages do not; so are the server
+tools' blocks, whose types end in ``_tool_use`` or ``_tool_result`` (``web_search_tool_result``, ...)."""
+
+_ANTHROPIC_ONLY_KEYS = ("cache_control", "citations")
+_VALUES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+
+
+def is_anthropic(message: Mapping[str, Any]) -> bool:
+    """Whether a message dict is in Anthropic's form rather than OpenAI's (see the module docstring)."""
+    content = message.get("content")
+    if set(message) - {"role", "content"} or not isinstance(content, list):
+        return False
+    return any(isinstance(block, Mapping) and _anthropic_only(block) for block in content)
+
+
+def _anthropic_only(block: Mapping[str, Any]) -> bool:
+    kind = block.get("type")
+    if kind in ANTHROPIC_ONLY_BLOCKS or any(key in block for key in _ANTHROPIC_ONLY_KEYS):
+        return True
+    return isinstance(kind, str) and kind.endswith(("_tool_use", "_tool_result"))
+
+
+def read_message(message: MessageInput, index: int = 0) -> list[Message]:
+    """One input as the messages it holds (several for an Anthropic message of tool results)."""
+    where = f"messages[{index}]"
+    if isinstance(message, _VALUES):
+        check_message_text(message, where)
+        return [message]
+    if isinstance(message, Mapping):
+        if is_anthropic(message):
+            return from_anthropic([message], start=index)
+        return [from_openai(message, index=index)]
+    data = wire_form(message)
+    if not isinstance(data, Mapping):
+        fail(
+            where,
+            "a message, a message dict or an SDK message object",
+            message,
+            "pass a contextmem message, an OpenAI or Anthropic message dict, or the SDK's reply as it came",
+            show_type=True,
+        )
+    if data.get("role") != "assistant":
+        return read_message(data, index)
+    if isinstance(data.get("content"), list):  # the Anthropic SDK's Message: blocks, beside id, model, usage
+        return [from_anthropic_reply(data["content"], index=index)]
+    return [from_openai_reply(data, index=index)]  # the OpenAI SDK's ChatCompletionMessage
+
+
+def read_messages(messages: Iterable[MessageInput]) -> list[Message]:
+    """Every input read by :func:`read_message`, in order; errors name the input's position."""
+    return [m for i, message in enumerate(messages) for m in read_message(message, i)]
