@@ -159,9 +159,11 @@ ANTHROPIC_REPLY = {
 }
 
 
-async def test_add_takes_the_anthropic_sdk_reply_and_tool_result_dicts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_dict", [False, True], ids=["sdk-object", "its-model_dump"])
+async def test_add_takes_the_anthropic_sdk_reply_and_tool_result_dicts(tmp_path: Path, as_dict: bool) -> None:
     engine = await _engine(tmp_path)
-    reply = anthropic_types.Message.model_validate(ANTHROPIC_REPLY)
+    reply: Any = anthropic_types.Message.model_validate(ANTHROPIC_REPLY)
+    reply = reply.model_dump() if as_dict else reply
     results = {
         "role": "user",
         "content": [

@@ -4,13 +4,14 @@ A user's agent loop holds messages in its provider's forms, so each is read by w
 
 * a message value (:class:`~contextmem.messages.UserMessage`, ...) is kept, after
   :func:`~contextmem.messages.check_message_text`;
-* an SDK object (anything with ``model_dump()``) is a model's reply: the Anthropic SDK's ``Message`` (its
-  ``content`` is a list of blocks) is read for its role and content only (``id``, ``model``,
-  ``stop_reason``, ``usage`` describe that response), the OpenAI SDK's ``ChatCompletionMessage`` for the keys
-  that belong in history (``refusal``, ``annotations``, ``audio``, ``function_call`` do not);
+* an Anthropic response (the SDK's ``Message``, or its dict: :func:`is_anthropic_reply`) is read for its
+  content blocks only (``id``, ``model``, ``stop_reason``, ``usage`` describe that response);
+* another SDK object (anything with ``model_dump()``) is read as its dict, except an assistant one, which is
+  the OpenAI SDK's ``ChatCompletionMessage``: only the keys that belong in history are kept (``refusal``,
+  ``annotations``, ``audio``, ``function_call`` are not);
 * a dict is an Anthropic message when it is only ``role`` and a list ``content`` holding a block only
   Anthropic has (:data:`ANTHROPIC_ONLY_BLOCKS`, or a block with ``cache_control`` or ``citations``), else
-  an OpenAI chat message. Plain text messages read the same in both.
+  an OpenAI chat message, kept as written. Plain text messages read the same in both.
 
 An Anthropic user message of ``tool_result`` blocks becomes one tool message per block, so one input may
 give several messages. Errors name the input as ``messages[i]``, ``i`` its position in the call.
@@ -34,7 +35,14 @@ from ._checks import fail
 from .anthropic import from_anthropic, from_anthropic_reply
 from .openai import from_openai, from_openai_reply
 
-__all__ = ["ANTHROPIC_ONLY_BLOCKS", "MessageInput", "is_anthropic", "read_message", "read_messages"]
+__all__ = [
+    "ANTHROPIC_ONLY_BLOCKS",
+    "MessageInput",
+    "is_anthropic",
+    "is_anthropic_reply",
+    "read_message",
+    "read_messages",
+]
 
 MessageInput: TypeAlias = Message | Mapping[str, Any] | Any
 """A message value, an OpenAI or Anthropic message dict, or an SDK reply object (``model_dump()``)."""
@@ -73,6 +81,17 @@ def _anthropic_only(block: Mapping[str, Any]) -> bool:
     return isinstance(kind, str) and kind.endswith(("_tool_use", "_tool_result"))
 
 
+def is_anthropic_reply(message: Mapping[str, Any]) -> bool:
+    """Whether a dict is an Anthropic Messages API response (the SDK's ``Message``, or its dict): an
+    assistant ``"type": "message"`` with the ``model`` that wrote it and a list of content blocks."""
+    return (
+        message.get("type") == "message"
+        and message.get("role") == "assistant"
+        and "model" in message
+        and isinstance(message.get("content"), list)
+    )
+
+
 def read_message(message: MessageInput, index: int = 0) -> list[Message]:
     """One input as the messages it holds (several for an Anthropic message of tool results)."""
     where = f"messages[{index}]"
@@ -80,6 +99,8 @@ def read_message(message: MessageInput, index: int = 0) -> list[Message]:
         check_message_text(message, where)
         return [message]
     if isinstance(message, Mapping):
+        if is_anthropic_reply(message):
+            return [from_anthropic_reply(message["content"], index=index)]
         if is_anthropic(message):
             return from_anthropic([message], start=index)
         return [from_openai(message, index=index)]
@@ -92,11 +113,9 @@ def read_message(message: MessageInput, index: int = 0) -> list[Message]:
             "pass a contextmem message, an OpenAI or Anthropic message dict, or the SDK's reply as it came",
             show_type=True,
         )
-    if data.get("role") != "assistant":
-        return read_message(data, index)
-    if isinstance(data.get("content"), list):  # the Anthropic SDK's Message: blocks, beside id, model, usage
-        return [from_anthropic_reply(data["content"], index=index)]
-    return [from_openai_reply(data, index=index)]  # the OpenAI SDK's ChatCompletionMessage
+    if data.get("role") == "assistant" and not is_anthropic_reply(data):
+        return [from_openai_reply(data, index=index)]  # the OpenAI SDK's ChatCompletionMessage
+    return read_message(data, index)
 
 
 def read_messages(messages: Iterable[MessageInput]) -> list[Message]:
