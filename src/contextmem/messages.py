@@ -179,9 +179,9 @@ class ToolSpec:
             raise _tool_error(
                 f"{where}.{schema_key}", f"must be a JSON schema object, got {schema!r}", _ANY_TOOL
             )
-        return (
-            cls(name, description or "", dict(schema)) if schema is not None else cls(name, description or "")
-        )
+        if schema is None:
+            return cls(name, description or "")  # no parameters
+        return cls(name, description or "", dict(schema))
 
 
 ToolInput: TypeAlias = ToolSpec | Mapping[str, Any] | Any
