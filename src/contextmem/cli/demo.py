@@ -3,10 +3,17 @@
 A bundled three-day conversation (English and Chinese, tool calls, one ~100 KB log) is replayed through
 the reference agent into a small window. The assistant's side is scripted (:mod:`.demo_script`) — the demo
 shows the *engine*: every model request is assembled by ``build``, old tool output is offloaded, turns are
-trimmed and archived, summaries are written by the local model in the background (a bounded number of
-calls, then the extractive fallback), and what leaves the context lands in daily memory. A new session
-then answers questions about the first days through ``memory_search`` — answered by the local model from
-the hits — and the run ends with the totals and the proof that no message was lost.
+trimmed and archived, summaries are written as the settings say (the extractive summary with the local
+model, unless ``summary_local_model`` is on: then a bounded number of model calls, then the extractive
+fallback), and what leaves the context lands in daily memory. A new session then answers questions about
+the first days through ``memory_search`` — answered by the local model from the hits — and the run ends
+with the totals and the proof that no message was lost.
+
+The model is loaded only when it is first needed: for the questions, unless it writes summaries. So the
+sessions run while ``make run`` is still installing the local model's runtime in the background
+(``runtime_status``: a JSON file the installer keeps, :func:`wait_for_runtime`). No step is silent for
+more than :data:`TICK` seconds: waiting for the install, loading the model and every model call print
+progress lines.
 
 ``--fast`` uses no model at all (extractive summaries, extractive answers): what the tests run.
 """
@@ -14,18 +21,21 @@ the hits — and the run ends with the totals and the proof that no message was 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import json
 import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent, Toolbox, memory_tools
 from ..agent.replay import count_lost
 from ..engine import ContextEngine, EngineEvent
+from ..llm.base import LLM
 from ..messages import AssistantMessage, Message, UserMessage
 from ..settings import Settings
 from ..summarize.prompts import section_has_content
@@ -44,6 +54,8 @@ if TYPE_CHECKING:
     from ..runtime import ContextMem
 
 Echo = Callable[[str], None]
+TICK = 10.0
+"""Most seconds the demo stays silent: a progress line follows while it waits on a model or an install."""
 
 # A small window so that trimming, offloading and summaries all happen within a few turns.
 DEMO_SETTINGS: dict[str, Any] = {
@@ -100,16 +112,42 @@ def run(
     fast: bool = False,
     llm_summaries: int = 2,
     keep: str | None = None,
-    echo: Echo = print,
+    echo: Echo | None = None,
+    runtime_status: Path | None = None,
 ) -> dict[str, int]:
-    """Run the demo; returns the totals (``lost`` is 0 unless something is badly wrong)."""
-    return asyncio.run(_run(settings or Settings(), fast, llm_summaries, keep, echo))
+    """Run the demo; returns the totals (``lost`` is 0 unless something is badly wrong).
+
+    ``runtime_status``: the local model's runtime is being installed meanwhile; wait for that file to
+    say so (:func:`wait_for_runtime`) before loading the model. ``llm_summaries`` bounds the model's
+    summary calls when it writes summaries (``summary_local_model``, or a hosted model).
+    """
+    return asyncio.run(
+        _run(
+            settings or Settings(),
+            fast=fast,
+            llm_summaries=llm_summaries,
+            keep=keep,
+            echo=echo or say,
+            runtime_status=runtime_status,
+        )
+    )
+
+
+def say(line: str) -> None:
+    """The demo's default output: flushed at once, so progress shows also through a pipe."""
+    print(line, flush=True)
 
 
 async def _run(
-    settings: Settings, fast: bool, llm_summaries: int, keep: str | None, echo: Echo
+    settings: Settings,
+    *,
+    fast: bool,
+    llm_summaries: int,
+    keep: str | None,
+    echo: Echo,
+    runtime_status: Path | None,
 ) -> dict[str, int]:
-    from ..llm.registry import load_llm
+    from ..llm.registry import writes_summaries
     from ..runtime import ContextMem
 
     started = time.monotonic()
@@ -118,24 +156,27 @@ async def _run(
         s = settings
         for key, value in {**DEMO_SETTINGS, "workspace": str(root), "store": ""}.items():
             s = s.with_value(key, value)
-        local = None if fast else BoundedLLM(load_llm(s.model), llm_summaries)
+        model = None if fast else ModelLoader(s.model, echo, runtime_status)
+        local = None
+        if model is not None and writes_summaries(s, s.model):  # needed from the first turn
+            inner = await model.get()
+            local = BoundedLLM(inner, llm_summaries) if inner is not None else None
         runtime = await ContextMem.open(s, llm=local or ScriptedLLM(), memory=True)
-        demo = Demo(runtime, local, echo)
-        if local is not None:
-            # Load the weights now, in the foreground: llama.cpp silences stdout while it loads (by
-            # redirecting the file descriptor), which would swallow lines printed meanwhile.
-            loading = time.monotonic()
-            await local.inner.complete([UserMessage("Say ok.")], max_tokens=1)
-            echo(f"loaded {local.name} in {time.monotonic() - loading:.0f}s")
+        demo = Demo(runtime, local, echo, model)
         echo(f"contextmem demo · workspace {root}")
         echo(
             f"window {s.context_window:,} tokens, output reserve {s.max_tokens}, "
             f"max turns {s.agent_max_context_turns}"
         )
-        echo(
-            "summaries: "
-            + (f"{local.name}, at most {llm_summaries} calls" if local else "extractive (--fast)")
-        )
+        if local is not None:
+            echo(f"summaries: {local.name}, at most {llm_summaries} calls, then extractive")
+        elif fast:
+            echo("summaries: extractive (--fast); answers: extractive")
+        else:
+            echo(
+                f"summaries: extractive (set summary_local_model to have {s.model!r} write them); "
+                f"answers: {s.model!r}, loaded when the questions start"
+            )
         try:
             sessions = demo.conversation["sessions"]
             for number, session in enumerate(sessions):
@@ -145,19 +186,124 @@ async def _run(
             await runtime.close()
         demo.memory_files()
         demo.final_table(time.monotonic() - started)
-    return {**{key: demo.totals[key] for key in REPORTED}, "llm_summaries": local.used if local else 0}
+    failed = model is not None and model.failed
+    return {
+        **{key: demo.totals[key] for key in REPORTED},
+        "llm_summaries": local.used if local else 0,
+        "model_failed": int(failed),
+    }
+
+
+@contextlib.asynccontextmanager
+async def ticking(echo: Echo, what: str, every: float = TICK) -> AsyncIterator[None]:
+    """Print ``… what (Ns)`` every ``every`` seconds until the block ends (nothing if it ends sooner)."""
+    started = time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(every)
+            echo(f"   … {what} ({time.monotonic() - started:.0f}s)")
+
+    task = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _status(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):  # not written yet, or caught mid-write
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+async def wait_for_runtime(status: Path, echo: Echo, *, every: float = TICK, poll: float = 0.5) -> bool:
+    """Wait until the installer keeping ``status`` says it is done; ``True`` if it succeeded.
+
+    ``status`` is JSON: ``{"state": "installing", "log": PATH, "started": EPOCH}`` while it runs, then
+    ``{"state": "done", "exit": CODE, ...}``. A line is printed every ``every`` seconds meanwhile.
+    """
+    waited = time.monotonic()
+    shown = -every
+    state = _status(status)
+    while state.get("state") != "done":
+        if time.monotonic() - waited >= shown + every:
+            shown = time.monotonic() - waited
+            since = time.time() - float(state.get("started", time.time()))
+            echo(
+                f"   … the local model's runtime is still installing in the background "
+                f"({since / 60:.0f}m{since % 60:02.0f}s so far; log {state.get('log', status)})"
+            )
+        await asyncio.sleep(poll)
+        state = _status(status)
+    importlib.invalidate_caches()  # the install added packages after this process started
+    if state.get("exit") != 0:
+        echo(
+            f"the local model's runtime failed to install (exit {state.get('exit')!r}); "
+            f"see {state.get('log', status)}. Answering extractively."
+        )
+        return False
+    echo(f"the local model's runtime is installed (waited {time.monotonic() - waited:.0f}s)")
+    return True
+
+
+class ModelLoader:
+    """The demo's model, loaded once, when first needed, with progress lines: after the runtime's
+    background install (if one is running), then resolving (assembling and verifying a packaged model's
+    file), then loading the weights. ``failed`` when the install or the load failed; the demo then answers
+    extractively, says so, and ``contextmem demo`` exits non-zero."""
+
+    def __init__(self, spec: str, echo: Echo, runtime_status: Path | None) -> None:
+        self.spec = spec
+        self.echo = echo
+        self.runtime_status = runtime_status
+        self.failed = False
+        self._llm: LLM | None = None
+        self._tried = False
+
+    async def get(self) -> LLM | None:
+        if self._tried:
+            return self._llm
+        self._tried = True
+        if self.runtime_status is not None and not await wait_for_runtime(self.runtime_status, self.echo):
+            self.failed = True
+            return None
+        from ..errors import ContextmemError
+        from ..llm.registry import load_llm
+
+        started = time.monotonic()
+        self.echo(f"loading {self.spec!r} (first time: assembling and verifying the model file)")
+        try:
+            async with ticking(self.echo, f"loading {self.spec!r}"):
+                llm = await asyncio.to_thread(load_llm, self.spec)
+                # Load the weights now: llama.cpp silences stdout while it loads (by redirecting the file
+                # descriptor), which would swallow the lines of a model call printed meanwhile.
+                await llm.complete([UserMessage("Say ok.")], max_tokens=1)
+        except ContextmemError as exc:
+            self.failed = True
+            self.echo(f"could not load {self.spec!r}: {exc}. Answering extractively.")
+            return None
+        self.echo(f"loaded {llm.name} in {time.monotonic() - started:.0f}s")
+        self._llm = llm
+        return llm
 
 
 class Demo:
     """The demo's state: the runtime, the scripted assistant and tools, and the running totals."""
 
-    def __init__(self, runtime: ContextMem, local: BoundedLLM | None, echo: Echo) -> None:
+    def __init__(
+        self, runtime: ContextMem, local: BoundedLLM | None, echo: Echo, model: ModelLoader | None = None
+    ) -> None:
         self.runtime = runtime
         self.local = local
         self.echo = echo
+        self.model = model
         self.conversation = load_conversation()
         self.tools = ScriptedTools()
-        self.answerer = local.inner if local else None
         self.assistant = ScriptedLLM(name="scripted-assistant")
         names = sorted(
             {st["tool"] for se in self.conversation["sessions"] for t in se["turns"] for st in t["steps"]}
@@ -186,7 +332,8 @@ class Demo:
             self.tools.load(turn["steps"])
             self.assistant.script = turn_script(turn)
             self.assistant.replies.clear()
-            result = await agent.ask(turn["user"])
+            async with ticking(self.echo, f"turn {index} in progress"):
+                result = await agent.ask(turn["user"])
             messages = turn_messages(turn["user"], self.assistant.replies, result.task.steps)
             transcript.extend(messages)
             counts = engine.counter.count_messages(messages)
@@ -210,26 +357,29 @@ class Demo:
     async def questions(self) -> None:
         """A new session asks about the first days: memory_search, then an answer from the hits."""
         self.echo("\n== a new session asks about earlier days (memory_search → answer)")
+        answerer = await self.model.get() if self.model else None
+        answering = f"{answerer.name} is answering" if answerer else "answering"
         agent = await self._agent("thu-questions", fold=True)
         transcript: list[Message] = []
         for number, q in enumerate(self.conversation["questions"], start=1):
-            self.assistant.script = question_script(number, q, self.answerer)
+            self.assistant.script = question_script(number, q, answerer)
             self.assistant.replies.clear()
             self.echo(f"Q: {q['ask']}")
             parts: list[str] = []
             found = False
-            async for event in agent.run(q["ask"]):
-                if event.kind == "tool_result":
-                    hits = json.loads(event.text) if event.text.startswith("[") else []
-                    found = any(q["expect"] in str(h["snippet"]) for h in hits)
-                    where = ", ".join(f"{h['path']}:{h['start_line']}-{h['end_line']}" for h in hits)
-                    self.echo(f"   memory_search → {where or 'no hits'}")
-                elif event.kind == "text":
-                    parts.append(event.text)
-                elif event.result is not None:
-                    steps = event.result.task.steps
-                    transcript.extend(turn_messages(q["ask"], self.assistant.replies, steps))
-                    self.totals["calls"] += len(event.result.requests)
+            async with ticking(self.echo, answering):
+                async for event in agent.run(q["ask"]):
+                    if event.kind == "tool_result":
+                        hits = json.loads(event.text) if event.text.startswith("[") else []
+                        found = any(q["expect"] in str(h["snippet"]) for h in hits)
+                        where = ", ".join(f"{h['path']}:{h['start_line']}-{h['end_line']}" for h in hits)
+                        self.echo(f"   memory_search → {where or 'no hits'}")
+                    elif event.kind == "text":
+                        parts.append(event.text)
+                    elif event.result is not None:
+                        steps = event.result.task.steps
+                        transcript.extend(turn_messages(q["ask"], self.assistant.replies, steps))
+                        self.totals["calls"] += len(event.result.requests)
             answer = " ".join("".join(parts).split())
             mark = "✓" if q["expect"] in answer else ("~" if found else "✗")
             note = "" if found else ", not in the hits"
@@ -241,7 +391,8 @@ class Demo:
     async def _finish(self, engine: ContextEngine, transcript: list[Message]) -> None:
         """Wait for the background summary, then prove the session lost nothing."""
         waited = time.monotonic()
-        await engine.wait_idle()
+        async with ticking(self.echo, "waiting for the background summary"):
+            await engine.wait_idle()
         await self.runtime.flush()
         self._show_notices()
         if engine.summary is not None:
@@ -301,7 +452,7 @@ class Demo:
             ("compactions", f"{t['compactions']}"),
             ("task-step messages folded", f"{t['folded']}"),
             ("messages archived / live", f"{t['archived']} / {t['live']}"),
-            ("local-model summary calls", f"{local.used} ({local.seconds:.0f}s)" if local else "0 (--fast)"),
+            ("model summary calls", f"{local.used} ({local.seconds:.0f}s)" if local else "0 (extractive)"),
             ("runtime", f"{seconds:.0f}s"),
         ]
         width = max(len(k) for k, _ in rows)

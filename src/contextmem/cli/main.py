@@ -16,6 +16,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
@@ -112,8 +113,14 @@ async def _ask(settings: Settings, args: argparse.Namespace, question: str) -> i
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from .demo import run
 
-    stats = run(settings, fast=args.fast, llm_summaries=args.llm_summaries, keep=args.keep)
-    return 0 if stats["lost"] == 0 else 1
+    stats = run(
+        settings,
+        fast=args.fast,
+        llm_summaries=args.llm_summaries,
+        keep=args.keep,
+        runtime_status=args.runtime_status,
+    )
+    return 0 if stats["lost"] == 0 and not stats["model_failed"] else 1
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
@@ -270,8 +277,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="replay a bilingual multi-session agent conversation offline")
     demo.add_argument("--fast", action="store_true", help="extractive summaries only (no local model)")
-    demo.add_argument("--llm-summaries", type=int, default=2, help="local-model summary calls (default 2)")
+    demo.add_argument(
+        "--llm-summaries", type=int, default=2, help="most model summary calls, when the model writes them"
+    )
     demo.add_argument("--keep", help="keep the demo's workspace in this directory")
+    demo.add_argument(
+        "--runtime-status",
+        type=Path,
+        help="JSON status of a background install of the local runtime: wait for it before loading the model",
+    )
     demo.set_defaults(func=cmd_demo)
 
     rep = sub.add_parser("replay", help="replay an OpenAI-format JSONL transcript through the engine")

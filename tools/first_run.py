@@ -1,0 +1,104 @@
+"""``make run``: the demo at once, while the local model's runtime installs in the background.
+
+The runtime (llama-cpp-python) has no wheels on PyPI: on a new 2-core machine it compiles for minutes,
+and the model is a 1.1 GB download. Neither is needed before the demo's questions (the local model does
+not write the demo's summaries unless ``summary_local_model`` is on), so this script starts that install
+in the background, runs ``contextmem demo`` in the foreground with ``--runtime-status``, and the demo
+loads the model when the install is done (printing progress while it waits). When everything is already
+installed it runs the demo alone.
+
+The install's requirements are read from the ``local`` extra in pyproject.toml (one list of pins); its
+output goes to ``.venv/local-runtime.log``. Stopping the demo (Ctrl-C) stops the install too.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA = "local"
+
+
+def requirements(extra: str = EXTRA) -> list[str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return list(data["project"]["optional-dependencies"][extra])
+
+
+def missing(reqs: list[str]) -> list[str]:
+    """The pinned requirements (``name[extras]==version``) not installed at that version."""
+    out = []
+    for req in reqs:
+        match = re.match(r"^\s*([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)", req)
+        if match is None:
+            out.append(req)  # not a pin: let pip decide
+            continue
+        name, version = match.groups()
+        try:
+            if importlib.metadata.version(name) != version:
+                out.append(req)
+        except importlib.metadata.PackageNotFoundError:
+            out.append(req)
+    return out
+
+
+def write_status(path: Path, **data: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.replace(path)  # the demo never reads half a file
+
+
+def main() -> int:
+    venv = Path(sys.prefix)
+    contextmem = venv / "bin" / "contextmem"
+    todo = missing(requirements())
+    if not todo:
+        return subprocess.call([str(contextmem), "demo"])
+    status = venv / "local-runtime.json"
+    log = venv / "local-runtime.log"
+    started = time.time()
+    write_status(status, state="installing", log=str(log), started=started)
+    print(
+        f"installing the local model's runtime in the background ({len(todo)} packages; llama-cpp-python "
+        f"compiles from source, minutes on 2 cores); log: {log}",
+        flush=True,
+    )
+    with log.open("wb") as out:
+        install = subprocess.Popen(
+            [sys.executable, "-m", "pip", "install", "-q", *todo],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stopped as one below
+        )
+
+    def finish() -> None:
+        code = install.wait()
+        took = time.time() - started
+        write_status(status, state="done", exit=code, log=str(log), started=started, seconds=round(took))
+
+    waiter = threading.Thread(target=finish, daemon=True)
+    waiter.start()
+    try:
+        demo = subprocess.call([str(contextmem), "demo", "--runtime-status", str(status)])
+    except KeyboardInterrupt:
+        demo = 130
+    if install.poll() is None:
+        os.killpg(install.pid, signal.SIGTERM)
+        print("stopped the background install; `make run` starts it again", file=sys.stderr)
+    waiter.join()
+    return demo or install.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
