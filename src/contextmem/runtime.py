@@ -68,7 +68,7 @@ class ContextMem:
         """
         from .llm.discovery import fit_to_llm
         from .llm.registry import llm_from_settings
-        from .memory import Workspace, embedder_from_spec, open_memory_index
+        from .memory import Workspace
 
         settings = settings or Settings.load()
         workspace = Workspace(settings.workspace_path, settings.namespace)
@@ -81,6 +81,8 @@ class ContextMem:
         settings = await fit_to_llm(settings, llm)  # a local model's 8192 tokens, a server's own n_ctx
         index: MemoryIndex | None = None
         if memory:
+            from .memory import embedder_from_spec, open_memory_index  # the memory extra
+
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
             index = open_memory_index(settings, emb, settings.store)  # postgresql://: one database for both
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index)

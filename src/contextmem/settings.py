@@ -49,7 +49,10 @@ class Settings(BaseModel):
     )
 
     # The model
-    model: str = Field("local", description="'local', a path to a .gguf, 'openai:MODEL' or 'anthropic:MODEL'")
+    model: str = Field(
+        "local",
+        description="'local', a path to a .gguf, 'openai:MODEL', 'anthropic:MODEL', or 'none' (no model)",
+    )
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint for openai:MODEL")
     api_key_env: str | None = Field(
         None,

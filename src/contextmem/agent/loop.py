@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..engine import ContextEngine, Request
+from ..errors import ConfigError
 from ..llm.base import LLM, ChatResponse, StreamEvent, ToolSpec
 from ..llm.cache import keyed, session_cache_key
 from ..llm.overflow import is_overflow
@@ -85,7 +86,10 @@ class Agent:
         """
         model = llm or runtime.llm
         if model is None:
-            raise ValueError("no LLM: pass llm=... or open the runtime with one")
+            raise ConfigError(
+                "no model to answer with: the runtime was opened with model 'none'. "
+                "Fix: set model to 'local', 'openai:MODEL' or 'anthropic:MODEL', or pass llm=..."
+            )
         engine = await runtime.session(session_id, restore=restore)
         box = Toolbox([*(memory_tools(runtime.tools) if runtime.memory is not None else ()), *tools])
         prompt = compose_system_prompt(runtime.workspace, system_prompt)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import JsonlLineError, MessageFormatError
 from ..jsonl import read_jsonl, source_name
-from ..memory.evaluate import EvalReport, LabelledQuery, evaluate, labelled_query
 from .render import hits_table, table
 
 if TYPE_CHECKING:
     from ..memory import MemoryHit, MemoryIndex
+    from ..memory.evaluate import EvalReport, LabelledQuery
 
 HIT_KEYS = ("path", "start_line", "end_line", "score", "snippet")
 
@@ -54,6 +54,8 @@ def read_queries(source: str) -> list[tuple[str, str]]:
 
 def read_labelled(source: str) -> list[LabelledQuery]:
     """The labelled queries of ``source`` (format: :mod:`contextmem.memory.evaluate`)."""
+    from ..memory.evaluate import labelled_query  # the memory extra
+
     out = []
     for number, entry in read_jsonl(source, what="labelled query"):
         try:
@@ -101,6 +103,8 @@ def eval_report_text(report: EvalReport) -> str:
 
 
 def run_eval(index: MemoryIndex, args: argparse.Namespace) -> int:
+    from ..memory.evaluate import evaluate
+
     queries = read_labelled(args.labelled)
     with index:
         report = evaluate(index, queries, args.k, mode=args.mode)

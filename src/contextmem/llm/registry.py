@@ -9,6 +9,8 @@ Specs::
                                             zhipu, ollama)
     local  |  local:NAME  |  /m/qwen.gguf   a local GGUF model (the ``local`` extra)
     scripted                                :class:`contextmem.testing.ScriptedLLM`, for tests
+    none                                    no model: the engine alone (extractive summaries); your own
+                                            client makes the calls
 
 This module is the one place that reads a provider's environment (:func:`resolve_endpoint`): its key,
 base URL and client options (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID``,
@@ -39,6 +41,7 @@ from ..settings import Settings
 from .base import LLM
 
 __all__ = [
+    "NO_MODEL",
     "PROVIDERS",
     "Endpoint",
     "EndpointOptions",
@@ -218,12 +221,20 @@ def load_llm(spec: str, **kw: Any) -> LLM:
     return cast(LLM, _import(provider.target)(*args, **kw))
 
 
-def llm_from_settings(settings: Settings, spec: str | None = None) -> LLM:
+NO_MODEL = "none"
+"""The spec of no model at all: :func:`llm_from_settings` gives ``None``, and the engine summarises
+extractively; an agent loop needs a model, so :class:`~contextmem.agent.Agent` refuses it."""
+
+
+def llm_from_settings(settings: Settings, spec: str | None = None) -> LLM | None:
     """The LLM ``settings`` describe (``spec`` overrides ``settings.model``): the one place the CLI, the
     MCP server and :meth:`ContextMem.open` build it, so ``base_url``, ``api_key_env`` and
     ``strict_server`` mean the same everywhere. Those three apply to remote providers only; given for
-    the local model they are a :class:`ConfigError` rather than silently ignored."""
+    the local model they are a :class:`ConfigError` rather than silently ignored. ``none``
+    (:data:`NO_MODEL`) is ``None``: no model."""
     spec = spec or settings.model
+    if spec == NO_MODEL:
+        return None
     chosen = {
         key: value
         for key, value in (

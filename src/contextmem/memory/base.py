@@ -49,10 +49,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
-from .embedders import Embedder
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .embedders import Embedder  # numpy: the memory extra
 
 __all__ = [
     "IntegrityReport",
