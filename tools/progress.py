@@ -53,16 +53,19 @@ def run(label: str, command: list[str], log: Path, every: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        print("usage: progress.py LABEL --log FILE [--every SECONDS] -- COMMAND...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("label", help="what is running, as the user should read it")
     parser.add_argument("--log", type=Path, required=True, help="where the command's output goes")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between progress lines")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command given (put it after --)")
-    return run(args.label, command, args.log, args.every)
+    args = parser.parse_args(argv[:cut])
+    if not argv[cut + 1 :]:
+        parser.error("no command given after --")
+    return run(args.label, argv[cut + 1 :], args.log, args.every)
 
 
 if __name__ == "__main__":
