@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 
@@ -136,6 +137,7 @@ async def test_waiting_and_model_calls_print_a_line_at_least_every_tick(tmp_path
     )
     assert done is True
     assert sum("still installing" in line for line in waited) >= 3 and "x.log" in waited[0]
+    assert all(re.search(r"\(\d+m[0-5]\d", line) for line in waited if "still installing" in line)
 
 
 def test_the_demo_prints_the_sections_of_a_summary_that_say_something():

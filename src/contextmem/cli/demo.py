@@ -233,10 +233,10 @@ async def wait_for_runtime(status: Path, echo: Echo, *, every: float = TICK, pol
     while state.get("state") != "done":
         if time.monotonic() - waited >= shown + every:
             shown = time.monotonic() - waited
-            since = time.time() - float(state.get("started", time.time()))
+            minutes, seconds = divmod(int(time.time() - float(state.get("started", time.time()))), 60)
             echo(
-                f"   … the local model's runtime is still installing in the background "
-                f"({since / 60:.0f}m{since % 60:02.0f}s so far; log {state.get('log', status)})"
+                f"   … the local model is still installing in the background ({minutes}m{seconds:02d}s so "
+                f"far; log {state.get('log', status)})"
             )
         await asyncio.sleep(poll)
         state = _status(status)
