@@ -85,7 +85,7 @@ async def openai_loop(workspace: Path) -> tuple[list[str | None], Any, Any]:
 async def anthropic_loop(workspace: Path) -> tuple[list[str], Any, Any]:
     from anthropic import AsyncAnthropic
 
-    MODEL = "claude-sonnet-4-5"
+    MODEL = "claude-sonnet-4-6"
     replies: list[str] = []
 
     client = AsyncAnthropic()
@@ -150,7 +150,6 @@ async def test_the_readme_openai_loop(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.usefixtures("no_provider_env")
-@pytest.mark.filterwarnings("ignore:The model 'claude-sonnet-4-5' is deprecated:DeprecationWarning")
 async def test_the_readme_anthropic_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeAnthropicServer(_script(), default="(summary)", api_key="sk-ant-test") as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)

@@ -10,8 +10,9 @@ The public API is what ``__all__`` lists; submodules not re-exported here may ch
     request = await engine.build("You are helpful.")   # what to send the model, fitted to its window
 
 ``import contextmem`` needs the core dependencies only. The memory names (``Workspace``, ``MemoryIndex``,
-``MemoryHit``, ``MemoryTools``, ``Embedder``) need the ``memory`` extra and are imported on first use;
-without it they raise :class:`MissingExtraError` naming the extra.
+``MemoryHit``, ``MemoryTools``, ``Embedder``, ``open_memory_index``) are imported on first use; the
+index and the embedders compute with numpy, so ``Embedder`` and ``open_memory_index`` need the ``memory``
+extra and without it raise :class:`MissingExtraError` naming the extra.
 """
 
 from __future__ import annotations

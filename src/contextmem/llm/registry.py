@@ -4,7 +4,7 @@ Specs::
 
     openai:gpt-4o-mini                      OpenAI, key from OPENAI_API_KEY
     openai:qwen2.5 + base_url=...           any OpenAI-compatible server (vLLM, llama.cpp, ...)
-    anthropic:claude-sonnet-4-5             Anthropic, key from ANTHROPIC_API_KEY
+    anthropic:claude-sonnet-4-6             Anthropic, key from ANTHROPIC_API_KEY
     deepseek:deepseek-chat                  preset base URL + DEEPSEEK_API_KEY (also dashscope, moonshot,
                                             zhipu, ollama)
     local  |  local:NAME  |  /m/qwen.gguf   a local GGUF model (the ``local`` extra)
