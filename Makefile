@@ -30,7 +30,7 @@ $(RUN_STAMP): pyproject.toml | $(PY)
 	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PROGRESS) "installing contextmem[$(EXTRAS)] (llama-cpp-python compiles unless pip has it cached)" \
+	$(PROGRESS) "installing contextmem with every extra (llama-cpp-python compiles unless cached)" \
 		--log $(VENV)/install.log -- $(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP) $(RUN_STAMP)
 
