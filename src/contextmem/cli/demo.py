@@ -276,7 +276,7 @@ class ModelLoader:
         from ..llm.registry import load_llm
 
         started = time.monotonic()
-        self.echo(f"loading {self.spec!r} (first time: assembling and verifying the model file)")
+        self.echo(f"loading {self.spec!r} (a packaged model's file is assembled and verified once)")
         try:
             async with ticking(self.echo, f"loading {self.spec!r}"):
                 llm = await asyncio.to_thread(load_llm, self.spec)
