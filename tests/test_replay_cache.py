@@ -9,6 +9,7 @@ import pytest
 from contextmem.agent.cache_metrics import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
 from contextmem.agent.replay import load_tools
 from contextmem.cli.main import main
+from contextmem.errors import MessageFormatError
 from contextmem.formats.openai import from_openai
 from contextmem.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from contextmem.settings import Settings
@@ -92,9 +93,11 @@ def test_tally_counts_breaks_by_reason_and_bills_hits_at_the_cache_price():
 
 def test_load_tools_names_a_bad_entry(tmp_path):
     path = tmp_path / "tools.json"
-    path.write_text(json.dumps([TOOLS[0].to_openai(), {"name": "bare"}]))
-    with pytest.raises(ValueError, match=r"tools\[1\]"):
+    path.write_text(json.dumps([TOOLS[0].to_openai(), TOOLS[0].to_anthropic(), {"function": "bare"}]))
+    with pytest.raises(MessageFormatError, match=r"tools\[2\]"):
         load_tools(path)
+    path.write_text(json.dumps([TOOLS[0].to_openai(), TOOLS[0].to_anthropic()]))
+    assert load_tools(path) == [TOOLS[0], TOOLS[0]]
 
 
 def test_the_generator_is_deterministic_and_plants_each_needle_once():

@@ -106,18 +106,10 @@ def load_transcript(path: str | Path) -> tuple[str, list[Message]]:
 
 
 def load_tools(path: str | Path) -> list[ToolSpec]:
-    """OpenAI tool definitions (a JSON list of ``{"type": "function", "function": {...}}``) as specs.
-    Raises :class:`ValueError` naming the file and the entry that has no ``function.name``."""
-    specs = []
-    for i, tool in enumerate(json.loads(Path(path).read_text(encoding="utf-8"))):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise ValueError(
-                f"{path}: tools[{i}] = {tool!r} is not an OpenAI tool definition. "
-                'Fix: write {"type": "function", "function": {"name": ..., "parameters": {...}}}'
-            )
-        specs.append(ToolSpec(fn["name"], fn.get("description", ""), fn.get("parameters", {})))
-    return specs
+    """Tool definitions (a JSON list, each in a form :meth:`ToolSpec.of` reads: OpenAI or Anthropic) as
+    specs. A bad entry is a :class:`MessageFormatError` naming the file and the entry."""
+    tools = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [ToolSpec.of(tool, f"{path}: tools[{i}]") for i, tool in enumerate(tools)]
 
 
 def _groups(turn: Sequence[Message]) -> list[list[Message]]:

@@ -79,11 +79,7 @@ def to_langchain(messages: Iterable[Message]) -> list[AnyMessage]:
 
 
 def _tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
-    specs = []
-    for tool in tools:
-        fn = convert_to_openai_tool(tool)["function"]
-        specs.append(ToolSpec(fn["name"], fn.get("description", ""), fn.get("parameters", {})))
-    return specs
+    return [ToolSpec.from_openai(convert_to_openai_tool(tool), f"tools[{i}]") for i, tool in enumerate(tools)]
 
 
 @dataclass
