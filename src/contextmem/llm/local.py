@@ -153,13 +153,6 @@ def _translate(exc: Exception, n_ctx: int) -> LLMError:
     return LLMError(f"local model failed: {type(exc).__name__}: {text}", provider=PROVIDER)
 
 
-def _usage(raw: Any) -> Usage:
-    raw = raw or {}
-    return Usage(
-        prompt_tokens=int(raw.get("prompt_tokens", 0)), completion_tokens=int(raw.get("completion_tokens", 0))
-    )
-
-
 def _stream_usage(llama: Any, messages: list[dict[str, str]], reply: str) -> Usage:
     """llama.cpp's stream reports no usage: count the rendered prompt and the reply with its tokenizer."""
     chat_format = importlib.import_module("llama_cpp.llama_chat_format")
@@ -240,7 +233,7 @@ class LocalLLM(BaseLLM):
                 raise _translate(exc, self.n_ctx) from exc
         choice = raw["choices"][0]
         text = choice["message"].get("content") or ""
-        return self._response(text, _usage(raw.get("usage")), choice.get("finish_reason"))
+        return self._response(text, Usage.from_openai(raw.get("usage")), choice.get("finish_reason"))
 
     async def _complete(self, request: dict[str, Any]) -> ChatResponse:
         return await asyncio.to_thread(self._complete_sync, request)
