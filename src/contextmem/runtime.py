@@ -107,9 +107,8 @@ class ContextMem:
             settings=self.settings,
             files=self.workspace.files,
             llm=self.llm,
+            summary_llm=summary_llm(self.settings, self.llm),
         )
-        if summary_llm(self.settings, self.llm) is None:
-            engine.summarizer = None  # the local model answers; summaries are the extractive ones
         engine.subscribe(self._remember)
         return engine
 
@@ -139,12 +138,10 @@ class ContextMem:
         from .summarize import Summarizer
         from .tokens import MessageCounter, get_counter
 
-        if self.llm is None:
-            return material[:4000]
         counter = MessageCounter(get_counter(self.settings.tokenizer))
         text = [UserMessage(material[-60_000:])]
         writer = summary_llm(self.settings, self.llm)
-        if writer is None:  # the local model with summary_local_model off
+        if writer is None:  # no model, or the local one with summary_local_model off
             return Summarizer(NoLLM(), counter).extract(None, text).render()
         summary = await Summarizer(writer, counter).summarize(None, text)
         return summary.render()

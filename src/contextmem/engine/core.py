@@ -58,7 +58,8 @@ class ContextEngine:
     tokens, not the 50,000-token cap) unless ``window`` is given. Files (the dialog archive, offloaded
     tool results) go to one confined tree, the namespace's own (:func:`~.files.resolve_files`): ``files``
     if given, else ``workspace_dir`` (the namespace's directory), else the namespace's directory under
-    ``settings.workspace_path``. ``busy_timeout`` bounds how long :meth:`add` waits for another
+    ``settings.workspace_path``. ``summary_llm`` writes the summaries (``llm`` unless given; ``None``: the
+    extractive summary alone). ``busy_timeout`` bounds how long :meth:`add` waits for another
     writer's open tool calls.
     """
 
@@ -78,11 +79,8 @@ class ContextEngine:
         )
         self.llm = llm = parts.get("llm")
         clock = parts.get("clock", time.time)
-        self.summarizer = (
-            Summarizer(llm, self.counter, timeout=settings.summary_timeout_seconds)
-            if llm is not None
-            else None
-        )
+        writer, timeout = parts.get("summary_llm", llm), settings.summary_timeout_seconds
+        self.summarizer = Summarizer(writer, self.counter, timeout=timeout) if writer is not None else None
         self._extractor = Summarizer(NoLLM(), self.counter)
         self.archive = DialogArchive(self.files, namespace=self.namespace, clock=clock)
         self._clock = clock

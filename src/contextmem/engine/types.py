@@ -38,6 +38,7 @@ class EngineParts(TypedDict, total=False):
     workspace_dir: str | os.PathLike[str] | None
     files: Confined | None
     llm: LLM | None
+    summary_llm: LLM | None  # the model that writes summaries: ``llm`` unless given; None: extractive
     counter: MessageCounter | None
     window: Window | None
     clock: Callable[[], float]
