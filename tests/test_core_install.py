@@ -7,6 +7,7 @@ finder refuses them), which is what a virtualenv with the core dependencies alon
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -59,7 +60,9 @@ def test_the_cli_starts_and_counts_without_extras(tmp_path):
         tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert '"total"' in proc.stdout or "user" in proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["messages"] == 1 and report["by_role"]["user"] == report["tokens"] > 0
+    assert report["tokenizer"] == "o200k_base"  # the real tokenizer is core, not an extra
 
 
 def test_the_engine_runs_without_extras_and_memory_names_its_extra(tmp_path):
