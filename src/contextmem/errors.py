@@ -14,9 +14,10 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     ├── TokenizerError              a tokenizer's data is missing or corrupt
     ├── StoreError                  a session store could not do what was asked
     │   ├── StoreLockedError        the database stayed busy past the store's patience
+    │   ├── StoreUnavailableError   the database could not be reached, or went away, past the retries
     │   ├── StoreSchemaError        the schema is newer than this contextmem, or damaged
     │   ├── StoreURLError           open_store got a URL it cannot open (also ValueError)
-    │   ├── SessionConflictError    another writer appended first; reload the session and retry
+    │   ├── SessionConflictError    another writer moved the session first; reload it and retry
     │   ├── SessionBusyError        another writer's tool calls stayed open too long to append after them
     │   └── MessageStateError       a seq is unknown, or archived where a live one is needed
     ├── PathEscapeError             a path leaves the workspace (.., absolute, symlink): refused
@@ -34,6 +35,8 @@ Provider SDK exceptions are translated into this tree in exactly one place per p
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class ContextmemError(Exception):
@@ -111,13 +114,43 @@ class StoreError(ContextmemError):
 class StoreLockedError(StoreError):
     """The database stayed locked by other writers for longer than the store waits (``waited`` seconds)."""
 
-    def __init__(self, what: str, waited: float) -> None:
+    def __init__(self, what: str, waited: float, *, fix: str | None = None) -> None:
         self.waited = waited
-        super().__init__(
-            f"{what}: the database stayed locked by other writers for {waited:.0f} s. "
-            "Fix: look for a process holding a long write transaction on this database, "
-            "or give the store a larger busy_timeout."
+        fix = fix or (
+            "look for a process holding a long write transaction on this database, "
+            "or give the store a larger busy_timeout"
         )
+        super().__init__(
+            f"{what}: the database stayed locked by other writers for {waited:.0f} s. Fix: {fix}."
+        )
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached, or the connection went away, and retrying for ``waited`` seconds
+    did not help. ``cause`` is the last driver error (one line).
+
+    ``may_have_landed``: the connection was lost while a write was committing, so it may or may not have
+    been applied; the store could not tell (an unconditional append). Reload before writing it again.
+    """
+
+    def __init__(self, what: str, waited: float, cause: str, *, may_have_landed: bool = False) -> None:
+        self.what = what
+        self.waited = waited
+        self.cause = cause
+        self.may_have_landed = may_have_landed
+        if may_have_landed:
+            message = (
+                f"{what}: the connection to the database was lost while committing ({cause}), so the write "
+                "may have landed or not. Fix: reload the session before appending again: it shows whether "
+                "the write is there."
+            )
+        else:
+            message = (
+                f"{what}: the database could not be reached or went away ({cause}); retried for "
+                f"{waited:.0f} s. Fix: check that the database server runs and is reachable from this host "
+                "(host, port, network), or raise store_retry_seconds to ride out longer outages."
+            )
+        super().__init__(message)
 
 
 class StoreSchemaError(StoreError):
@@ -129,17 +162,28 @@ class StoreURLError(StoreError, ValueError):
 
 
 class SessionConflictError(StoreError):
-    """An append expected the session to end at ``expected`` but another writer had moved it to ``actual``.
+    """A conditional write found the session moved: it expected the session to end at ``expected`` but
+    another writer had moved it to ``actual``, or (``archived``, ascending) messages it expected live had
+    left the context meanwhile (archived by a compactor, possibly on another host).
 
     Nothing was written. The engine reloads the session and validates again (see ``ContextEngine.add``).
     """
 
-    def __init__(self, namespace: str, session_id: str, expected: int, actual: int) -> None:
+    def __init__(
+        self, namespace: str, session_id: str, expected: int, actual: int, *, archived: Sequence[int] = ()
+    ) -> None:
         self.expected = expected
         self.actual = actual
+        self.archived = tuple(archived)
+        where = f"session ({namespace!r}, {session_id!r}) moved"
+        if self.archived:
+            more = f" (and {len(self.archived) - 1} more)" if len(self.archived) > 1 else ""
+            what = f"seq {self.archived[0]}{more} was archived, next seq {actual}"
+        else:
+            what = f"expected next seq {expected}, found {actual}"
         super().__init__(
-            f"session ({namespace!r}, {session_id!r}) moved: expected next seq {expected}, found {actual}; "
-            "nothing was written. Fix: reload the session (ContextEngine does) and append again."
+            f"{where}: {what}; nothing was written. "
+            "Fix: reload the session (ContextEngine does) and append again."
         )
 
 

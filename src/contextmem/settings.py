@@ -48,6 +48,23 @@ class Settings(BaseModel):
         description="tenant/user/agent owning sessions and memory: 1-64 of a-z 0-9 . _ - @",
     )
 
+    # The session store's patience (PostgreSQL; SQLite's own busy timeout is its constructor's)
+    store_connect_timeout: float = Field(
+        10.0, gt=0, description="Seconds one connection attempt to the store may take"
+    )
+    store_statement_timeout: float = Field(
+        30.0, gt=0, description="Seconds one statement may run before the server cancels it"
+    )
+    store_lock_timeout: float = Field(
+        30.0, gt=0, description="Longest wait in seconds for a session's compaction lock or a row lock"
+    )
+    store_retry_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="How long an unreachable or restarting database is retried, with backoff, before "
+        "StoreUnavailableError",
+    )
+
     # The model
     model: str = Field(
         "local",
