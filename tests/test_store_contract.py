@@ -17,6 +17,7 @@ from contextmem.errors import (
     ConfigError,
     MessageFormatError,
     MessageStateError,
+    PathEscapeError,
     SessionConflictError,
     StoreError,
     StoreURLError,
@@ -38,6 +39,7 @@ from contextmem.store.base import SessionStore
 from contextmem.store.open import open_store
 from contextmem.store.postgres import PostgresSessionStore
 from contextmem.store.sqlite import SqliteSessionStore
+from contextmem.testing import MemoryStore
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -529,3 +531,158 @@ def test_open_store_rejects_what_it_cannot_open(tmp_path: Path) -> None:
     assert isinstance(relative, SqliteSessionStore) and isinstance(absolute, SqliteSessionStore)
     assert relative.path == Path("rel/s.db")
     assert absolute.path == tmp_path / "s.db"
+
+
+# --- many hosts, one database (issue 30): the tail a writer saw, conditional archives, offloads ----------
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+async def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """Every store, the in-memory one too: a store of each kind."""
+    store: SessionStore
+    if request.param == "sqlite":
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+    elif request.param == "postgres":
+        store = PostgresSessionStore(request.getfixturevalue("pg_dsn"))
+    else:
+        store = MemoryStore()
+    yield store
+    await store.close()
+
+
+async def test_an_append_expecting_a_tail_that_was_archived_conflicts(each_store: SessionStore) -> None:
+    store = each_store
+    await store.append("ns", "s", turn(1) + turn(2))
+    # A compactor on another host archives the tail this writer validated against; next_seq stays 5.
+    await store.archive("ns", "s", [3, 4], summary="sum")
+    for expected in (5, None):
+        with pytest.raises(SessionConflictError, match=r"seq 3 \(and 1 more\) was archived.*Fix:") as moved:
+            await store.append("ns", "s", [user("late")], expected_next_seq=expected, expected_live=[4, 3, 1])
+        assert (moved.value.archived, moved.value.expected, moved.value.actual) == ((3, 4), 5, 5)
+        assert "\n" not in str(moved.value)
+    with pytest.raises(SessionConflictError) as gone:  # a seq that never was is not live either
+        await store.append("ns", "s", [user("late")], expected_live=[9])
+    assert gone.value.archived == (9,)
+    assert [m.seq for m in await store.messages("ns", "s")] == [1, 2, 3, 4]  # nothing was written
+    assert (await store.open_session("ns", "s")).next_seq == 5
+    assert await store.append("ns", "s", [user("on time")], expected_next_seq=5, expected_live=[1, 2]) == [5]
+    with pytest.raises(SessionConflictError):  # a session that does not exist has no live tail
+        await store.append("ns", "ghost", [user("x")], expected_next_seq=1, expected_live=[1])
+    assert [i.session_id for i in await store.list_sessions("ns")] == ["s"]
+    assert await store.integrity_check() == []
+
+
+async def test_a_conditional_archive_after_an_append_conflicts_and_changes_nothing(
+    each_store: SessionStore,
+) -> None:
+    store = each_store
+    await store.append("ns", "s", turn(1) + turn(2))
+    await store.set_meta("ns", "s", summary="sum 0", meta="m0")
+    await store.append("ns", "s", [user("arrived while the summary was written")])  # next_seq 5 -> 6
+    with pytest.raises(SessionConflictError, match=r"expected next seq 5, found 6.*Fix:") as moved:
+        await store.archive("ns", "s", [1, 2], summary="sum 1", meta="m1", expected_next_seq=5)
+    assert (moved.value.expected, moved.value.actual, moved.value.archived) == (5, 6, ())
+    state = await store.open_session("ns", "s")
+    assert ([m.seq for m in state.live], state.summary, state.meta) == ([1, 2, 3, 4, 5], "sum 0", "m0")
+
+    await store.archive("ns", "s", [1, 2], summary="sum 1", meta="m1", expected_next_seq=6)
+    # Another compactor already archived seq 1: a plan made before that must not land.
+    with pytest.raises(SessionConflictError, match="seq 1 was archived") as twice:
+        await store.archive("ns", "s", [1, 3], summary="sum 2", expected_next_seq=6)
+    assert twice.value.archived == (1,)
+    with pytest.raises(MessageStateError, match="does not exist"):  # an unknown seq stays the caller's error
+        await store.archive("ns", "s", [3, 9], expected_next_seq=6)
+    state = await store.open_session("ns", "s")
+    assert ([m.seq for m in state.live], state.summary, state.meta) == ([3, 4, 5], "sum 1", "m1")
+    with pytest.raises(SessionConflictError):
+        await store.archive("ns", "ghost", [], summary="x", expected_next_seq=3)
+    assert [i.session_id for i in await store.list_sessions("ns")] == ["s"]  # not even an empty session
+    await store.archive("ns", "s", [1, 3])  # unconditional archives keep their old, forgiving behaviour
+    assert await store.integrity_check() == []
+
+
+async def test_archive_and_append_on_one_tail_exactly_one_lands(backend: Backend) -> None:
+    writer, compactor = backend.open(), backend.open()
+    await writer.append("ns", "s", turn(0))
+    for round_ in range(8):
+        state = await writer.open_session("ns", "s")
+        tail, n = state.live[-1].seq, state.next_seq
+        results = await asyncio.gather(
+            compactor.archive("ns", "s", [tail], summary=f"sum {round_}", expected_next_seq=n),
+            writer.append("ns", "s", turn(round_ + 1), expected_next_seq=n, expected_live=[tail]),
+            return_exceptions=True,
+        )
+        landed = [r for r in results if not isinstance(r, SessionConflictError)]
+        assert len(landed) == 1, results
+        if results[0] is None:  # the archive won: the append was refused, the tail is archived
+            await writer.append("ns", "s", turn(round_ + 1), expected_next_seq=n)
+    assert await writer.integrity_check() == []
+
+
+async def test_offloaded_results_come_back_whole_from_the_store(each_store: SessionStore) -> None:
+    store = each_store
+    full = tool_result("c1", "x" * 5000)
+    await store.append("ns", "s", [*turn(1), full, user("next")])
+    await store.replace("ns", "s", 3, tool_result("c1", "xx…(cut, full text in tool_results/a.txt)"))
+    await store.record_offload("ns", "s", 3, "tool_results/a.txt")
+    await store.record_offload("ns", "s", 3, "tool_results/a.txt")  # idempotent
+    assert await store.offloaded("ns", "tool_results/a.txt") == full  # the original, not the cut form
+    assert await store.offloaded("ns", "./tool_results//a.txt") == full
+    assert await store.offloaded("ns", "tool_results/b.txt") is None
+    assert await store.offloaded("other", "tool_results/a.txt") is None  # namespaces never meet
+    assert await store.offloaded("ns", "../ns/tool_results/a.txt") is None
+    await store.archive("ns", "s", [1, 2, 3])
+    assert await store.offloaded("ns", "tool_results/a.txt") == full  # archived rows are the archive
+
+    with pytest.raises(MessageStateError, match="does not exist"):
+        await store.record_offload("ns", "s", 9, "tool_results/c.txt")
+    with pytest.raises(MessageStateError):
+        await store.record_offload("ns", "ghost", 1, "tool_results/c.txt")
+    for bad in ("/etc/passwd", "../escape.txt", "tool_results/../../x", ""):
+        with pytest.raises(PathEscapeError, match="Fix:"):
+            await store.record_offload("ns", "s", 3, bad)
+
+    await store.append("other", "s", [tool_result("c9", "other namespace")])
+    await store.record_offload("other", "s", 1, "tool_results/a.txt")
+    assert await store.offloaded("ns", "tool_results/a.txt") == full
+    assert await store.offloaded("other", "tool_results/a.txt") == tool_result("c9", "other namespace")
+
+    await store.append("ns", "t", [tool_result("c2", "session t")])
+    await store.record_offload("ns", "t", 1, "tool_results/t.txt")
+    await store.record_offload("ns", "t", 1, "tool_results/a.txt")  # recorded again: the newest names it
+    assert await store.offloaded("ns", "tool_results/a.txt") == tool_result("c2", "session t")
+    await store.delete_session("ns", "t")  # its records go with it
+    assert await store.offloaded("ns", "tool_results/t.txt") is None
+    assert await store.offloaded("ns", "tool_results/a.txt") is None
+    await store.record_offload("ns", "s", 3, "tool_results/a.txt")
+    await store.delete_session("ns", "s")
+    assert await store.offloaded("ns", "tool_results/a.txt") is None
+    assert await store.offloaded("other", "tool_results/a.txt") == tool_result("c9", "other namespace")
+    assert await store.integrity_check() == []
+
+
+async def test_offload_records_survive_reopening_and_die_with_idle_sessions(backend: Backend) -> None:
+    clock = Clock()
+    first = backend.open(clock=clock)
+    await first.append("ns", "s", [tool_result("c1", "full text")])
+    await first.record_offload("ns", "s", 1, "tool_results/a.txt")
+    await first.close()
+    second = backend.open(clock=clock)
+    assert await second.offloaded("ns", "tool_results/a.txt") == tool_result("c1", "full text")
+    assert await second.cleanup_idle(10, namespace="ns", now=clock.now + 20) == [("ns", "s")]
+    assert await second.offloaded("ns", "tool_results/a.txt") is None
+    assert await second.integrity_check() == []
+
+
+async def test_shared_says_whether_every_host_reaches_the_store(each_store: SessionStore) -> None:
+    assert each_store.shared is isinstance(each_store, PostgresSessionStore)
+    assert "shared" in SessionStore.__annotations__
+
+
+def test_a_conflict_error_reads_as_before_when_no_seq_was_archived() -> None:
+    old = SessionConflictError("ns", "s", 3, 4)
+    assert (old.expected, old.actual, old.archived) == (3, 4, ())
+    assert str(old) == (
+        "session ('ns', 's') moved: expected next seq 3, found 4; nothing was written. "
+        "Fix: reload the session (ContextEngine does) and append again."
+    )

@@ -102,8 +102,7 @@ async def test_processes_opening_a_new_database_together_migrate_it_once(tmp_pat
         await s.close()
     conn = sqlite3.connect(tmp_path / "s.db")
     assert conn.execute("SELECT version FROM cm_schema_migrations ORDER BY version").fetchall() == [
-        (1,),
-        (2,),
+        (m.version,) for m in MIGRATIONS
     ]
     conn.close()
 
@@ -113,7 +112,7 @@ async def test_a_v1_database_is_migrated_and_keeps_its_data(tmp_path: Path) -> N
     shutil.copy(V1_FIXTURE, path)
     assert pragma(path, "journal_mode") == "delete"
     store = SqliteSessionStore(path)
-    assert await store.schema_version() == 2
+    assert await store.schema_version() == len(MIGRATIONS)
     assert await store.integrity_check() == []
     for ns, sid, summary, meta, updated, rows in DATA:
         state = await store.open_session(ns, sid)

@@ -75,7 +75,7 @@ class ContextMem:
         workspace.ensure()
         if store is None or isinstance(store, str):
             url = store or settings.store_url
-            store = open_store(url)
+            store = open_store(url, settings)
         if llm is None or isinstance(llm, str):
             llm = llm_from_settings(settings, llm)
         settings = await fit_to_llm(settings, llm)  # a local model's 8192 tokens, a server's own n_ctx

@@ -18,8 +18,8 @@ from .llm.base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
 from .messages import AssistantMessage, Message, ToolCall, ToolSpec, check_message_text, text_of
 from .namespace import check_namespace
 from .store.base import SessionInfo, SessionState, StoredMessage
-from .store.common import check_expected_seq
-from .store.shared import SessionStoreBase, StateFilter
+from .store.common import not_live_error
+from .store.shared import SessionStoreBase, StateFilter, check_append, check_archive
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +125,8 @@ class MemoryStore(SessionStoreBase[Message]):
     only the storage below them is a dict.
     """
 
+    shared = False  # one process's memory
+
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._sessions: dict[tuple[str, str], _MemSession] = {}
@@ -136,6 +138,11 @@ class MemoryStore(SessionStoreBase[Message]):
             now = self._clock()
             self._sessions[key] = _MemSession(created_at=now, updated_at=now)
         return self._sessions[key]
+
+    def _tail(self, namespace: str, session_id: str) -> tuple[int, set[int]]:
+        """The session's ``next_seq`` and live seqs, without creating it (a missing one is at 1)."""
+        s = self._sessions.get((namespace, session_id))
+        return (1, set()) if s is None else (len(s.original) + 1, set(s.original) - s.archived)
 
     def _encode(self, message: Message) -> Message:
         check_message_text(
@@ -153,11 +160,21 @@ class MemoryStore(SessionStoreBase[Message]):
         return SessionState(namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at)
 
     async def _append_rows(
-        self, namespace: str, session_id: str, encoded: list[Message], expected_next_seq: int | None
+        self,
+        namespace: str,
+        session_id: str,
+        encoded: list[Message],
+        expected_next_seq: int | None,
+        expected_live: list[int],
     ) -> list[int]:
-        existing = self._sessions.get((namespace, session_id))
-        check_expected_seq(
-            namespace, session_id, expected_next_seq, 1 if existing is None else len(existing.original) + 1
+        next_seq, live = self._tail(namespace, session_id)
+        check_append(
+            namespace,
+            session_id,
+            expected_next_seq=expected_next_seq,
+            next_seq=next_seq,
+            expected_live=expected_live,
+            live=live,
         )
         s = self._get(namespace, session_id)
         seqs = []
@@ -177,12 +194,20 @@ class MemoryStore(SessionStoreBase[Message]):
         s.updated_at = self._clock()
 
     async def _archive_rows(
-        self, namespace: str, session_id: str, seqs: list[int], summary: str | None, meta: str | None
+        self,
+        namespace: str,
+        session_id: str,
+        seqs: list[int],
+        summary: str | None,
+        meta: str | None,
+        *,
+        expected_next_seq: int | None,
     ) -> None:
+        next_seq, live = self._tail(namespace, session_id)
+        check_archive(
+            namespace, session_id, seqs, next_seq=next_seq, live=live, expected_next_seq=expected_next_seq
+        )
         s = self._get(namespace, session_id)
-        unknown = [q for q in seqs if q not in s.original]
-        if unknown:
-            raise KeyError(f"unknown seqs {unknown} in {namespace}/{session_id}")
         s.archived.update(seqs)
         for q in seqs:
             s.current.pop(q, None)
@@ -197,6 +222,22 @@ class MemoryStore(SessionStoreBase[Message]):
         if meta is not None:
             s.meta = meta
         s.updated_at = self._clock()
+
+    async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        s = self._sessions.get((namespace, session_id))
+        if s is None or seq not in s.original:
+            raise not_live_error(namespace, session_id, seq, None)
+        for (ns, _), other in self._sessions.items():
+            if ns == namespace:  # one record per path in the namespace: the newest names it
+                other.offloads.pop(path, None)
+        s.offloads[path] = seq
+        s.updated_at = self._clock()
+
+    async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
+        for (ns, _), s in self._sessions.items():
+            if ns == namespace and path in s.offloads:
+                return s.original[s.offloads[path]]
+        return None
 
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         s = self._get(namespace, session_id)
@@ -251,6 +292,7 @@ class _MemSession:
     current: dict[int, Message] = field(default_factory=dict)
     created: dict[int, float] = field(default_factory=dict)
     archived: set[int] = field(default_factory=set)
+    offloads: dict[str, int] = field(default_factory=dict)  # path: the seq whose original it holds
     summary: str | None = None
     meta: str | None = None
 

@@ -146,7 +146,7 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="contextmem-replay-") as tmp:
         if args.workspace is None:
             settings = settings.with_value("workspace", tmp)
-        store = open_store(state.store_url(settings))
+        store = open_store(state.store_url(settings), settings)
         # The namespace's own confined tree: never another namespace's folders.
         files = namespace_tree(settings.workspace_path, settings.namespace)
         engine = await ContextEngine.open(args.session, store=store, settings=settings, files=files)

@@ -80,7 +80,7 @@ def memory_eval_command(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _with_store(settings: Settings) -> SessionStore:
-    return open_store(store_url(settings))
+    return open_store(store_url(settings), settings)
 
 
 async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:

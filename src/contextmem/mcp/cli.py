@@ -57,7 +57,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     settings = await fit_to_llm(settings, llm)  # as ContextMem.open does: the window fitted to the model
     namespaces = Namespaces(
         settings,
-        store=open_store(url),
+        store=open_store(url, settings),
         llm=llm,
         embedder=embedder_from_spec(args.mcp_embedder),
         allowed=names,

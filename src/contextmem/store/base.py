@@ -26,6 +26,18 @@ Tenancy and concurrency, also part of the contract (issue 12):
   :class:`~contextmem.errors.SessionConflictError` and writes nothing (not even an empty session). Of
   several writers appending with the same expectation, exactly one succeeds; the others reload and
   retry. This is how concurrent writers keep a tool call and its result together.
+* **The tail a writer validated against** (issue 30). ``append(..., expected_live=[seqs])`` also requires
+  each of those seqs to be live at write time (same transaction), else ``SessionConflictError``: a
+  compactor on another host may have archived that tail without moving ``next_seq``.
+* **Conditional archives.** ``archive(..., expected_next_seq=n)`` archives only if ``next_seq`` is still
+  ``n`` and every seq to archive is still live, else ``SessionConflictError`` and nothing changes (no
+  summary or meta either): a compaction planned on a snapshot never lands on a session that moved.
+  Archives and appends serialise on the session (PostgreSQL: its row lock; SQLite: ``BEGIN IMMEDIATE``).
+* **Offloaded tool results are in the store too.** :meth:`SessionStore.record_offload` notes which
+  message's original a workspace-relative path holds, so :meth:`SessionStore.offloaded` gives it back
+  on a host whose disk never had the file. Records die with their session.
+* :attr:`SessionStore.shared` says whether every host using the store reaches the same database (then
+  its archived rows are the archive, and a host's local files are only a cache).
 
 Implementations: :mod:`contextmem.store.sqlite` (default) and :mod:`contextmem.store.postgres`.
 One contract test suite (``tests/test_store_contract.py``) runs against both.
@@ -76,6 +88,10 @@ class SessionInfo:
 class SessionStore(Protocol):
     """Durable session state. Every method is atomic; all are safe across processes."""
 
+    shared: bool
+    """The store is reachable from every host that uses it, so its archived rows are the archive
+    (PostgreSQL: True; a SQLite file or an in-process store: False, they are one machine's)."""
+
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
         """Load the session, creating it empty if it does not exist."""
         ...
@@ -87,12 +103,14 @@ class SessionStore(Protocol):
         messages: Sequence[Message],
         *,
         expected_next_seq: int | None = None,
+        expected_live: Sequence[int] = (),
     ) -> list[int]:
         """Append live messages; returns their seqs, consecutive and ascending.
 
-        With ``expected_next_seq``, only if the session's ``next_seq`` equals it, else
-        :class:`~contextmem.errors.SessionConflictError` and nothing is written. An empty ``messages``
-        returns ``[]`` and touches nothing.
+        With ``expected_next_seq``, only if the session's ``next_seq`` equals it; with ``expected_live``,
+        only if every one of those seqs is still live. Both are checked in the write's own transaction;
+        otherwise :class:`~contextmem.errors.SessionConflictError` (its ``archived`` names the seqs that
+        left) and nothing is written. An empty ``messages`` returns ``[]`` and touches nothing.
         """
         ...
 
@@ -108,14 +126,34 @@ class SessionStore(Protocol):
         *,
         summary: str | None = None,
         meta: str | None = None,
+        expected_next_seq: int | None = None,
     ) -> None:
-        """Atomically mark ``seqs`` archived and, when given, set summary and meta."""
+        """Atomically mark ``seqs`` archived and, when given, set summary and meta.
+
+        A seq that does not exist is a :class:`~contextmem.errors.MessageStateError`. With
+        ``expected_next_seq``: only if the session's ``next_seq`` equals it and every seq in ``seqs`` is
+        still live, else :class:`~contextmem.errors.SessionConflictError` and nothing changes. Without it,
+        archiving an archived seq again is harmless.
+        """
         ...
 
     async def set_meta(
         self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
     ) -> None:
         """Set summary and/or meta (``None`` leaves a field unchanged)."""
+        ...
+
+    async def record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        """Record that ``path`` (relative to the namespace's tree, e.g. ``tool_results/x.txt``) holds the
+        full text of message ``seq``, i.e. its stored original. Idempotent; a path recorded again (in any
+        session of the namespace) now names the new message. An unknown seq is a
+        :class:`~contextmem.errors.MessageStateError`; an absolute path or one with ``..`` a
+        :class:`~contextmem.errors.PathEscapeError`."""
+        ...
+
+    async def offloaded(self, namespace: str, path: str) -> Message | None:
+        """The original form of the message ``path`` was recorded for in ``namespace``; ``None`` when no
+        session of ``namespace`` recorded it (another namespace's records are never seen)."""
         ...
 
     async def messages(
@@ -130,7 +168,9 @@ class SessionStore(Protocol):
 
     async def list_sessions(self, namespace: str) -> list[SessionInfo]: ...
 
-    async def delete_session(self, namespace: str, session_id: str) -> None: ...
+    async def delete_session(self, namespace: str, session_id: str) -> None:
+        """Delete the session: its messages, summary, meta and offload records."""
+        ...
 
     async def cleanup_idle(
         self, older_than_seconds: float, *, namespace: str | None, now: float | None = None

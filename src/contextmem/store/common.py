@@ -19,6 +19,8 @@ from ..messages import Message, check_message_text
 __all__ = [
     "COMPONENT",
     "MESSAGES_SQL",
+    "OFFLOADED_SQL",
+    "OFFLOAD_SQL",
     "SESSION_SEQS_SQL",
     "MessageProblems",
     "check_expected_seq",
@@ -112,6 +114,22 @@ MESSAGES_SQL = (
     "SELECT s.namespace, s.session_id, m.seq, m.original, m.current FROM cm_messages AS m "
     "JOIN cm_sessions AS s ON s.id = m.session ORDER BY s.id, m.seq"
 )
+
+
+OFFLOADED_SQL = (
+    "SELECT m.original FROM cm_offloads AS o JOIN cm_sessions AS s ON s.id = o.session "
+    "JOIN cm_messages AS m ON m.session = o.session AND m.seq = o.seq "
+    "WHERE s.namespace = {p} AND o.path = {p} ORDER BY o.recorded_at DESC, o.session DESC LIMIT 1"
+)
+"""The original a path was last recorded for in a namespace (``{p}``: the driver's placeholder)."""
+OFFLOAD_SQL = (
+    # one record per path in the namespace: recording it in one session drops it from the others
+    "DELETE FROM cm_offloads WHERE path = {p} AND session <> {p} "
+    "AND session IN (SELECT id FROM cm_sessions WHERE namespace = {p})",
+    "INSERT INTO cm_offloads (session, path, seq, recorded_at) VALUES ({p}, {p}, {p}, {p}) "
+    "ON CONFLICT (session, path) DO UPDATE SET seq = excluded.seq, recorded_at = excluded.recorded_at",
+)
+"""Record a path for a message: run with ``(path, session, namespace)``, then ``(session, path, seq, at)``."""
 
 
 def session_problems(row: Sequence[Any]) -> list[str]:

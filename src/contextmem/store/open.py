@@ -2,6 +2,10 @@
 
 Schemes are looked up in :data:`STORES`; third-party stores register under the ``contextmem.stores``
 entry-point group (the entry point names the scheme and points at a callable taking the URL).
+
+``settings`` carry the store's patience (``store_connect_timeout``, ``store_statement_timeout``,
+``store_lock_timeout``, ``store_retry_seconds``) to the stores that have one: PostgreSQL's. Without them a
+store keeps its own defaults, which are the settings' defaults.
 """
 
 from __future__ import annotations
@@ -9,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StoreURLError
 from .base import SessionStore
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 __all__ = ["STORES", "open_store", "sqlite_path"]
 
@@ -33,39 +41,47 @@ def sqlite_path(url: str) -> Path:
     return Path(path).expanduser()
 
 
-def _sqlite(url: str) -> SessionStore:
+def _sqlite(url: str, settings: Settings | None) -> SessionStore:
     from .sqlite import SqliteSessionStore
 
     return SqliteSessionStore(sqlite_path(url))
 
 
-def _postgres(url: str) -> SessionStore:
+def _postgres(url: str, settings: Settings | None) -> SessionStore:
     from .postgres import PostgresSessionStore
 
-    return PostgresSessionStore(url)
+    if settings is None:
+        return PostgresSessionStore(url)
+    return PostgresSessionStore(
+        url,
+        connect_timeout=settings.store_connect_timeout,
+        statement_timeout=settings.store_statement_timeout,
+        lock_timeout=settings.store_lock_timeout,
+        retry_seconds=settings.store_retry_seconds,
+    )
 
 
-STORES: dict[str, Callable[[str], SessionStore]] = {
+STORES: dict[str, Callable[[str, Settings | None], SessionStore]] = {
     "sqlite": _sqlite,
     "postgresql": _postgres,
     "postgres": _postgres,
 }
-"""Store factories by URL scheme."""
+"""Store factories by URL scheme: ``factory(url, settings)``."""
 
 
-def open_store(url: str) -> SessionStore:
-    """The session store a URL names. Nothing is opened yet: stores connect and migrate on first use."""
+def open_store(url: str, settings: Settings | None = None) -> SessionStore:
+    """The session store a URL names, with the patience ``settings`` give it. Nothing is opened yet:
+    stores connect and migrate on first use."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     factory = STORES.get(scheme)
-    if factory is None:
-        for ep in entry_points(group="contextmem.stores"):
-            if ep.name == scheme:
-                factory = ep.load()
-                break
-    if factory is None:
-        known = sorted(STORES) + sorted(ep.name for ep in entry_points(group="contextmem.stores"))
-        raise StoreURLError(
-            f"cannot open a store from {url!r}: unknown scheme {scheme!r}. "
-            f"Fix: use one of {known!r}, e.g. sqlite:///sessions.db or postgresql://user@host/db."
-        )
-    return factory(url)
+    if factory is not None:
+        return factory(url, settings)
+    for ep in entry_points(group="contextmem.stores"):
+        if ep.name == scheme:
+            plugin: Callable[[str], SessionStore] = ep.load()
+            return plugin(url)
+    known = sorted(STORES) + sorted(ep.name for ep in entry_points(group="contextmem.stores"))
+    raise StoreURLError(
+        f"cannot open a store from {url!r}: unknown scheme {scheme!r}. "
+        f"Fix: use one of {known!r}, e.g. sqlite:///sessions.db or postgresql://user@host/db."
+    )

@@ -3,19 +3,33 @@
 Same contract, schema and message codec as :mod:`contextmem.store.sqlite`. Differences, and why:
 
 * **A connection pool** (``psycopg_pool``, opened on first use) serves the store's calls; a store belongs
-  to the event loop that first used it.
+  to the event loop that first used it. Timeouts, keepalives, retries of transient failures (a server
+  restart, a lost link) and the translation of every driver error live in
+  :mod:`contextmem.store.pg_connect`; this module is the SQL.
+* **Shared** (``shared = True``): every host reaches the same rows, so the archived messages are the
+  archive, and offloaded tool results are found through :meth:`offloaded` on any host.
 * **Appends are one upsert**: ``INSERT … ON CONFLICT DO UPDATE SET next_seq = next_seq + n RETURNING``
   creates the session if needed and reserves the seqs under the session row's lock, so concurrent
   appenders on any host get disjoint, consecutive seqs. A **conditional append** (``expected_next_seq``)
   adds ``WHERE next_seq = expected`` to that update: the row lock makes compare-and-reserve one step (a
   second writer waiting on the lock re-reads the row, finds it moved and gets no row back: a conflict).
+  ``expected_live`` is read after that lock is taken. **Archives take the same row lock** first, so an
+  archive and an append never interleave: a conditional archive sees the ``next_seq`` appends left.
+* **An append cut off while committing** may have landed. A conditional one settles it on a new
+  connection: its rows at ``expected_next_seq…`` with exactly its originals mean it landed (their seqs
+  are returned); a ``next_seq`` still at the expectation means it did not (it is written now); anything
+  else is a conflict. An unconditional one cannot tell and says so
+  (:class:`~contextmem.errors.StoreUnavailableError` with ``may_have_landed``).
 * **Reads that span statements** (``open_session``, ``integrity_check``) run in ``REPEATABLE READ`` so
   they see one snapshot.
 * **Compaction locks** are session-level advisory locks, ``pg_advisory_lock(key)`` with a 64-bit key
   derived from ``(namespace, session_id)`` (:func:`~contextmem.store.common.session_lock_key`; 64 bits
   rather than ``hashtext``'s 32, so unrelated sessions practically never share a lock). Each lock holds a
   dedicated connection for the duration of the ``async with``: the server releases it when that
-  connection ends, so a crashed worker never leaves a session locked, on any host.
+  connection ends, so a crashed worker never leaves a session locked, on any host. The flip side: a
+  server restart (or a lost link) ends the lock while its block still runs. Leaving the block is then
+  quiet, and what the block writes should be conditional (``archive(..., expected_next_seq=n)``), so a
+  compaction that lost its lock can never land over another's.
 * **Migrations** (:mod:`contextmem.store.migrations.postgres`) run in one transaction under a
   transaction-level advisory lock, so processes starting together migrate once.
 * **pgvector** is not used by the session store; the memory index adds its own migrations (component
@@ -27,22 +41,21 @@ clock ``cleanup_idle(now=…)`` is given; keep hosts' clocks in sync (NTP) for i
 
 from __future__ import annotations
 
-import asyncio
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
-from ..errors import MissingExtraError, StoreError, StoreSchemaError
+from ..errors import StoreError, StoreSchemaError
+from ..messages import Message
 from .base import SessionInfo, SessionState, StoredMessage
 from .common import (
     COMPONENT,
     MESSAGES_SQL,
+    OFFLOAD_SQL,
+    OFFLOADED_SQL,
     SESSION_SEQS_SQL,
     MessageProblems,
-    check_expected_seq,
     decode_message,
     idle_sessions_where,
     not_live_error,
@@ -50,40 +63,27 @@ from .common import (
     session_problems,
 )
 from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
-from .shared import EncodedSessionStore, StateFilter
+from .pg_connect import Patience, PgConnections, redact
+from .shared import EncodedSessionStore, StateFilter, check_append, check_archive
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["PostgresSessionStore"]
+__all__ = ["PostgresSessionStore", "redact"]
 
-T = TypeVar("T")
 MIGRATIONS: tuple[Migration, ...] = discover("contextmem.store.migrations.postgres")
 MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # "cmmigrat": serialises migrations across processes
 _RETRIES = 5
 
 
-def _import_psycopg() -> tuple[ModuleType, ModuleType]:
-    try:
-        import psycopg
-    except ImportError:
-        raise MissingExtraError("psycopg", "postgres") from None
-    try:
-        import psycopg_pool
-    except ImportError:
-        raise MissingExtraError("psycopg_pool", "postgres") from None
-    return psycopg, psycopg_pool
-
-
-def redact(dsn: str) -> str:
-    """``dsn`` without its password, for error messages."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
-
-
 class PostgresSessionStore(EncodedSessionStore):
-    """A :class:`~contextmem.store.base.SessionStore` on PostgreSQL (extra ``contextmem[postgres]``)."""
+    """A :class:`~contextmem.store.base.SessionStore` on PostgreSQL (extra ``contextmem[postgres]``).
+
+    The timeouts are the ``store_*`` settings (seconds): one connection attempt, one statement, the wait
+    for a compaction or row lock, and how long transient failures are retried.
+    """
+
+    shared = True  # every host reaches the same database
 
     def __init__(
         self,
@@ -92,71 +92,19 @@ class PostgresSessionStore(EncodedSessionStore):
         min_connections: int = 1,
         max_connections: int = 4,
         clock: Callable[[], float] = time.time,
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+        lock_timeout: float = 30.0,
+        retry_seconds: float = 30.0,
     ) -> None:
-        self._psycopg, self._psycopg_pool = _import_psycopg()
         self.dsn = dsn
-        self._min = min_connections
-        self._max = max_connections
         self._clock = clock
-        self._pool: AsyncConnectionPool[Any] | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
+        self.patience = Patience(connect_timeout, statement_timeout, lock_timeout, retry_seconds)
+        self._db = PgConnections(
+            dsn, self.patience, min_size=min_connections, max_size=max_connections, prepare=migrate
+        )
 
     # -- plumbing --------------------------------------------------------------------------------
-
-    async def _get_pool(self) -> AsyncConnectionPool[Any]:
-        if self._closed:
-            raise StoreError(f"the store on {redact(self.dsn)!r} is closed. Fix: open a new store.")
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:
-            if self._pool is None:
-                pool = self._psycopg_pool.AsyncConnectionPool(
-                    self.dsn,
-                    min_size=self._min,
-                    max_size=self._max,
-                    kwargs={"autocommit": True},
-                    open=False,
-                    name="contextmem",
-                )
-                try:
-                    await pool.open(wait=True, timeout=30.0)
-                    async with pool.connection() as conn:
-                        await migrate(conn)
-                except self._psycopg_pool.PoolTimeout as exc:
-                    await pool.close()
-                    raise StoreError(
-                        f"cannot connect to PostgreSQL at {redact(self.dsn)!r} within 30 s. "
-                        "Fix: check that the server runs and the DSN (host, port, user, dbname) is right."
-                    ) from exc
-                except self._psycopg.Error as exc:
-                    await pool.close()
-                    raise StoreError(f"migrating PostgreSQL at {redact(self.dsn)!r} failed: {exc}") from exc
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
-        return self._pool
-
-    async def _run(
-        self, what: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]], *, snapshot: bool = False
-    ) -> T:
-        """Run ``fn`` in one transaction; retry it on deadlocks and serialization failures."""
-        pool = await self._get_pool()
-        errors = self._psycopg.errors
-        for attempt in range(_RETRIES):
-            try:
-                async with pool.connection() as conn, conn.transaction():
-                    if snapshot:
-                        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    return await fn(conn)
-            except (errors.DeadlockDetected, errors.SerializationFailure) as exc:
-                if attempt == _RETRIES - 1:
-                    raise StoreError(f"{what} kept conflicting with other transactions: {exc}") from exc
-                await asyncio.sleep(0.01 * 2**attempt)
-            except self._psycopg.Error as exc:
-                raise StoreError(f"{what} failed on PostgreSQL at {redact(self.dsn)!r}: {exc}") from exc
-        raise AssertionError("unreachable")
 
     async def _ensure_session(self, conn: AsyncConnection[Any], namespace: str, session_id: str) -> Any:
         """Create the session if missing and lock its row; returns ``(id, next_seq)``."""
@@ -201,16 +149,22 @@ class PostgresSessionStore(EncodedSessionStore):
             )
 
         for _ in range(_RETRIES):
-            state = await self._run("open_session", load, snapshot=True)
+            state = await self._db.run("open_session", load, snapshot=True)
             if state is not None:
                 return state
-            await self._run("open_session", create)  # a concurrent delete may undo it: load again
+            await self._db.run("open_session", create)  # a concurrent delete may undo it: load again
         raise StoreError(
-            f"session ({namespace!r}, {session_id!r}) was deleted while being opened, repeatedly"
+            f"session ({namespace!r}, {session_id!r}) was deleted while being opened, repeatedly. "
+            "Fix: find what deletes it (a cleanup_idle with a tiny age?) and open it again."
         )
 
     async def _append_rows(
-        self, namespace: str, session_id: str, encoded: list[str], expected_next_seq: int | None
+        self,
+        namespace: str,
+        session_id: str,
+        encoded: list[str],
+        expected_next_seq: int | None,
+        expected_live: list[int],
     ) -> list[int]:
         n = len(encoded)
         expected = expected_next_seq
@@ -233,15 +187,25 @@ class PostgresSessionStore(EncodedSessionStore):
                 )
             row = await cur.fetchone()
             if row is None:  # the expectation failed, nothing was written: report where the session is
-                cur = await conn.execute(
-                    "SELECT next_seq FROM cm_sessions WHERE namespace = %s AND session_id = %s",
-                    (namespace, session_id),
+                found = await _session_row(conn, namespace, session_id)
+                at = 1 if found is None else found[1]
+                check_append(
+                    namespace, session_id, expected_next_seq=expected, next_seq=at, expected_live=[], live=()
                 )
-                found = await cur.fetchone()
-                check_expected_seq(namespace, session_id, expected, 1 if found is None else found[0])
                 raise AssertionError("unreachable: a failed conditional append must be a conflict")
-            pk, next_seq = row
-            seqs = list(range(next_seq - n, next_seq))
+            pk, next_seq = row  # the row is locked: no archive can move the tail until we commit
+            first = next_seq - n
+            if expected_live:
+                live = await _live_among(conn, pk, expected_live)
+                check_append(
+                    namespace,
+                    session_id,
+                    expected_next_seq=expected,
+                    next_seq=first,
+                    expected_live=expected_live,
+                    live=live,
+                )
+            seqs = list(range(first, next_seq))
             await conn.execute(
                 "INSERT INTO cm_messages (session, seq, original, created_at) "
                 "SELECT %s, u.seq, u.original, %s FROM unnest(%s::bigint[], %s::text[]) AS u (seq, original)",
@@ -249,7 +213,24 @@ class PostgresSessionStore(EncodedSessionStore):
             )
             return seqs
 
-        return await self._run("append", run)
+        async def settle(conn: AsyncConnection[Any]) -> list[int]:
+            """After a connection lost while committing: our rows, if they landed; else append now."""
+            assert expected is not None
+            found = await _session_row(conn, namespace, session_id)
+            if found is not None and found[1] >= expected + n:
+                cur = await conn.execute(
+                    "SELECT seq, original FROM cm_messages WHERE session = %s AND seq >= %s AND seq < %s "
+                    "ORDER BY seq",
+                    (found[0], expected, expected + n),
+                )
+                ours = list(zip(range(expected, expected + n), encoded, strict=True))
+                if [tuple(r) for r in await cur.fetchall()] == ours:
+                    return list(range(expected, expected + n))
+            return await run(conn)
+
+        if expected is None:
+            return await self._db.run("append", run, idempotent=False)
+        return await self._db.run("append", run, idempotent=False, settle=settle)
 
     async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: str) -> None:
         async def run(conn: AsyncConnection[Any]) -> None:
@@ -269,16 +250,31 @@ class PostgresSessionStore(EncodedSessionStore):
             )
             await conn.execute("UPDATE cm_sessions SET updated_at = %s WHERE id = %s", (now, row[0]))
 
-        await self._run("replace", run)
+        await self._db.run("replace", run)
 
     async def _archive_rows(
-        self, namespace: str, session_id: str, wanted: list[int], summary: str | None, meta: str | None
+        self,
+        namespace: str,
+        session_id: str,
+        wanted: list[int],
+        summary: str | None,
+        meta: str | None,
+        *,
+        expected_next_seq: int | None,
     ) -> None:
         async def run(conn: AsyncConnection[Any]) -> None:
-            pk, next_seq = await self._ensure_session(conn, namespace, session_id)
-            unknown = [s for s in wanted if not 1 <= s < next_seq]
-            if unknown:
-                raise not_live_error(namespace, session_id, unknown[0], None)
+            pk, next_seq = await self._ensure_session(
+                conn, namespace, session_id
+            )  # the row lock appends take
+            live = await _live_among(conn, pk, wanted) if expected_next_seq is not None else set()
+            check_archive(
+                namespace,
+                session_id,
+                wanted,
+                next_seq=next_seq,
+                live=live,
+                expected_next_seq=expected_next_seq,
+            )
             now = self._clock()
             await conn.execute(
                 "UPDATE cm_messages SET state = 'archived', archived_at = %s "
@@ -287,7 +283,26 @@ class PostgresSessionStore(EncodedSessionStore):
             )
             await _set_meta(conn, pk, summary, meta, now)
 
-        await self._run("archive", run)
+        async def settle(conn: AsyncConnection[Any]) -> None:
+            """After a connection lost while committing: done if the session is as this archive leaves it."""
+            cur = await conn.execute(
+                "SELECT s.summary, s.meta, COUNT(m.seq) FILTER (WHERE m.state = 'archived') "
+                "FROM cm_sessions AS s LEFT JOIN cm_messages AS m "
+                "ON m.session = s.id AND m.seq = ANY(%s::bigint[]) "
+                "WHERE s.namespace = %s AND s.session_id = %s GROUP BY s.id",
+                (wanted, namespace, session_id),
+            )
+            found = await cur.fetchone()
+            if (
+                found is not None
+                and found[2] == len(wanted)
+                and summary in (None, found[0])
+                and meta in (None, found[1])
+            ):
+                return
+            await run(conn)
+
+        await self._db.run("archive", run, settle=settle if expected_next_seq is not None else None)
 
     async def _write_meta(
         self, namespace: str, session_id: str, summary: str | None, meta: str | None
@@ -296,7 +311,7 @@ class PostgresSessionStore(EncodedSessionStore):
             pk, _ = await self._ensure_session(conn, namespace, session_id)
             await _set_meta(conn, pk, summary, meta, self._clock())
 
-        await self._run("set_meta", run)
+        await self._db.run("set_meta", run)
 
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         async def run(conn: AsyncConnection[Any]) -> list[StoredMessage]:
@@ -308,24 +323,35 @@ class PostgresSessionStore(EncodedSessionStore):
             )
             return [StoredMessage(seq, decode_message(t), st, at) for seq, t, st, at in await cur.fetchall()]
 
-        return await self._run("messages", run)
+        return await self._db.run("messages", run)
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
         """Exclusive compaction lock of one session, for every process on every host (``async with``)."""
-        try:
-            conn = await self._psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-        except self._psycopg.OperationalError as exc:
-            raise StoreError(f"lock: cannot connect to PostgreSQL at {redact(self.dsn)!r}: {exc}") from exc
-        try:
-            # If this process dies while waiting, let the server notice soon rather than take the lock
-            # for a client that is gone (Linux servers; harmless where unsupported).
-            with suppress(self._psycopg.Error):
-                await conn.execute("SET client_connection_check_interval = '1s'")
-            await conn.execute("SELECT pg_advisory_lock(%s)", (session_lock_key(namespace, session_id),))
+        what = f"compaction lock of session ({namespace!r}, {session_id!r})"
+        async with self._db.advisory_lock(what, session_lock_key(namespace, session_id)):
             yield
-        finally:
-            await conn.close()  # ends the server session, which releases the lock in every case
+
+    async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        async def run(conn: AsyncConnection[Any]) -> None:
+            row = await _session_row(conn, namespace, session_id)
+            if row is None or not 1 <= seq < row[1]:
+                raise not_live_error(namespace, session_id, seq, None)
+            now = self._clock()
+            drop_others, upsert = (sql.format(p="%s") for sql in OFFLOAD_SQL)
+            await conn.execute(drop_others, (path, row[0], namespace))
+            await conn.execute(upsert, (row[0], path, seq, now))
+            await conn.execute("UPDATE cm_sessions SET updated_at = %s WHERE id = %s", (now, row[0]))
+
+        await self._db.run("record_offload", run)
+
+    async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
+        async def run(conn: AsyncConnection[Any]) -> Message | None:
+            cur = await conn.execute(OFFLOADED_SQL.format(p="%s"), (namespace, path))
+            found = await cur.fetchone()
+            return None if found is None else decode_message(found[0])
+
+        return await self._db.run("offloaded", run)
 
     async def _session_infos(self, namespace: str) -> list[SessionInfo]:
         async def run(conn: AsyncConnection[Any]) -> list[SessionInfo]:
@@ -338,7 +364,7 @@ class PostgresSessionStore(EncodedSessionStore):
             )
             return [SessionInfo(namespace, sid, lv, ar, c, u) for sid, c, u, lv, ar in await cur.fetchall()]
 
-        return await self._run("list_sessions", run)
+        return await self._db.run("list_sessions", run)
 
     async def _delete_session(self, namespace: str, session_id: str) -> None:
         async def run(conn: AsyncConnection[Any]) -> None:
@@ -346,7 +372,7 @@ class PostgresSessionStore(EncodedSessionStore):
                 "DELETE FROM cm_sessions WHERE namespace = %s AND session_id = %s", (namespace, session_id)
             )
 
-        await self._run("delete_session", run)
+        await self._db.run("delete_session", run)
 
     async def _delete_idle(self, cutoff: float, namespace: str | None) -> list[tuple[str, str]]:
         where, args = idle_sessions_where(cutoff, namespace, "%s")
@@ -356,7 +382,7 @@ class PostgresSessionStore(EncodedSessionStore):
             cur = await conn.execute(sql, args)
             return sorted((ns, sid) for ns, sid in await cur.fetchall())
 
-        return await self._run("cleanup_idle", run)
+        return await self._db.run("cleanup_idle", run)
 
     async def integrity_check(self) -> list[str]:
         async def run(conn: AsyncConnection[Any]) -> list[str]:
@@ -374,17 +400,14 @@ class PostgresSessionStore(EncodedSessionStore):
                     bad.check(row)
             return problems + bad.problems
 
-        return await self._run("integrity_check", run, snapshot=True)
+        return await self._db.run("integrity_check", run, snapshot=True, bounded=False)  # scans everything
 
     async def schema_version(self) -> int:
         """The session schema version of the database (after the migrations applied on first use)."""
-        return await self._run("schema_version", _schema_version)
+        return await self._db.run("schema_version", _schema_version)
 
     async def close(self) -> None:
-        self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        await self._db.close()
 
 
 async def _schema_version(conn: AsyncConnection[Any]) -> int:
@@ -409,6 +432,7 @@ async def migrate(conn: AsyncConnection[Any], upto: int | None = None) -> int:
     if await _schema_version(conn) == target:
         return target
     async with conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")  # a backfill may take long on a big database
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
         await conn.execute(PG_MIGRATIONS_TABLE)
         current = await _schema_version(conn)
@@ -425,6 +449,23 @@ async def migrate(conn: AsyncConnection[Any], upto: int | None = None) -> int:
                 (COMPONENT, m.version, m.name, time.time()),
             )
     return max(current, target)
+
+
+async def _session_row(conn: AsyncConnection[Any], namespace: str, session_id: str) -> Any:
+    """``(id, next_seq)`` of the session, or None."""
+    cur = await conn.execute(
+        "SELECT id, next_seq FROM cm_sessions WHERE namespace = %s AND session_id = %s",
+        (namespace, session_id),
+    )
+    return await cur.fetchone()
+
+
+async def _live_among(conn: AsyncConnection[Any], pk: int, seqs: list[int]) -> set[int]:
+    cur = await conn.execute(
+        "SELECT seq FROM cm_messages WHERE session = %s AND seq = ANY(%s::bigint[]) AND state = 'live'",
+        (pk, seqs),
+    )
+    return {seq for (seq,) in await cur.fetchall()}
 
 
 async def _set_meta(

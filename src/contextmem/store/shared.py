@@ -3,37 +3,98 @@
 :class:`SessionStoreBase` implements the public :class:`~contextmem.store.base.SessionStore` methods:
 the namespace check at every entry (before any I/O), the empty-append shortcut, encoding each message
 once (so a message that could not be read back is refused before anything is written), de-duplicating
-and sorting the seqs to archive, validating the ``state`` filter and computing ``cleanup_idle``'s cutoff.
-It then calls one storage hook per method (``_load_session``, ``_append_rows``, …), which a backend
-implements in one transaction of its own; the hooks receive validated arguments and already-encoded
-messages. :class:`EncodedSessionStore` stores messages as :func:`~contextmem.store.common.encode_message`
-text, as both durable stores do.
+and sorting the seqs to archive, validating the ``state`` filter and offload paths, and computing
+``cleanup_idle``'s cutoff. It then calls one storage hook per method (``_load_session``, ``_append_rows``,
+…), which a backend implements in one transaction of its own; the hooks receive validated arguments and
+already-encoded messages. Inside that transaction a backend reads the facts (``next_seq``, which seqs are
+live) and hands them to :func:`check_append` / :func:`check_archive`, which decide, for every backend, when
+a conditional write conflicts. :class:`EncodedSessionStore` stores messages as
+:func:`~contextmem.store.common.encode_message` text, as both durable stores do.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import PurePosixPath
 from types import TracebackType
 from typing import Generic, Literal, Self, TypeVar
 
-from ..errors import StoreError
+from ..errors import PathEscapeError, SessionConflictError, StoreError
 from ..messages import Message
 from ..namespace import check_namespace
 from .base import SessionInfo, SessionState, StoredMessage
-from .common import encode_message
+from .common import check_expected_seq, encode_message, not_live_error
 
-__all__ = ["EncodedSessionStore", "SessionStoreBase", "StateFilter"]
+__all__ = [
+    "EncodedSessionStore",
+    "SessionStoreBase",
+    "StateFilter",
+    "check_append",
+    "check_archive",
+    "offload_key",
+]
 
 StateFilter = Literal["live", "archived", "all"]
 E = TypeVar("E")  # a message as the backend stores it
+
+
+def check_append(
+    namespace: str,
+    session_id: str,
+    *,
+    expected_next_seq: int | None,
+    next_seq: int,
+    expected_live: Sequence[int],
+    live: Collection[int],
+) -> None:
+    """Raise :class:`SessionConflictError` unless a conditional append may land: ``next_seq`` (1 for a
+    session that does not exist) is the expected one, and each of ``expected_live`` is among ``live``
+    (the seqs of ``expected_live`` the backend found live, read in the write's transaction)."""
+    check_expected_seq(namespace, session_id, expected_next_seq, next_seq)
+    gone = [q for q in expected_live if q not in live]
+    if gone:
+        expected = next_seq if expected_next_seq is None else expected_next_seq
+        raise SessionConflictError(namespace, session_id, expected, next_seq, archived=gone)
+
+
+def check_archive(
+    namespace: str,
+    session_id: str,
+    wanted: Sequence[int],
+    *,
+    next_seq: int,
+    live: Collection[int],
+    expected_next_seq: int | None,
+) -> None:
+    """Raise unless ``wanted`` may be archived: every seq must exist (else ``MessageStateError``, the
+    caller's mistake); with ``expected_next_seq``, ``next_seq`` must equal it and every seq be among
+    ``live`` (else ``SessionConflictError``: the session moved since the plan was made)."""
+    check_expected_seq(namespace, session_id, expected_next_seq, next_seq)
+    unknown = [q for q in wanted if not 1 <= q < next_seq]
+    if unknown:
+        raise not_live_error(namespace, session_id, unknown[0], None)
+    if expected_next_seq is not None:
+        gone = [q for q in wanted if q not in live]
+        if gone:
+            raise SessionConflictError(namespace, session_id, expected_next_seq, next_seq, archived=gone)
+
+
+def offload_key(path: str) -> str | None:
+    """The key an offload path is recorded under (``./a//b`` is ``a/b``); ``None`` if it leaves the tree."""
+    key = PurePosixPath(path).as_posix()
+    if key in ("", ".") or key.startswith("/") or ".." in PurePosixPath(key).parts:
+        return None
+    return key
 
 
 class SessionStoreBase(ABC, Generic[E]):
     """The :class:`~contextmem.store.base.SessionStore` methods over per-backend storage hooks."""
 
     _clock: Callable[[], float]
+    shared: bool = False
+    """Whether every host using the store reaches the same data (see ``SessionStore.shared``)."""
 
     # -- storage hooks (namespace already checked) -----------------------------------------------
 
@@ -46,18 +107,39 @@ class SessionStoreBase(ABC, Generic[E]):
 
     @abstractmethod
     async def _append_rows(
-        self, namespace: str, session_id: str, encoded: list[E], expected_next_seq: int | None
+        self,
+        namespace: str,
+        session_id: str,
+        encoded: list[E],
+        expected_next_seq: int | None,
+        expected_live: list[int],
     ) -> list[int]:
-        """Append at least one message; compare ``expected_next_seq`` in the same transaction."""
+        """Append at least one message; :func:`check_append` in the same transaction."""
 
     @abstractmethod
     async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: E) -> None: ...
 
     @abstractmethod
     async def _archive_rows(
-        self, namespace: str, session_id: str, seqs: list[int], summary: str | None, meta: str | None
+        self,
+        namespace: str,
+        session_id: str,
+        seqs: list[int],
+        summary: str | None,
+        meta: str | None,
+        *,
+        expected_next_seq: int | None,
     ) -> None:
-        """Archive ``seqs`` (distinct, ascending) and set summary and meta, atomically."""
+        """:func:`check_archive`, then archive ``seqs`` (distinct, ascending) and set summary and meta,
+        atomically."""
+
+    @abstractmethod
+    async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        """Upsert the record of ``path`` (a valid key) for message ``seq``, which must exist."""
+
+    @abstractmethod
+    async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
+        """The original of the message most recently recorded for ``path`` in ``namespace``."""
 
     @abstractmethod
     async def _write_meta(
@@ -95,12 +177,14 @@ class SessionStoreBase(ABC, Generic[E]):
         messages: Sequence[Message],
         *,
         expected_next_seq: int | None = None,
+        expected_live: Sequence[int] = (),
     ) -> list[int]:
         check_namespace(namespace)
         if not messages:
             return []
         encoded = [self._encode(m) for m in messages]
-        return await self._append_rows(namespace, session_id, encoded, expected_next_seq)
+        live = sorted(set(expected_live))
+        return await self._append_rows(namespace, session_id, encoded, expected_next_seq, live)
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
         check_namespace(namespace)
@@ -114,15 +198,33 @@ class SessionStoreBase(ABC, Generic[E]):
         *,
         summary: str | None = None,
         meta: str | None = None,
+        expected_next_seq: int | None = None,
     ) -> None:
         check_namespace(namespace)
-        await self._archive_rows(namespace, session_id, sorted(set(seqs)), summary, meta)
+        await self._archive_rows(
+            namespace, session_id, sorted(set(seqs)), summary, meta, expected_next_seq=expected_next_seq
+        )
 
     async def set_meta(
         self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
     ) -> None:
         check_namespace(namespace)
         await self._write_meta(namespace, session_id, summary, meta)
+
+    async def record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        check_namespace(namespace)
+        key = offload_key(path)
+        if key is None:
+            raise PathEscapeError(
+                f"offload path {path!r} leaves the namespace's tree. "
+                "Fix: record the path relative to it, e.g. 'tool_results/result.txt'."
+            )
+        await self._record_offload(namespace, session_id, seq, key)
+
+    async def offloaded(self, namespace: str, path: str) -> Message | None:
+        check_namespace(namespace)
+        key = offload_key(path)
+        return None if key is None else await self._offloaded_row(namespace, key)
 
     async def messages(
         self, namespace: str, session_id: str, *, state: StateFilter = "all"

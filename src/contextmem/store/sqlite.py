@@ -20,8 +20,9 @@ Choices, and why:
   (POSIX only: on Windows the rest of the store works, ``lock`` raises).
 * **Private files**: the database, its ``-wal``/``-shm`` and the lock files are 0600, the lock directory
   0700, whatever the umask (:mod:`contextmem.safefs`, :mod:`contextmem.store.locks`).
-* **Conditional appends** (``expected_next_seq``) compare and write inside the one ``BEGIN IMMEDIATE``
-  transaction, so no other writer can move the session in between.
+* **Conditional appends and archives** (``expected_next_seq``, ``expected_live``) compare and write inside
+  the one ``BEGIN IMMEDIATE`` transaction, so no other writer can move the session in between.
+* **Not shared** (``shared = False``): the file is one machine's, so is its archive.
 * **Migrations** (:mod:`contextmem.store.migrations.sqlite`) are applied on first use, in one transaction.
 
 Messages are stored as JSON text of their OpenAI dict (:func:`encode_message`), which round-trips exactly.
@@ -41,10 +42,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ..errors import StoreError, StoreLockedError
+from ..messages import Message
 from ..safefs import ensure_private_file
 from .base import SessionInfo, SessionState, StoredMessage
 from .common import (
-    check_expected_seq,
+    OFFLOAD_SQL,
+    OFFLOADED_SQL,
     decode_message,
     encode_message,
     idle_sessions_where,
@@ -52,7 +55,7 @@ from .common import (
     session_lock_key,
 )
 from .locks import try_flock
-from .shared import EncodedSessionStore, StateFilter
+from .shared import EncodedSessionStore, StateFilter, check_append, check_archive
 from .sqlite_schema import MIGRATIONS, integrity_problems, migrate
 from .sqlite_schema import schema_version as _schema_version
 
@@ -83,6 +86,8 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 class SqliteSessionStore(EncodedSessionStore):
     """A :class:`~contextmem.store.base.SessionStore` on one SQLite file (created if missing)."""
+
+    shared = False  # one machine's file
 
     def __init__(
         self,
@@ -215,11 +220,25 @@ class SqliteSessionStore(EncodedSessionStore):
         return await self._call(run)
 
     async def _append_rows(
-        self, namespace: str, session_id: str, encoded: list[str], expected_next_seq: int | None
+        self,
+        namespace: str,
+        session_id: str,
+        encoded: list[str],
+        expected_next_seq: int | None,
+        expected_live: list[int],
     ) -> list[int]:
         def run(conn: sqlite3.Connection) -> list[int]:  # BEGIN IMMEDIATE: no writer moves next_seq meanwhile
             row = self._session_row(conn, namespace, session_id)
-            check_expected_seq(namespace, session_id, expected_next_seq, 1 if row is None else row[3])
+            live = _live_seqs(conn, row[0]) if row is not None and expected_live else set()
+            at = 1 if row is None else row[3]
+            check_append(
+                namespace,
+                session_id,
+                expected_next_seq=expected_next_seq,
+                next_seq=at,
+                expected_live=expected_live,
+                live=live,
+            )
             pk, _, _, first, _ = row if row is not None else self._ensure_session(conn, namespace, session_id)
             now = self._clock()
             seqs = list(range(first, first + len(encoded)))
@@ -254,13 +273,26 @@ class SqliteSessionStore(EncodedSessionStore):
         await self._write_async("replace", run)
 
     async def _archive_rows(
-        self, namespace: str, session_id: str, wanted: list[int], summary: str | None, meta: str | None
+        self,
+        namespace: str,
+        session_id: str,
+        wanted: list[int],
+        summary: str | None,
+        meta: str | None,
+        *,
+        expected_next_seq: int | None,
     ) -> None:
         def run(conn: sqlite3.Connection) -> None:
             pk, _, _, next_seq, _ = self._ensure_session(conn, namespace, session_id)
-            unknown = [s for s in wanted if not 1 <= s < next_seq]
-            if unknown:
-                raise not_live_error(namespace, session_id, unknown[0], None)
+            live = _live_seqs(conn, pk) if expected_next_seq is not None else set()
+            check_archive(
+                namespace,
+                session_id,
+                wanted,
+                next_seq=next_seq,
+                live=live,
+                expected_next_seq=expected_next_seq,
+            )
             now = self._clock()
             conn.executemany(
                 "UPDATE cm_messages SET state = 'archived', archived_at = ? "
@@ -279,6 +311,26 @@ class SqliteSessionStore(EncodedSessionStore):
             _set_meta(conn, pk, summary, meta, self._clock())
 
         await self._write_async("set_meta", run)
+
+    async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            row = self._session_row(conn, namespace, session_id)
+            if row is None or not 1 <= seq < row[3]:
+                raise not_live_error(namespace, session_id, seq, None)
+            now = self._clock()
+            drop_others, upsert = (sql.format(p="?") for sql in OFFLOAD_SQL)
+            conn.execute(drop_others, (path, row[0], namespace))
+            conn.execute(upsert, (row[0], path, seq, now))
+            conn.execute("UPDATE cm_sessions SET updated_at = ? WHERE id = ?", (now, row[0]))
+
+        await self._write_async("record_offload", run)
+
+    async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
+        def run(conn: sqlite3.Connection) -> Message | None:
+            found = conn.execute(OFFLOADED_SQL.format(p="?"), (namespace, path)).fetchone()
+            return None if found is None else decode_message(found[0])
+
+        return await self._read_async("offloaded", run)
 
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         def run(conn: sqlite3.Connection) -> list[StoredMessage]:
@@ -383,6 +435,13 @@ class SqliteSessionStore(EncodedSessionStore):
                 path.unlink(missing_ok=True)
             finally:
                 os.close(fd)
+
+
+def _live_seqs(conn: sqlite3.Connection, pk: int) -> set[int]:
+    return {
+        seq
+        for (seq,) in conn.execute("SELECT seq FROM cm_messages WHERE session = ? AND state = 'live'", (pk,))
+    }
 
 
 def _set_meta(conn: sqlite3.Connection, pk: int, summary: str | None, meta: str | None, now: float) -> None:
