@@ -6,8 +6,9 @@ new, shorter form (``rewrite``). Plans never decide where a cut may fall: they a
 :func:`contextmem.budget.turn_starts`. The engine applies plans; it never re-implements them.
 
 Invariants (property-tested): kept messages keep their order; no kept tool call lacks a result and no
-kept result lacks its call; the newest user message is kept; planning again after applying a plan
-yields an empty plan.
+kept result lacks its call, except the open group at the end (a tool still running, maybe another
+writer's), which :func:`keep_open_group` puts back into any plan whole and unchanged; the newest user
+message is kept; planning again after applying a plan yields an empty plan.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from itertools import pairwise
 from ..budget import turn_starts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..textcut import cut_middle
+from .pairs import broken, open_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,3 +225,33 @@ def plan_restore(history: Sequence[Message], max_turns: int) -> Plan:
     kept = set(keep)
     drop = tuple(i for i in range(len(history)) if i not in kept)
     return Plan(tuple(keep), drop, steps=("restore",)) if drop else no_change(len(history))
+
+
+def keep_open_group(plan: Plan, history: Sequence[Message]) -> Plan:
+    """``plan`` with the open group at the end of ``history`` (:func:`~.pairs.open_group`: a call whose
+    tool is still running, this writer's or another's) kept whole and unchanged. Its results will be
+    appended right after it; had the call left, they would land with no call before them."""
+    tail = open_group(history)
+    if tail is None or plan.empty:
+        return plan
+    held = set(tail.indices)
+    if not held & (set(plan.drop) | set(plan.rewrite)):
+        return plan
+    return Plan(
+        tuple(sorted(held.union(plan.keep))),
+        tuple(i for i in plan.drop if i not in held),
+        {i: m for i, m in plan.rewrite.items() if i not in held},
+        (*plan.steps, "keep_open_group"),
+        plan.fits,
+    )
+
+
+def plan_repair(history: Sequence[Message]) -> Plan:
+    """A stored history that breaks the tool-pair rule (an old crash, a writer that bypassed the checks):
+    the broken groups and stray results (:func:`~.pairs.broken`) leave, everything else stays. Applying it
+    makes the history valid again; a valid history gives an empty plan."""
+    drop = broken(history)
+    if not drop:
+        return no_change(len(history))
+    leaving = set(drop)
+    return Plan(tuple(i for i in range(len(history)) if i not in leaving), tuple(drop), steps=("repair",))
