@@ -56,9 +56,11 @@ from .errors import (
     StoreError,
     StoreLockedError,
     StoreSchemaError,
+    StoreUnavailableError,
     StoreURLError,
     TokenizerError,
     ToolArgumentError,
+    ToolCallExpiredError,
     TransientLLMError,
 )
 from .formats.openai import from_openai, to_openai
@@ -168,6 +170,7 @@ __all__ = [
     "StoreLockedError",
     "StoreSchemaError",
     "StoreURLError",
+    "StoreUnavailableError",
     "SystemMessage",
     "TextPart",
     "TiktokenCounter",
@@ -175,6 +178,7 @@ __all__ = [
     "TokenizerError",
     "ToolArgumentError",
     "ToolCall",
+    "ToolCallExpiredError",
     "ToolMessage",
     "ToolSpec",
     "TransientLLMError",

@@ -9,6 +9,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     ├── MessageFormatError          a message (OpenAI dict, Anthropic block, ...) is malformed
     │   └── JsonlLineError          a line of a JSON Lines file is unreadable; names file:line[:column]
     ├── HistoryError                a history breaks an invariant (orphan tool call/result, ...)
+    │   └── ToolCallExpiredError    results for calls already closed because their lease ran out
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
     ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
     ├── TokenizerError              a tokenizer's data is missing or corrupt
@@ -79,6 +80,18 @@ class JsonlLineError(MessageFormatError):
 
 class HistoryError(ContextmemError, ValueError):
     """A message history breaks an invariant (e.g. a tool result without its call)."""
+
+
+class ToolCallExpiredError(HistoryError):
+    """Results for tool calls that were already closed because their lease ran out (``seconds``)."""
+
+    def __init__(self, namespace: str, session_id: str, calls: list[str], seconds: float) -> None:
+        self.calls = calls
+        super().__init__(
+            f"session ({namespace!r}, {session_id!r}): tool calls {calls!r} were closed with an error result "
+            f"after their lease of {seconds:g} s ran out; these results came too late and were not stored. "
+            "Fix: raise tool_call_lease_seconds above your slowest tool's run time."
+        )
 
 
 class BudgetExceededError(ContextmemError):

@@ -146,6 +146,12 @@ class Settings(BaseModel):
     )
     daily_summary_time: str = Field("23:55", description="Local time of the daily memory summary, HH:MM")
     session_retention_days: int = Field(30, gt=0)
+    tool_call_lease_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Another writer's tool call with no result after this long is closed with an error "
+        "result, so a crashed writer cannot hold the session",
+    )
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -207,11 +207,15 @@ async def replay(
 
 
 async def count_lost(engine: ContextEngine, transcript: Iterable[Message], first_seq: int = 1) -> int:
-    """Transcript messages found neither live in the session nor in the dialog archive (in their original
-    form), plus any the engine's own :meth:`~ContextEngine.verify` reports missing."""
-    live = await engine.store.messages(engine.namespace, engine.session_id, state="live")
-    found = {a.seq: canonical(a.message) for a in engine.archive.read(engine.session_id)}
-    found.update((s.seq, canonical(s.message)) for s in live)
+    """Transcript messages found neither live in the session nor in the archive (in their original form:
+    the dialog files, or a shared store's own rows), plus any the engine's own
+    :meth:`~ContextEngine.verify` reports missing."""
+    store = engine.store
+    kept = await store.messages(engine.namespace, engine.session_id, state="all" if store.shared else "live")
+    found = (
+        {} if store.shared else {a.seq: canonical(a.message) for a in engine.archive.read(engine.session_id)}
+    )
+    found.update((s.seq, canonical(s.message)) for s in kept)
     lost = {seq for seq, m in enumerate(transcript, start=first_seq) if found.get(seq) != canonical(m)}
     lost.update((await engine.verify()).missing)
     return len(lost)

@@ -8,16 +8,26 @@ removal — the proactive check, turn and budget trims, task folding, summarisat
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
 from ..archive import DialogArchive
 from ..budget import CountedHistory
-from ..compaction.plans import Plan, plan_budget_trim, plan_emergency, plan_fold_task, plan_turn_trim
-from ..errors import ArchiveError
+from ..compaction.plans import (
+    Plan,
+    keep_open_group,
+    plan_budget_trim,
+    plan_emergency,
+    plan_fold_task,
+    plan_repair,
+    plan_turn_trim,
+)
+from ..errors import ArchiveError, MessageStateError, SessionConflictError
 from ..messages import Message
 from ..settings import Settings
+from ..store.base import SessionState
 from ..summarize import Summarizer, Summary
 from ..summarize.digest import fact_digest
 from .session import LiveSession
@@ -43,69 +53,59 @@ class PlanApplier:
     """
 
     session: LiveSession
-    archive: DialogArchive
+    archive: DialogArchive | None  # None: the store is the archive (a store every host shares)
     extractor: Summarizer
     _: KW_ONLY
     emit: Emit
     has_listeners: Callable[[], bool]
     on_pending: Callable[[], None]
+    reload: Callable[[SessionState | None], Awaitable[None]]
     failure: ArchiveError | None = field(default=None, init=False)
     changes: int = field(default=0, init=False)  # plans applied and summaries replaced: prefix rewrites
+    conflicts: int = field(default=0, init=False)  # plans given up because another writer moved the session
+    _repairing: bool = field(default=False, init=False)
 
     def reset_failure(self) -> ArchiveError | None:
         failure, self.failure = self.failure, None
         return failure
 
     async def apply(
-        self, plan: Plan, reason: str, *, summary: Summary | None = None, summarize: bool = True
+        self,
+        plan: Plan,
+        reason: str,
+        *,
+        summary: Summary | None = None,
+        summarize: bool = True,
+        keep_open: bool = True,
     ) -> bool:
         """Apply ``plan`` (the caller holds the session lock). False, with everything kept, if archiving
-        failed or another process changed the session since the plan was made (then it is reloaded)."""
+        failed or another writer changed the session since the plan was made (then it is reloaded).
+
+        The open group at the end (a tool still running, maybe another writer's) never leaves and is never
+        cut (:func:`~contextmem.compaction.plans.keep_open_group`) unless ``keep_open`` is false (an undo of
+        this writer's own newest message). The store archives only if the session is still where the plan
+        saw it (``expected_next_seq``): an append that landed meanwhile makes this a no-op and a reload.
+        """
+        live = self.session
+        if keep_open:
+            plan = keep_open_group(plan, live.history.messages)
         if plan.empty:
             return True
-        live = self.session
         store, ns, sid = live.store, live.namespace, live.session_id
         before = live.history.total
         prior = live.summary
         self.emit("compaction_started", reason=reason, leaving=len(plan.drop), steps=list(plan.steps))
         async with store.lock(ns, sid):
-            state = await store.open_session(ns, sid)
-            if state.next_seq != live.next_seq or [m.seq for m in state.live] != live.seqs:
-                await live.load(state)  # another process changed the session: take its state, plan again
-                return False
-            msgs = live.history.messages
-            leaving = [(live.seqs[i], live.original(i)) for i in plan.drop]
-            # A message whose form was cut had its original archived then; archive the rest now.
-            unarchived = [(s, m) for s, m in leaving if s not in live.originals]
-            unarchived += [
-                (live.seqs[i], msgs[i]) for i in plan.rewrite if live.seqs[i] not in live.originals
-            ]
-            try:
-                ref = self.archive.append(sid, unarchived, reason) if unarchived else None
-            except ArchiveError as exc:
-                self.failure = exc
-                self.emit("archive_failed", reason=reason, error=str(exc))
-                return False
-            # Summaries read what the model saw (a cut result keeps its head, tail and path); the
-            # originals went to the archive above.
-            dropped: list[Message] = [msgs[i] for i in plan.drop]
-            refs = [str(ref)] if ref else []
-            if summary is None and dropped and summarize:
-                summary = self.extractor.extract(live.summary, dropped, archive_refs=refs)
-                live.pending.extend(dropped)
-            for i, new in plan.rewrite.items():
-                live.originals.setdefault(live.seqs[i], msgs[i])
-                await store.replace(ns, sid, live.seqs[i], new)
-            for seq, _ in leaving:
-                live.originals.pop(seq, None)
-            if summary is not None:
-                live.summary = summary
-            await store.archive(
-                ns, sid, [s for s, _ in leaving], summary=summary_to_json(live.summary), meta=live.meta()
-            )
-            live.seqs = [live.seqs[i] for i in plan.keep]
-            live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
-            self.changes += 1
+            done = await self._apply_locked(plan, reason, summary, summarize)
+        if isinstance(done, SessionState | SessionConflictError):  # another writer moved the session
+            self.conflicts += 1
+            await self.reload(
+                done if isinstance(done, SessionState) else None
+            )  # outside the lock: it may repair
+            return False
+        if done is None:
+            return False
+        dropped, refs = done
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
         digest = ""
         if dropped and summarize and self.has_listeners():
@@ -114,7 +114,7 @@ class PlanApplier:
         self.emit(
             "compaction_finished",
             reason=reason,
-            archived=len(leaving),
+            archived=len(plan.drop),
             tokens_before=before,
             tokens_after=live.history.total,
             archive=refs,
@@ -123,6 +123,79 @@ class PlanApplier:
         if live.pending:
             self.on_pending()
         return True
+
+    async def _apply_locked(
+        self, plan: Plan, reason: str, summary: Summary | None, summarize: bool
+    ) -> tuple[list[Message], list[str]] | SessionState | SessionConflictError | None:
+        """:meth:`apply` under the session's compaction lock: what left and the archive refs; the store's
+        state or the conflict when another writer moved the session; ``None`` when archiving failed."""
+        live = self.session
+        store, ns, sid = live.store, live.namespace, live.session_id
+        state = await store.open_session(ns, sid)
+        if state.next_seq != live.next_seq or [m.seq for m in state.live] != live.seqs:
+            return state
+        msgs = live.history.messages
+        leaving = [(live.seqs[i], live.original(i)) for i in plan.drop]
+        refs: list[str] = []
+        if self.archive is not None:  # else the store is the archive: its rows keep every original
+            # A message whose form was cut had its original archived then; archive the rest now.
+            unarchived = [(s, m) for s, m in leaving if s not in live.originals]
+            unarchived += [
+                (live.seqs[i], msgs[i]) for i in plan.rewrite if live.seqs[i] not in live.originals
+            ]
+            try:
+                if unarchived:
+                    refs.append(str(self.archive.append(sid, unarchived, reason)))
+            except ArchiveError as exc:
+                self.failure = exc
+                self.emit("archive_failed", reason=reason, error=str(exc))
+                return None
+        # Summaries read what the model saw (a cut result keeps its head, tail and path); the
+        # originals went to the archive above.
+        dropped: list[Message] = [msgs[i] for i in plan.drop]
+        new_summary = summary
+        if new_summary is None and dropped and summarize:
+            new_summary = self.extractor.extract(live.summary, dropped, archive_refs=refs)
+        originals = dict(live.originals)
+        for i in plan.rewrite:
+            originals.setdefault(live.seqs[i], msgs[i])
+        for seq, _ in leaving:
+            originals.pop(seq, None)
+        try:
+            await store.archive(
+                ns,
+                sid,
+                [s for s, _ in leaving],
+                summary=summary_to_json(live.summary if new_summary is None else new_summary),
+                meta=live.meta(cut=originals),
+                expected_next_seq=live.next_seq,
+            )
+        except SessionConflictError as exc:  # an append landed since the check above: plan again
+            return exc
+        for i, new in plan.rewrite.items():  # a cut form; its original is in the archive already
+            with contextlib.suppress(MessageStateError):  # a writer that broke in archived it: it left
+                await store.replace(ns, sid, live.seqs[i], new)
+        if new_summary is not None:
+            live.summary = new_summary
+        if summary is None and dropped and summarize:
+            live.pending.extend(dropped)
+        live.originals = originals
+        live.seqs = [live.seqs[i] for i in plan.keep]
+        live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
+        self.changes += 1
+        return dropped, refs
+
+    async def repair(self) -> None:
+        """A loaded history that breaks the tool-pair rule (:func:`~contextmem.compaction.plans.plan_repair`):
+        its broken groups and stray results leave, archived first and not summarised."""
+        plan = plan_repair(self.session.history.messages)
+        if not plan.empty and not self._repairing:
+            self._repairing = True  # a conflict while repairing reloads, which must not repair again
+            try:
+                if await self.apply(plan, "repair", summarize=False):
+                    self.emit("repaired", archived=len(plan.drop))
+            finally:
+                self._repairing = False
 
     async def replace_summary(self, summary: Summary) -> None:
         """The summary the model sees becomes ``summary`` (nothing leaves); stored, and counted as a change
@@ -155,7 +228,7 @@ class PlanApplier:
         live.summary = live.base = None
         live.pending = []
         await live.store.set_meta(live.namespace, live.session_id, summary="")
-        return n
+        return n - len(live.history)  # a tool still running stays (its results are on their way)
 
     async def emergency(self, settings: Settings, stage: int, budget: int, error: BaseException) -> None:
         """C11, after the provider reported an overflow: stage 1 first emits ``overflow`` with a summary

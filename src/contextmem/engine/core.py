@@ -7,9 +7,11 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 * :mod:`.session` — the live state (history with counts, seqs, cut originals, summary), mirroring the store;
 * :mod:`.apply` — applying a plan, the one path by which messages leave: archive, summarise, remove;
 * :mod:`.offload` and :mod:`.files` — old tool results to ``tool_results/``, and their expiry;
-* :mod:`.background` — the LLM summary, caught up off the request path, one round at a time;
+* :mod:`.rounds` and :mod:`.background` — the LLM summary, caught up off the request path, one round at
+  a time, applied at once or held;
 * :mod:`.inspect` — ``/context`` stats and :meth:`ContextEngine.verify`;
-* :mod:`.writer` — appending when other processes write the same session.
+* :mod:`.writer` — appending when other processes (or hosts) write the same session: conditional on the
+  tail, never after another writer's open tool call until its results or its lease's end.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from ..compaction.plans import Plan, plan_restore
 from ..errors import ArchiveError, BudgetExceededError, CompactionError
 from ..formats.inputs import MessageInput, read_messages
 from ..llm.base import Usage
-from ..llm.scheduler import foreground_calls
 from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
 from ..settings import Settings
@@ -36,19 +37,21 @@ from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
 from .apply import PlanApplier
-from .background import Folded, NoLLM, Scheduler, apply_folded, fold_round, summarize_plan
+from .background import NoLLM, summarize_plan
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
 from .offload import offload_results
 from .removal import pop_newest
 from .request import Fixed, Regions, assemble, history_budget
+from .rounds import SummaryRounds
 from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
-from .writer import BUSY_TIMEOUT, append_after_tail
+from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
+BUILD_ATTEMPTS = 3  # a build whose compaction lost a race to another writer plans again, this many times
 
 
 class ContextEngine:
@@ -80,7 +83,7 @@ class ContextEngine:
         self.llm = llm = parts.get("llm")
         clock = parts.get("clock", time.time)
         writer, timeout = parts.get("summary_llm", llm), settings.summary_timeout_seconds
-        self.summarizer = Summarizer(writer, self.counter, timeout=timeout) if writer is not None else None
+        summarizer = Summarizer(writer, self.counter, timeout=timeout) if writer is not None else None
         self._extractor = Summarizer(NoLLM(), self.counter)
         self.archive = DialogArchive(self.files, namespace=self.namespace, clock=clock)
         self._clock = clock
@@ -89,15 +92,22 @@ class ContextEngine:
         self._lock = asyncio.Lock()
         self._applier = PlanApplier(
             self._live,
-            self.archive,
+            None if store.shared else self.archive,  # a shared store's rows are the archive every host reads
             self._extractor,
             emit=self._emit,
             has_listeners=lambda: bool(self._listeners),
-            on_pending=self._on_pending,
+            on_pending=lambda: self._rounds.schedule(),  # noqa: PLW0108 - the rounds are made below
+            reload=self._load,
         )
-        self._background = Scheduler(self._background_round)
-        self._holding = False
-        self._held: Folded | None = None
+        self._rounds = SummaryRounds(
+            self._live,
+            self._lock,
+            self._applier,
+            summarizer,
+            plan=lambda force: summarize_plan(self._live.history, self.settings, self.window, force=force),
+            chunk_tokens=lambda: self._chunk_tokens,
+            emit=self._emit,
+        )
         self._emergency_stage = 0
         self._applied_at_build = 0  # PlanApplier.changes when the last request was built
         self._sent_next_seq = 0  # messages from this seq on were not in the last request built
@@ -121,6 +131,15 @@ class ContextEngine:
     def originals(self) -> dict[int, Message]:
         """seq -> original, for live messages whose form was cut (offloaded tool results)."""
         return self._live.originals
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        """What writes the LLM summaries (``None``: the extractive summary alone)."""
+        return self._rounds.summarizer
+
+    @summarizer.setter
+    def summarizer(self, summarizer: Summarizer | None) -> None:
+        self._rounds.summarizer = summarizer
 
     @property
     def summary(self) -> Summary | None:
@@ -153,7 +172,10 @@ class ContextEngine:
         return engine
 
     async def _load(self, state: SessionState | None = None) -> None:
+        """Take the store's state; a stored history that breaks the tool-pair rule is repaired through the
+        archive (:func:`~contextmem.compaction.plans.plan_repair`), so no add or build is stuck on it."""
         await self._live.load(state)
+        await self._applier.repair()
 
     def _fit(self, window: Window | None) -> None:
         """Window and summary sizes for these settings and this model; an explicit ``window`` wins."""
@@ -208,6 +230,9 @@ class ContextEngine:
                 reload=self._load,
                 own=live.own,
                 busy_timeout=self.busy_timeout,
+                lease=Lease(self.settings.tool_call_lease_seconds, live.created.get, self._clock),
+                on_closed=lambda ids: self._emit("lease_expired", calls=ids),
+                history=lambda: live.history.messages,
             )
             live.appended(msgs, seqs)
 
@@ -238,37 +263,44 @@ class ContextEngine:
         fit but the archive failed, so nothing could leave.
         """
         async with self._lock:
-            self._applier.reset_failure()
             fixed = self._fixed(system_prompt, tools)
+            for attempt in range(BUILD_ATTEMPTS):
+                conflicts = self._applier.conflicts
+                self._applier.reset_failure()
+                await self._prepare(fixed)
+                try:
+                    return self._assemble(fixed)
+                except BudgetExceededError as exc:
+                    failure = self._applier.reset_failure()
+                    if failure is not None:
+                        # Lead with the cause: it would have fit had the archive taken what must leave.
+                        raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
+                    if self._applier.conflicts == conflicts or attempt == BUILD_ATTEMPTS - 1:
+                        raise
+                    # Another writer moved the session while this one compacted: plan again on its state.
+            raise AssertionError("unreachable")
 
-            async def offload(after_seq: int = 0) -> None:
-                budget = self._budget(fixed)
-                await offload_results(self._applier, self.settings, self.files, budget, after_seq=after_seq)
+    async def _prepare(self, fixed: Fixed) -> None:
+        """Offload, then compact when due (the caller holds ``_lock``)."""
 
-            async def ride_along() -> None:
-                """What waits for a break of the cached prefix: a held rewording of the summary, and the
-                tighter cut of older tool results."""
-                if self._held is not None and not self._holding:
-                    folded, self._held = self._held, None
-                    await apply_folded(self._live, self._applier, folded)
-                await offload()
+        async def offload(after_seq: int = 0) -> None:
+            budget = self._budget(fixed)
+            await offload_results(self._applier, self.settings, self.files, budget, after_seq=after_seq)
 
-            # What the model has seen changes only where the cached prefix breaks anyway: something was
-            # applied since the last request (a background summary), or the check below compacts now.
-            if self._applier.changes == self._applied_at_build:
-                await offload(self._sent_next_seq)
-            else:
-                await ride_along()
-            await self._applier.proactive_check(self.settings, lambda: self._budget(fixed), ride_along)
-            self._applied_at_build, self._sent_next_seq = self._applier.changes, self._live.next_seq
-            try:
-                return self._assemble(fixed)
-            except BudgetExceededError as exc:
-                failure = self._applier.reset_failure()
-                if failure is None:
-                    raise
-                # Lead with the cause: the request would have fit had the archive taken what must leave.
-                raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
+        async def ride_along() -> None:
+            """What waits for a break of the cached prefix: a held rewording of the summary, and the
+            tighter cut of older tool results."""
+            await self._rounds.ride_along()
+            await offload()
+
+        # What the model has seen changes only where the cached prefix breaks anyway: something was
+        # applied since the last request (a background summary), or the check below compacts now.
+        if self._applier.changes == self._applied_at_build:
+            await offload(self._sent_next_seq)
+        else:
+            await ride_along()
+        await self._applier.proactive_check(self.settings, lambda: self._budget(fixed), ride_along)
+        self._applied_at_build, self._sent_next_seq = self._applier.changes, self._live.next_seq
 
     def assemble(
         self, system_prompt: str = "", tools: Sequence[ToolInput] = (), *, fit: bool = True
@@ -315,14 +347,10 @@ class ContextEngine:
     # --- removals: every one is a plan applied by PlanApplier --------------------------------------
 
     async def _apply(
-        self, plan: Plan, reason: str, *, summary: Summary | None = None, summarize: bool = True
+        self, plan: Plan, reason: str, *, summarize: bool = True, keep_open: bool = True
     ) -> bool:
         """Apply a plan; the caller holds ``_lock``. False (everything kept) if it could not."""
-        return await self._applier.apply(plan, reason, summary=summary, summarize=summarize)
-
-    def _on_pending(self) -> None:
-        if self.summarizer is not None:
-            self._background.schedule()
+        return await self._applier.apply(plan, reason, summarize=summarize, keep_open=keep_open)
 
     async def pop_newest(self) -> Message | None:
         """Remove the newest live message (an undo, e.g. a framework session's ``pop_item``): archived
@@ -383,7 +411,7 @@ class ContextEngine:
 
         Never waits for a background summary: a held one is dropped, a running one is discarded when it
         finishes (it folded what was cleared)."""
-        self._held = None
+        self._rounds.drop_held()
         async with self._lock:
             seqs = list(self._live.seqs)
             n = await self._applier.clear()
@@ -396,17 +424,7 @@ class ContextEngine:
         """Call after each turn: starts (or coalesces into) the background summarisation when due."""
         self._emergency_stage = 0
         self.cleanup_offloads(throttle=3600)
-        self._schedule_due()
-
-    def _schedule_due(self) -> None:
-        held = self._held
-        covered = len(held.pending) if held is not None and not self._holding else 0
-        due = len(self._live.pending) > covered or not self._summarize_plan().empty
-        if self.summarizer is not None and due:
-            self._background.schedule()
-
-    def _summarize_plan(self, *, force: bool = False) -> Plan:
-        return summarize_plan(self._live.history, self.settings, self.window, force=force)
+        self._rounds.schedule_due()
 
     def hold_summaries(self, hold: bool = True) -> None:
         """Hold finished background summaries for :meth:`apply_summary` instead of applying them at once.
@@ -414,69 +432,23 @@ class ContextEngine:
         For a caller whose view of the session must not change between its calls (a framework
         session): the live history and the summary then change only by its own adds and pops, by its
         ``build`` (which may compact) and when it calls :meth:`apply_summary`. One round is held at a
-        time; the next one starts after it was applied.
+        time; the next one starts after it was applied (:class:`~.rounds.SummaryRounds`).
         """
-        self._holding = hold
+        self._rounds.hold(hold)
 
     async def apply_summary(self) -> bool:
         """Apply the held background summary, if one finished (:meth:`hold_summaries`); True if one was.
         Starts the next round if one is due."""
-        folded, self._held = self._held, None
-        if folded is None:
-            return False
-        await self._apply_folded(folded)
-        self._schedule_due()
-        return True
-
-    async def _background_round(self) -> None:
-        held = self._held
-        if held is not None and (self._holding or held.candidates):
-            return  # one held round at a time: the next starts once it is applied
-        folded = await self._fold(instruction=None, force=False)
-        if folded is None:
-            return
-        if self._holding or not folded.candidates:
-            # A holding caller applies it at its own point. A rewording of what already left the context
-            # (no live message leaves with it) waits for the next break of the cached prefix: ``build``.
-            self._held = folded
-        else:
-            self._held = None  # a round that folds live messages covers a held rewording
-            await self._apply_folded(folded)
-
-    async def _apply_folded(self, folded: Folded) -> int:
-        async with self._lock:
-            return await apply_folded(self._live, self._applier, folded)
-
-    async def _fold(self, *, instruction: str | None, force: bool) -> Folded | None:
-        assert self.summarizer is not None
-        return await fold_round(
-            self._live,
-            self._lock,
-            self.summarizer,
-            plan=lambda: self._summarize_plan(force=force),
-            chunk_tokens=self._chunk_tokens,
-            instruction=instruction,
-            emit=self._emit,
-        )
+        return await self._rounds.apply_held()
 
     async def wait_idle(self) -> None:
         """Wait for background summarisation to finish (tests, shutdown, ``/compact``)."""
-        await self._background.wait_idle()
+        await self._rounds.wait_idle()
 
     async def compact(self, instruction: str | None = None) -> CompactResult:
         """``/compact [instruction]``: summarise the older part now, with the extra instruction (a held
         background summary is superseded: this round folds all it did)."""
-        await self.wait_idle()
-        self._held = None
-        if self.summarizer is None:
-            plan = self._summarize_plan(force=True)
-            async with self._lock:
-                await self._apply(plan, "manual_compact")
-            n = len(plan.drop)
-        else:
-            with foreground_calls():  # the user waits for this one: it goes before background rounds
-                folded = await self._fold(instruction=instruction, force=True)
-            n = await self._apply_folded(folded) if folded is not None else 0
+        n = await self._rounds.compact(instruction)
         return CompactResult(n, self.summary.render() if self.summary else "")
 
     # --- inspection and upkeep ---------------------------------------------------------------------
@@ -485,8 +457,9 @@ class ContextEngine:
         return context_stats(self._live, self.estimate(system_prompt, tools))
 
     async def verify(self) -> VerifyReport:
-        """Prove nothing was lost: every appended message is live, or archived *and* in the dialog files."""
-        return await verify_session(self._live, self.archive)
+        """Prove nothing was lost: every appended message is live, or archived *and* in the archive: the
+        dialog files, or for a store every host shares, the store's own rows (read here, from any host)."""
+        return await verify_session(self._live, None if self.store.shared else self.archive)
 
     def cleanup_offloads(self, *, throttle: float = 0.0) -> int:
         """Delete offloaded tool results older than ``offload_retention_days`` (their originals stay in

@@ -28,13 +28,19 @@ def context_stats(live: LiveSession, estimate: RequestEstimate) -> ContextStats:
     )
 
 
-async def verify_session(live: LiveSession, archive: DialogArchive) -> VerifyReport:
-    """Every appended message is live, or archived *and* in the dialog files (SPEC C4)."""
+async def verify_session(live: LiveSession, archive: DialogArchive | None) -> VerifyReport:
+    """Every appended message is live, or archived *and* in the archive (SPEC C4): the dialog files, or
+    with ``archive=None`` (a store every host shares) the store's rows, which hold every original. A seq
+    the store no longer has (a gap below its newest) is missing too."""
     every = await live.store.messages(live.namespace, live.session_id)
+    archived = [s for s in every if s.state == "archived"]
+    present = {s.seq for s in every}
+    gaps = tuple(seq for seq in range(1, max(present, default=0) + 1) if seq not in present)
+    if archive is None:
+        return VerifyReport(len(every), len(every) - len(archived), len(archived), gaps)
     corrupt: list[ArchiveProblem] = []
     in_files = {a.seq for a in archive.read(live.session_id, report=corrupt)}
-    archived = [s for s in every if s.state == "archived"]
-    missing = tuple(s.seq for s in archived if s.seq not in in_files)
+    missing = tuple(sorted(gaps + tuple(s.seq for s in archived if s.seq not in in_files)))
     return VerifyReport(
         len(every),
         len(every) - len(archived),

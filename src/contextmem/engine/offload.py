@@ -1,8 +1,11 @@
 """Offloading old tool results (SPEC C5): the full text to ``tool_results/``, a head + tail in the context.
 
 The plan comes from the pure :func:`contextmem.compaction.offload.plan_offload`; this applies it in the
-fixed order: the full text written and the original archived, *then* the cut form stored and swapped in.
-Nothing leaves the context here, so it is not a removal: the original stays one ``read_file`` away.
+fixed order: the full text written and the original archived, the path recorded in the store, *then* the
+cut form stored and swapped in. Nothing leaves the context here, so it is not a removal: the original
+stays one ``read_file`` away. With a store every host shares (``store.shared``) no file is written: the
+store keeps the original, and ``read_file`` of the path reads it there (:meth:`SessionStore.offloaded`),
+from whichever host asks.
 """
 
 from __future__ import annotations
@@ -43,13 +46,14 @@ async def offload_results(
         assert isinstance(original, ToolMessage)
         full = text_of(original.content)
         try:
-            if seq not in live.originals:
+            if seq not in live.originals and archive is not None:  # else the shared store is the archive
                 write_offload(files, action.path, full)
                 archive.append(sid, [(seq, original)], "offload")
         except ArchiveError as exc:
             applier.failure = exc
             applier.emit("offload_failed", seq=seq, path=action.path, error=str(exc))
             continue
+        await live.store.record_offload(ns, sid, seq, action.path)  # read_file finds it from any host
         cut = ToolMessage(
             original.tool_call_id, head_tail(full, action.limit, action.path), name=original.name
         )

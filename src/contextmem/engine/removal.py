@@ -46,7 +46,7 @@ async def _apply_planned(engine: ContextEngine, make_plan: Callable[[], Plan]) -
     async with engine._lock:
         plan = make_plan()
         leaving = [engine.seqs[i] for i in plan.drop]
-        if not await engine._apply(plan, REASON, summarize=False):
+        if not await engine._apply(plan, REASON, summarize=False, keep_open=False):
             return False
         engine._live.undone.update(leaving)
         return True

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..budget import CountedHistory, RequestEstimate, Window
+from ..compaction.pairs import sendable
 from ..errors import BudgetExceededError
 from ..llm.base import ToolSpec
 from ..messages import Message, SystemMessage, TextPart, UserMessage
@@ -89,9 +90,14 @@ def assemble(
     """The request: the system prompt and ``summary`` (or the summary before the first user message,
     ``first_user``), then the newest turns of ``history`` that fit ``budget`` — all of it unless archiving
     failed and nothing could leave; all of it, unfitted, when ``budget`` is ``None``. Raises
-    :class:`BudgetExceededError` when not even the newest turn fits.
+    :class:`BudgetExceededError` when not even the newest turn fits. Only whole tool pairs are sent
+    (:func:`~contextmem.compaction.pairs.sendable`): a call whose tool is still running, maybe another
+    writer's, waits for its results, and a pair broken in the store is never sent.
     """
     messages: list[Message] = list(history.messages)
+    whole = sendable(messages)  # never an orphan: not a broken pair, nor a call whose tool still runs
+    if len(whole) != len(messages):
+        history, messages = CountedHistory(counter, whole), whole
     if budget is not None and history.total > budget:
         try:
             cut = history.fit_cut(budget)

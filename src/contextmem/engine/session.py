@@ -8,6 +8,7 @@ live; an offloaded tool result changes form in place (:meth:`LiveSession.replace
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from ..budget import CountedHistory
 from ..messages import Message
@@ -47,12 +48,14 @@ class LiveSession:
         self.own: set[int] = set()
         self.undone: set[int] = set()
         self.usage = UsageTotals()
+        self.created: dict[int, float] = {}  # seq -> when the store took it, for messages loaded from it
 
     async def load(self, state: SessionState | None = None) -> None:
         """Take the store's state (``state`` if just read, else read now)."""
         state = state or await self.store.open_session(self.namespace, self.session_id)
         self.history = CountedHistory(self.counter, (s.message for s in state.live))
         self.seqs = [s.seq for s in state.live]
+        self.created = {s.seq: s.created_at for s in state.live}
         self.next_seq = state.next_seq
         self.own.intersection_update(self.seqs)
         self.summary = self.base = summary_from_json(state.summary)
@@ -67,15 +70,16 @@ class LiveSession:
             live = await self.store.messages(self.namespace, self.session_id, state="live")
             self.originals = {s.seq: s.message for s in live if s.seq in cut}
 
-    def meta(self) -> str:
-        """The session's metadata as the store keeps it: calibration, which live messages were cut, and
-        the usage totals as ``[calls, prompt_tokens, cached_tokens]``."""
+    def meta(self, *, cut: Mapping[int, Message] | None = None) -> str:
+        """The session's metadata as the store keeps it: calibration, which live messages were cut (those of
+        ``originals``, or of ``cut`` when given), and the usage totals as ``[calls, prompt_tokens,
+        cached_tokens]``."""
         usage = self.usage
         return json.dumps(
             {
                 "ratio": self.calibration.ratio,
                 "samples": self.calibration.samples,
-                "cut": sorted(self.originals),
+                "cut": sorted(self.originals if cut is None else cut),
                 "usage": [usage.calls, usage.prompt_tokens, usage.cached_tokens],
             }
         )

@@ -29,6 +29,8 @@ EventKind = Literal[
     "restored",
     "usage",
     "window_learned",
+    "repaired",
+    "lease_expired",
 ]
 
 
