@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .engine import ContextEngine, EngineEvent
 from .llm.base import LLM
 from .llm.registry import summary_llm
-from .messages import UserMessage
+from .messages import UserMessage, text_of
 from .settings import Settings
 from .store.base import SessionStore
 from .store.open import open_store
@@ -47,7 +47,12 @@ class ContextMem:
     llm: LLM | None
     memory: MemoryIndex | None
     _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
     _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        with contextlib.suppress(RuntimeError):  # built outside a loop: the first session() records it
+            self._loop = asyncio.get_running_loop()
 
     @classmethod
     async def open(
@@ -94,12 +99,28 @@ class ContextMem:
 
         if self.memory is None:
             raise RuntimeError("memory is disabled. Fix: ContextMem.open(..., memory=True)")
-        return MemoryTools(self.memory)
+        return MemoryTools(self.memory, offloads=self._offloaded_text)
+
+    def _offloaded_text(self, path: str) -> str | None:
+        """The full text of an offloaded tool result as the store keeps it (``read_file`` of a path not on
+        this host's disk). Called from a tool's worker thread (``MemoryTools.acall``): the store belongs to
+        this runtime's event loop, so the read runs there; on the loop's own thread it cannot wait: None."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return None
+        with contextlib.suppress(RuntimeError):
+            if asyncio.get_running_loop() is loop:
+                return None
+        found = asyncio.run_coroutine_threadsafe(
+            self.store.offloaded(self.settings.namespace, path), loop
+        ).result(timeout=self.settings.store_statement_timeout + self.settings.store_connect_timeout)
+        return None if found is None else text_of(found.content)
 
     async def session(self, session_id: str, *, restore: bool = False) -> ContextEngine:
         """The engine of one session, writing what leaves its context to daily memory; its window is
         fitted to this runtime's LLM (:func:`~contextmem.budget.fit_to_model`). Its summaries are written
         by :func:`~contextmem.llm.registry.summary_llm`'s choice: the LLM, or the extractive summary."""
+        self._loop = self._loop or asyncio.get_running_loop()
         engine = await ContextEngine.open(
             session_id,
             restore=restore,

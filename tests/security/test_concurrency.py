@@ -28,7 +28,6 @@ from contextmem.settings import Settings
 from contextmem.store.base import SessionStore
 from contextmem.store.postgres import PostgresSessionStore
 from contextmem.store.sqlite import SqliteSessionStore
-from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4
@@ -127,14 +126,6 @@ def run_workers(url: str, root: Path) -> None:
         assert proc.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert [r["turns"] for r in results] == [TURNS] * WORKERS
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'sessions.sqlite'}"
-    dsn: str = request.getfixturevalue("pg_dsn")
-    return dsn
 
 
 def test_four_processes_with_tool_calls_store_no_orphan(store_url: str, tmp_path: Path) -> None:

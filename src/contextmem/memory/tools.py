@@ -230,12 +230,22 @@ def _type_problem(value: Any, spec: Mapping[str, Any]) -> str | None:
 
 
 class MemoryTools:
-    """The four tools bound to one namespace's index. ``clock`` dates ``memory_write`` daily entries."""
+    """The four tools bound to one namespace's index. ``clock`` dates ``memory_write`` daily entries.
+    ``offloads`` reads an offloaded tool result the session store keeps, for a ``tool_results/`` path not on
+    this host's disk (another host offloaded it, or the file expired): ``read_file`` gives the same lines
+    from every host."""
 
-    def __init__(self, index: MemoryIndex, *, clock: Callable[[], datetime] = datetime.now) -> None:
+    def __init__(
+        self,
+        index: MemoryIndex,
+        *,
+        clock: Callable[[], datetime] = datetime.now,
+        offloads: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.index = index
         self.workspace = index.workspace
         self.clock = clock
+        self.offloads = offloads  # tool_results/ path -> full text kept by the session store, else None
         self._handlers: dict[str, Callable[..., str]] = {
             "memory_search": self.memory_search,
             "memory_get": self.memory_get,
@@ -331,16 +341,26 @@ class MemoryTools:
     def read_file(self, path: str, offset: int = 1, limit: int = 200) -> str:
         return self._read_lines(path, (DIALOG_DIR, TOOL_RESULTS_DIR), offset, limit, redact=False)
 
+    def _offloaded(self, path: str) -> str | None:
+        """The store's copy of an offloaded result (``path`` already passed the gate), else None."""
+        parts = self.workspace.files.parts(path)
+        if self.offloads is None or parts[0] != TOOL_RESULTS_DIR:
+            return None
+        return self.offloads("/".join(parts))
+
     def _read_lines(self, path: str, under: Sequence[str], first: int, count: int, *, redact: bool) -> str:
         """Lines ``first..first+count-1`` of ``path``, read through the gate (at most MAX_READ_BYTES)."""
         shown = path.strip()[:120]
         try:
             data = self.workspace.files.read_bytes(path, under=under, max_bytes=MAX_READ_BYTES + 1)
         except FileNotFoundError:
-            raise FileNotFoundError(
-                f"{shown!r} does not exist. Fix: use a path from memory_search results or a tool-result "
-                "reference"
-            ) from None
+            kept = self._offloaded(path)
+            if kept is None:
+                raise FileNotFoundError(
+                    f"{shown!r} does not exist. Fix: use a path from memory_search results or a tool-result "
+                    "reference"
+                ) from None
+            data = kept.encode("utf-8", "backslashreplace")[: MAX_READ_BYTES + 1]
         truncated = len(data) > MAX_READ_BYTES
         if truncated:  # only whole lines of the first MAX_READ_BYTES
             data = data[: data.rfind(b"\n", 0, MAX_READ_BYTES) + 1]
