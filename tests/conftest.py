@@ -3,6 +3,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.pg import private_pg  # noqa: F401  (a fixture: a PostgreSQL of the test's own, to restart or cut)
+
 # CI runs every property test on 1,000 examples and the history invariants (tests/test_budget.py)
 # on >= 10,000 generated histories; a local run stays quick.
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")

@@ -49,16 +49,8 @@ from tests.drill_worker import (
     stored_orphans,
     wedged,
 )
-from tests.pg import LocalPostgres
-
-try:
-    from tests.pg import private_pg  # a fixture: a PostgreSQL of the test's own, .dsn and .restart()
-except ImportError:  # tests/pg.py gains it with the store work of issue 30; until then, skip
-
-    @pytest.fixture
-    def private_pg() -> LocalPostgres:
-        pytest.skip("tests/pg.py has no private_pg fixture yet (the store work of issue 30)")
-
+from tests.netproxy import Proxy
+from tests.pg import LocalPostgres  # private_pg, a fixture from tests/conftest.py: .dsn and .restart()
 
 NS = "default"
 SESSIONS = ("drill-0", "drill-1")
@@ -76,7 +68,6 @@ CUT_SETTINGS = {
     "store_lock_timeout": 10,
     "store_retry_seconds": 10,
 }
-PENDING = pytest.mark.xfail(reason="issue 30 engine fixes pending", strict=False)
 
 
 def plan(
@@ -309,14 +300,12 @@ def test_verify_finds_a_deleted_archive_line(tmp_path: Path) -> None:
 # --- the drills ---------------------------------------------------------------------------------------
 
 
-@PENDING
 def test_drill_postgres_two_hosts_restart_and_sigkill(private_pg: LocalPostgres, tmp_path: Path) -> None:
     specs = plan(tmp_path, private_pg.dsn, hosts=2, per_host=2, kill="h1w1")
     reports = run_drill(specs, PG_SECONDS, midway=private_pg.restart)
     check_drill(private_pg.dsn, reports, killed="h1w1")
 
 
-@PENDING
 def test_drill_sqlite_one_host_sigkill(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'host0' / 'sessions.sqlite'}"
     specs = plan(tmp_path, store, hosts=1, per_host=3, kill="h0w2")
@@ -324,14 +313,12 @@ def test_drill_sqlite_one_host_sigkill(tmp_path: Path) -> None:
     check_drill(store, reports, killed="h0w2")
 
 
-@PENDING
 @pytest.mark.skipif(not os.environ.get("CONTEXTMEM_DRILL_NETCUT"), reason="opt-in: CONTEXTMEM_DRILL_NETCUT=1")
 def test_drill_postgres_link_cut(private_pg: LocalPostgres, tmp_path: Path) -> None:
     """Host 1 reaches PostgreSQL through a TCP link that goes dark for ``CUT_SECONDS`` halfway through
     (bytes swallowed, nothing reset: only the store's timeouts can notice). Its calls must end in
     contextmem errors, never hang, and the hosts must come out of it as from the restart."""
-    proxy = pytest.importorskip("tests.netproxy", reason="tests/netproxy.py (the store work of issue 30)")
-    with proxy.Proxy(private_pg.socket) as link:
+    with Proxy(private_pg.socket) as link:
         via_link = f"postgresql://postgres@127.0.0.1:{link.port}/postgres"
 
         def cut() -> None:
