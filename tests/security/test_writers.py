@@ -120,9 +120,9 @@ async def test_a_crashed_writers_call_is_closed_when_its_lease_runs_out(
     store = open_store(store_url)
     try:
         a = await engine_on(store, tmp_path / "a")
+        b = await engine_on(store, tmp_path / "b", tool_call_lease_seconds=0.5)  # open before a's call
         call = ToolCall("a1", "shell", "{}")
         await a.add(UserMessage("a asks"), AssistantMessage(None, tool_calls=(call,)))  # then a "dies"
-        b = await engine_on(store, tmp_path / "b", tool_call_lease_seconds=0.5)
         b.busy_timeout = 20.0
         events: list[dict[str, object]] = []
         b.subscribe(lambda e: events.append({"kind": e.kind, **e.data}))

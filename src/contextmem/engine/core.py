@@ -230,7 +230,7 @@ class ContextEngine:
                 reload=self._load,
                 own=live.own,
                 busy_timeout=self.busy_timeout,
-                lease=Lease(self.settings.tool_call_lease_seconds, live.created.get, self._clock),
+                lease=Lease(self.settings.tool_call_lease_seconds, live.created_at, self._clock),
                 on_closed=lambda ids: self._emit("lease_expired", calls=ids),
                 history=lambda: live.history.messages,
             )

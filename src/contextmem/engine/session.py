@@ -70,6 +70,10 @@ class LiveSession:
             live = await self.store.messages(self.namespace, self.session_id, state="live")
             self.originals = {s.seq: s.message for s in live if s.seq in cut}
 
+    def created_at(self, seq: int) -> float | None:
+        """When the store took live message ``seq`` (as of the last load; ``None``: not loaded since)."""
+        return self.created.get(seq)
+
     def meta(self, *, cut: Mapping[int, Message] | None = None) -> str:
         """The session's metadata as the store keeps it: calibration, which live messages were cut (those of
         ``originals``, or of ``cut`` when given), and the usage totals as ``[calls, prompt_tokens,
