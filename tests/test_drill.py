@@ -55,8 +55,8 @@ from tests.pg import LocalPostgres  # private_pg, a fixture from tests/conftest.
 NS = "default"
 SESSIONS = ("drill-0", "drill-1")
 LONG = float(os.environ.get("CONTEXTMEM_DRILL_SECONDS", "0"))
-PG_SECONDS = LONG or 25.0
-SQLITE_SECONDS = LONG or 20.0
+PG_SECONDS = LONG or 14.0
+SQLITE_SECONDS = LONG or 10.0
 KILL_AT_TURN = 5
 CUT_SECONDS = 15.0
 # A dark link is noticed by the store's own timeouts, on every host alike (the cut host's server-side

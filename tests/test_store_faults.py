@@ -29,7 +29,7 @@ from tests.netproxy import Proxy
 pg_dsn = pg.pg_dsn  # fixtures
 private_pg = pg.private_pg
 
-FAST = {"connect_timeout": 2.0, "statement_timeout": 2.0, "lock_timeout": 2.0, "retry_seconds": 3.0}
+FAST = {"connect_timeout": 1.0, "statement_timeout": 1.0, "lock_timeout": 1.0, "retry_seconds": 1.5}
 HANG = 60.0  # far beyond every bound below: reaching it means the call hung
 
 
@@ -305,7 +305,7 @@ async def test_a_cut_link_is_a_typed_error_within_the_timeouts(
     store = open_store(stores, via(proxy), **FAST)
     await store.append("ns", "s", turn(1))
     proxy.cut()
-    # An attempt may take connect (2 s) or statement + grace (4.3 s), retried for 3 s: 12 s at most.
+    # An attempt may take connect (1 s) or statement + grace (3.3 s), retried for 1.5 s: 8 s at most.
     outcomes = await asyncio.gather(
         timed(store.append("ns", "s", turn(2))),
         timed(store.messages("ns", "s")),
