@@ -40,7 +40,7 @@ run: $(RUN_STAMP)
 	$(PY) tools/first_run.py
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2  # two worker processes: the suite is ~11 min on one core, ~9.5 on two
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench examples
