@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
@@ -51,7 +52,7 @@ from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
-BUILD_ATTEMPTS = 3  # a build whose compaction lost a race to another writer plans again, this many times
+BUILD_ATTEMPTS = 8  # a build whose compaction lost a race to another writer plans again, this many times
 
 
 class ContextEngine:
@@ -277,7 +278,9 @@ class ContextEngine:
                         raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
                     if self._applier.conflicts == conflicts or attempt == BUILD_ATTEMPTS - 1:
                         raise
-                    # Another writer moved the session while this one compacted: plan again on its state.
+                    # Another writer moved the session while this one compacted: plan again on its state,
+                    # after a jittered pause (10 ms doubling), so busy writers stop colliding in step.
+                    await asyncio.sleep(0.01 * 2**attempt * random.uniform(0.5, 1.0))
             raise AssertionError("unreachable")
 
     async def _prepare(self, fixed: Fixed) -> None:
