@@ -72,30 +72,37 @@ def groups(messages: Sequence[Message]) -> list[Group]:
     return found
 
 
-def open_group(messages: Sequence[Message]) -> Group | None:
-    """The open group at the end of ``messages`` (see the module docs), or ``None``."""
-    found = groups(messages)
+def _open(found: list[Group], n: int) -> Group | None:
+    """The open group among ``found`` (the groups of a list of ``n`` messages), or ``None``."""
     if not found:
         return None
     last = found[-1]
-    if last.owner is None or not last.missing:
+    if last.owner is None or not last.missing or max(last.indices) + 1 != n:
         return None
-    end = max(last.indices) + 1
-    return last if end == len(messages) else None
+    return last
+
+
+def open_group(messages: Sequence[Message]) -> Group | None:
+    """The open group at the end of ``messages`` (see the module docs), or ``None``."""
+    return _open(groups(messages), len(messages))
+
+
+def _broken(found: list[Group], tail: Group | None) -> list[int]:
+    return sorted(i for g in found if g.owner is None or (g.missing and g != tail) for i in g.indices)
 
 
 def broken(messages: Sequence[Message]) -> list[int]:
     """Indices of every message of a broken group (its call and the results it has) and of stray results."""
-    tail = open_group(messages)
-    bad: list[int] = []
-    for g in groups(messages):
-        if g.owner is None or (g.missing and g != tail):
-            bad.extend(g.indices)
-    return sorted(bad)
+    found = groups(messages)
+    return _broken(found, _open(found, len(messages)))
 
 
 def sendable(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` without broken groups, stray results and the open group: what a provider accepts."""
-    tail = open_group(messages)
-    leave = set(broken(messages)) | set(tail.indices if tail else ())
+    """``messages`` without broken groups, stray results and the open group: what a provider accepts.
+    One pass over the groups; a list with every pair whole is returned as it is (the common case)."""
+    found = groups(messages)
+    tail = _open(found, len(messages))
+    leave = set(_broken(found, tail)) | set(tail.indices if tail else ())
+    if not leave:
+        return list(messages)
     return [m for i, m in enumerate(messages) if i not in leave]

@@ -45,15 +45,16 @@ async def offload_results(
         original = live.original(action.index)
         assert isinstance(original, ToolMessage)
         full = text_of(original.content)
-        try:
-            if seq not in live.originals and archive is not None:  # else the shared store is the archive
-                write_offload(files, action.path, full)
-                archive.append(sid, [(seq, original)], "offload")
-        except ArchiveError as exc:
-            applier.failure = exc
-            applier.emit("offload_failed", seq=seq, path=action.path, error=str(exc))
-            continue
-        await live.store.record_offload(ns, sid, seq, action.path)  # read_file finds it from any host
+        if seq not in live.originals:  # the first cut; a tighter one later keeps the same path
+            try:
+                if archive is not None:  # else the shared store is the archive
+                    write_offload(files, action.path, full)
+                    archive.append(sid, [(seq, original)], "offload")
+            except ArchiveError as exc:
+                applier.failure = exc
+                applier.emit("offload_failed", seq=seq, path=action.path, error=str(exc))
+                continue
+            await live.store.record_offload(ns, sid, seq, action.path)  # read_file finds it from any host
         cut = ToolMessage(
             original.tool_call_id, head_tail(full, action.limit, action.path), name=original.name
         )
