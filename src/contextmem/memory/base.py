@@ -149,7 +149,8 @@ class SyncReport:
     """What one sync did. ``changed`` is true when the index moved (and caches were invalidated).
 
     ``skipped``: relative paths of memory-file entries that were not indexed because contextmem never
-    reads through them: symlinks (to anything, anywhere), hard-linked files, other non-regular entries.
+    reads through them: symlinks (to anything, anywhere), hard-linked files, other non-regular entries;
+    and files whose name is not valid UTF-8, shown with their bytes escaped (``memory/caf\\xe9.md``).
     """
 
     added: list[str] = field(default_factory=list)

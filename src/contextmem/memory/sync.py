@@ -25,7 +25,7 @@ from ..errors import PathEscapeError
 from .base import Progress, SyncReport
 from .embedders import Embedder
 from .sparse import SparseEncoder, pack
-from .text import Chunk, content_hash, file_secrets, index_chunks, redact_chunk
+from .text import Chunk, content_hash, file_secrets, file_text, index_chunks, redact_chunk
 from .workspace import Workspace, daily_date
 
 __all__ = [
@@ -167,7 +167,7 @@ def plan_sync(
                 plan.files[rel] = new  # touched: record the mtime, keep the chunks
             continue
         plan.files[rel] = new
-        plan.chunks[rel] = index_chunks(data.decode("utf-8", errors="replace"), max_chars=chunk_chars)
+        plan.chunks[rel] = index_chunks(file_text(data), max_chars=chunk_chars)
         (report.updated if old is not None else report.added).append(rel)
     report.removed = sorted(set(known) - on_disk)
     report.skipped = sorted(set(skipped))
@@ -245,7 +245,7 @@ def check_file_chunks(
         if content_hash(data) != indexed[rel]:
             problems.append(f"{rel}: changed since indexed")
             continue
-        content = data.decode("utf-8", errors="replace")
+        content = file_text(data)
         lines, known = content.splitlines(), file_secrets(content)
         for start, end, text in chunks_of(rel):
             if redact_chunk("\n".join(lines[start - 1 : end]), known) != text:

