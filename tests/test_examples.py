@@ -29,7 +29,10 @@ def _number(pattern: str, text: str) -> int:
 def test_mcp_stdio_client_example() -> None:
     pytest.importorskip("mcp")
     out = _run("mcp_stdio_client.py")
-    assert "tools: compact, context_stats, memory_get, memory_search, memory_write, read_file" in out
+    assert (
+        "tools: compact, context_stats, list_sessions, memory_get, memory_search, memory_write, read_file"
+        in out
+    )
     assert "memory_write: saved to MEMORY.md" in out
     assert "memory_search: MEMORY.md lines 1-1: Launch moved to March 3." in out
     assert "memory_get outside the workspace refused: True" in out

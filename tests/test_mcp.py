@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -23,6 +20,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 import contextmem  # noqa: E402
 from contextmem.engine import ContextEngine  # noqa: E402
 from contextmem.errors import ConfigError  # noqa: E402
+from contextmem.mcp.hosts import allowed_authorities  # noqa: E402
 from contextmem.mcp.namespaces import Namespaces  # noqa: E402
 from contextmem.mcp.server import build_server, check_host, startup_line  # noqa: E402
 from contextmem.messages import (  # noqa: E402
@@ -37,9 +35,17 @@ from contextmem.settings import Settings  # noqa: E402
 from contextmem.store.open import open_store  # noqa: E402
 from contextmem.testing import HashEmbedder, MemoryStore  # noqa: E402
 
-from .servers import free_port  # noqa: E402
+from .mcp_server import HEADERS, INIT, LISTING, mcp_http_server  # noqa: E402
 
-TOOLS = {"memory_search", "memory_get", "memory_write", "read_file", "context_stats", "compact"}
+TOOLS = {
+    "memory_search",
+    "memory_get",
+    "memory_write",
+    "read_file",
+    "list_sessions",
+    "context_stats",
+    "compact",
+}
 BOB_SECRET = "bob's vault code is 4711 (zebra-quartz)"
 
 
@@ -82,7 +88,7 @@ def _text(result: Any) -> str:
 
 
 async def _exercise_every_tool(client: Client, *, session_id: str) -> None:
-    """Call all six tools in a namespace that has a seeded session; assert what each returns."""
+    """Call all seven tools in a namespace that has a seeded session; assert what each returns."""
     assert {t.name for t in (await client.list_tools()).tools} == TOOLS
 
     written = await client.call_tool("memory_write", {"text": "Alice prefers green tea.", "target": "core"})
@@ -92,6 +98,8 @@ async def _exercise_every_tool(client: Client, *, session_id: str) -> None:
     got = await client.call_tool("memory_get", {"path": "MEMORY.md", "from_line": 1, "lines": 5})
     assert "Alice prefers green tea." in _text(got)
 
+    listed = json.loads(_text(await client.call_tool("list_sessions", {})))
+    assert [s["session_id"] for s in listed["sessions"]] == [session_id] and listed["total"] == 1
     before = json.loads(_text(await client.call_tool("context_stats", {"session_id": session_id})))
     assert before["messages"] == 48 and before["archived"] == 0
     compacted = json.loads(_text(await client.call_tool("compact", {"session_id": session_id})))
@@ -146,30 +154,10 @@ def http_server_started(
     workspace: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     """The server's base URL, and the first line it wrote to stderr once listening."""
-    port = free_port()
-    args = ["--transport", "http", "--port", str(port), "--embedder", "hash", "--no-llm"]
-    args += ["--namespace", "alice", "--namespace", "bob"]
     stderr = tmp_path_factory.mktemp("server") / "stderr.txt"
-    with stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "contextmem.mcp", *args], env=_env(workspace), stderr=err
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                if stderr.read_text(encoding="utf-8").endswith("\n"):  # the startup line is written
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the MCP HTTP server did not start: {stderr.read_text(encoding='utf-8')}")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", stderr.read_text(encoding="utf-8").splitlines()[0]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    args = ["--namespace", "alice", "--namespace", "bob", "--allowed-host", "mcp.example.com"]
+    with mcp_http_server(_env(workspace), args, stderr=stderr) as (_, port, line):
+        yield f"http://127.0.0.1:{port}", line
 
 
 @pytest.fixture
@@ -204,22 +192,10 @@ async def test_http_client_lists_and_calls_every_tool(workspace: Path, http_serv
         assert hits and "4711" in hits[0]["snippet"]
         tea = json.loads(_text(await bob.call_tool("memory_search", {"query": "green tea"})))
         assert all("green tea" not in hit["snippet"] for hit in tea)
+        assert json.loads(_text(await bob.call_tool("list_sessions", {}))) == {"sessions": [], "total": 0}
         stats = await bob.call_tool("context_stats", {"session_id": "s1"})
         assert stats.is_error and "no session 's1' in this namespace" in _text(stats)
         assert (await bob.call_tool("compact", {"session_id": "s1"})).is_error
-
-
-_INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 async def test_http_refuses_foreign_namespaces(http_server: str) -> None:
@@ -229,22 +205,30 @@ async def test_http_refuses_foreign_namespaces(http_server: str) -> None:
             await client.list_tools()
     async with httpx.AsyncClient() as http:
         # ...and the HTTP layer says why.
-        refused = await http.post(f"{http_server}/ns/mallory/mcp", json=_INIT, headers=_HEADERS)
+        refused = await http.post(f"{http_server}/ns/mallory/mcp", json=INIT, headers=HEADERS)
         assert refused.status_code == 403 and "'mallory' is not served here" in refused.text
-        invalid = await http.post(f"{http_server}/ns/.hidden/mcp", json=_INIT, headers=_HEADERS)
+        invalid = await http.post(f"{http_server}/ns/.hidden/mcp", json=INIT, headers=HEADERS)
         assert invalid.status_code == 403 and "is not allowed" in invalid.text
-        assert (await http.post(f"{http_server}/other", json=_INIT, headers=_HEADERS)).status_code == 404
+        assert (await http.post(f"{http_server}/other", json=INIT, headers=HEADERS)).status_code == 404
 
         # A session opened in alice's namespace cannot be used on bob's URL.
-        opened = await http.post(f"{http_server}/ns/alice/mcp", json=_INIT, headers=_HEADERS)
+        opened = await http.post(f"{http_server}/ns/alice/mcp", json=INIT, headers=HEADERS)
         assert opened.status_code == 200
-        session = {**_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
         session["mcp-protocol-version"] = "2025-06-18"
-        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-        hijack = await http.post(f"{http_server}/ns/bob/mcp", json=listing, headers=session)
+        hijack = await http.post(f"{http_server}/ns/bob/mcp", json=LISTING, headers=session)
         assert hijack.status_code == 403 and "belongs to another namespace" in hijack.text
-        own = await http.post(f"{http_server}/ns/alice/mcp", json=listing, headers=session)
+        own = await http.post(f"{http_server}/ns/alice/mcp", json=LISTING, headers=session)
         assert own.status_code == 200 and "memory_search" in own.text
+
+
+async def test_http_answers_the_names_given_with_allowed_host(http_server: str) -> None:
+    async with httpx.AsyncClient() as http:
+        for host, status in (("mcp.example.com", 200), ("evil.example", 421), ("mcp.example.com:80", 421)):
+            answer = await http.post(f"{http_server}/mcp", json=INIT, headers={**HEADERS, "host": host})
+            assert answer.status_code == status, (host, answer.text)
+    with pytest.raises(ConfigError, match=r"allowed host 'mcp.example.com/x' is not .* Fix: "):
+        allowed_authorities("127.0.0.1", 8765, ["mcp.example.com/x"])
 
 
 def test_http_binds_loopback_unless_told_otherwise() -> None:
@@ -296,7 +280,7 @@ async def test_tools_carry_annotations_and_output_schemas(tmp_path: Path) -> Non
     finally:
         await namespaces.close()
     assert set(tools) == TOOLS  # the deprecated alias read_archive is not listed
-    for name in ("memory_search", "memory_get", "read_file", "context_stats"):
+    for name in ("memory_search", "memory_get", "read_file", "list_sessions", "context_stats"):
         hints = tools[name].annotations
         assert hints is not None and hints.read_only_hint is True and hints.open_world_hint is False, name
     write, compact = tools["memory_write"].annotations, tools["compact"].annotations
@@ -310,6 +294,7 @@ async def test_tools_carry_annotations_and_output_schemas(tmp_path: Path) -> Non
         schemas["context_stats"]["required"]
     )
     assert schemas["compact"] and set(schemas["compact"]["required"]) == {"compacted", "summary"}
+    assert schemas["list_sessions"] and set(schemas["list_sessions"]["required"]) == {"sessions", "total"}
     assert all(schemas[name] is None for name in ("memory_get", "memory_write", "read_file"))  # plain text
 
 
@@ -391,3 +376,49 @@ async def test_read_archive_is_a_deprecated_alias_of_read_file(tmp_path: Path) -
     finally:
         await namespaces.close()
     assert not new.is_error and "second" in _text(new) and _text(old) == _text(new)
+
+
+async def test_every_tool_has_a_title(tmp_path: Path) -> None:
+    namespaces = _namespaces(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            tools = (await client.list_tools()).tools
+    finally:
+        await namespaces.close()
+    titles = {t.name: t.title for t in tools}
+    assert set(titles) == TOOLS and all(titles.values()), titles
+    assert len(set(titles.values())) == len(titles)  # a title tells the tools apart
+    assert all(t.annotations is not None and t.annotations.title == t.title for t in tools)
+    assert titles["memory_write"] == "Save to memory"
+
+
+async def test_list_sessions_lists_the_most_recent_first_with_their_counts(tmp_path: Path) -> None:
+    store = MemoryStore()
+    for session, turns in (("old", 2), ("middle", 3), ("new", 1)):
+        await store.append(
+            "alice", session, [m for i in range(turns) for m in (user(f"q{i}"), assistant("a"))]
+        )
+    namespaces = _namespaces(tmp_path, store=store)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            everything = await client.call_tool("list_sessions", {})
+            first_two = await client.call_tool("list_sessions", {"limit": 2})
+            too_many = await client.call_tool("list_sessions", {"limit": 501})
+    finally:
+        await namespaces.close()
+    listed = everything.structured_content
+    assert listed is not None and listed == json.loads(_text(everything))
+    assert [(s["session_id"], s["messages"], s["archived"]) for s in listed["sessions"]] == [
+        ("new", 2, 0),
+        ("middle", 6, 0),
+        ("old", 4, 0),
+    ]
+    assert listed["total"] == 3
+    assert all(
+        s["last_activity"].endswith("+00:00") and s["created"] <= s["last_activity"]
+        for s in listed["sessions"]
+    )
+    assert first_two.structured_content is not None
+    assert [s["session_id"] for s in first_two.structured_content["sessions"]] == ["new", "middle"]
+    assert first_two.structured_content["total"] == 3
+    assert too_many.is_error and "limit" in _text(too_many) and "Fix: call list_sessions(" in _text(too_many)

