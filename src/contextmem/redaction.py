@@ -103,8 +103,9 @@ def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
     ``known`` are secret values found before (:func:`find_secrets`) to scrub wherever they appear,
     even with no telltale word around them, e.g. a password a model repeats on its own. A known value
     that is a plain word or number under 8 characters (``admin``, ``root``, ``1234``) is not scrubbed
-    bare, only where a keyword introduces it: scrubbing it everywhere would take ``/root/`` and "admin
-    panel" with it. Idempotent; the text never grows except by the markers.
+    bare, only where a keyword introduces it, operator or not (``password admin``: a ``.netrc`` read a
+    line at a time): scrubbing it everywhere would take ``/root/`` and "admin panel" with it.
+    Idempotent; the text never grows except by the markers.
     """
     # A replacement can complete a pattern that the secret it replaced interrupted (a multi-line key
     # block as a URL's password: ``://u:password=[REDACTED]@h``), so passes repeat until nothing changes;
@@ -127,7 +128,30 @@ def redact_secrets(text: str, known: Iterable[str] = ()) -> str:
     for secret in sorted(set(known), key=len, reverse=True):
         if _scrub_everywhere(secret):
             text = text.replace(secret, REDACTED)
+        elif len(secret) >= MIN_KNOWN_CHARS and REDACTED not in secret and secret in text:
+            text = _scrub_after_keyword(text, secret)
     return text
+
+
+_KEYWORDS = r"password|passwd|passphrase|secret|token|key|pass|pwd|密码|口令|密钥"
+
+
+@functools.lru_cache(maxsize=256)
+def _after_keyword(secret: str) -> re.Pattern[str]:
+    """A short known value where a keyword introduces it with no operator: a ``.netrc`` split over lines
+    and read back one line at a time (``password qwerty``), the value found in the whole file."""
+    return re.compile(rf"(?<=[ \t]){re.escape(secret)}(?![\w-])")
+
+
+_KEYWORD_AT_END = re.compile(rf"(?:{_KEYWORDS})\Z")
+
+
+def _scrub_after_keyword(text: str, secret: str) -> str:
+    def scrub(m: re.Match[str]) -> str:
+        words = text[max(0, m.start() - 16) : m.start()].rstrip(" \t").lower()
+        return REDACTED if _KEYWORD_AT_END.search(words) else m.group()
+
+    return _after_keyword(secret).sub(scrub, text)
 
 
 def _scrub_everywhere(secret: str) -> bool:

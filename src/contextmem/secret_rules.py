@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from .secret_tables import CHINESE, PROVIDER_TOKENS
+
 __all__ = ["RULES", "VALUE_CAP", "Check", "Rule", "looks_secret", "plain_word", "value_end"]
 
 Check = Callable[[str, re.Match[str]], bool]
@@ -75,7 +77,7 @@ class Rule:
 
 _NOT_A_VALUE = frozenset(
     {"none", "null", "nil", "true", "false", "str", "string", "int", "bool", "bytes", "undefined"}
-    | {"optional", "secretstr", "required"}
+    | {"optional", "secretstr", "required", "yes", "no"}
 )
 VALUE_CAP = 1024
 """How much of an unquoted value a rule reads. A rule's check can veto a match and the search go on
@@ -105,7 +107,8 @@ def plain_word(value: str) -> bool:
 
 
 def _strong(text: str, m: re.Match[str]) -> bool:
-    return _value(text, m).lower() not in _NOT_A_VALUE
+    # "(using password: YES)": MySQL's error says whether a password was sent, not which
+    return _value(text, m).lower().rstrip(")]}") not in _NOT_A_VALUE
 
 
 def _weak(text: str, m: re.Match[str]) -> bool:
@@ -130,7 +133,31 @@ def _has_digit(text: str, m: re.Match[str]) -> bool:
     return _edge(text, m) and any(c.isdigit() for c in m.group(0))
 
 
-_ANY_PREFIX = frozenset({"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"})
+_BOT_ID = re.compile(r"(?<![A-Za-z0-9_-])[0-9]{6,12}\Z")
+
+
+def _bot_id_before(text: str, m: re.Match[str]) -> bool:
+    """A Telegram bot token's secret follows its bot id: 6 to 12 digits that start a word."""
+    return _BOT_ID.search(text, max(0, m.start() - 13), m.start()) is not None
+
+
+_NUMBER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?(?P<unit>[A-Za-z]*)")
+
+
+def _quantity(text: str, m: re.Match[str], units: Iterable[str]) -> bool:
+    """A number followed by a unit ("RSA 密钥为 4096 位", "4096bit"): a size, not a secret."""
+    number = _NUMBER_UNIT.fullmatch(_value(text, m))
+    if number is None:
+        return False
+    after = number.group("unit") or text[m.end("value") : m.end("value") + 8].lstrip(" \t\u3000")
+    return any(after.startswith(unit) for unit in units)
+
+
+_ANY_PREFIX = frozenset(
+    {"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"}
+    | {"secret_id", "secret-id", "secretid"}  # Vault AppRole's secret_id
+)
+_SUFFIX_ONLY = frozenset({"ak", "sk", "pat"})  # HUAWEICLOUD_SDK_SK, ADO_PAT; never a bare `pat = …`
 _KEY_PREFIXES = ("api", "secret", "private", "access", "client", "master", "signing", "encryption", "account")
 
 
@@ -150,6 +177,9 @@ def _key_name(text: str, m: re.Match[str]) -> bool:
     if key in _ANY_PREFIX:
         return True
     before = text[start - 1] if start else ""
+    if key in _SUFFIX_ONLY:  # an env name (HUAWEICLOUD_SDK_SK, ADO_PAT) or a quoted `ado_pat = "…"`
+        quoted = text[m.start("value") - 1 : m.start("value")] in ("'", '"')
+        return bool(before) and before in "_-" and (word.isupper() or (key == "pat" and quoted))
     if before and before in "_-.":
         return True
     if before.isalpha():
@@ -305,6 +335,27 @@ RULES: tuple[Rule, ...] = (
     _rule("huggingface-token", r"hf_[A-Za-z0-9]{30,}", ["hf_"], check=_edge),
     _rule("npm-token", r"npm_[A-Za-z0-9]{36}", ["npm_"], check=_edge),
     _rule("jwt", rf"eyJ{_B64}{{8,}}\.{_B64}{{8,}}\.{_B64}*", ["eyJ"], check=_edge),
+    # SaaS, cloud and registry tokens of a documented fixed shape: secret_tables.PROVIDER_TOKENS.
+    *(
+        _rule(id, pattern, hints, check=_edge if check == "edge" else _has_digit)
+        for id, pattern, hints, check in PROVIDER_TOKENS
+    ),
+    _rule(  # Telegram Bot API, "Authorizing your bot": <bot id>:<35-character secret>
+        "telegram-bot-token",  # the search starts at the colon, which is quick; the id is checked after
+        r":(?P<value>[A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])",
+        [":"],
+        target="value",
+        check=_bot_id_before,
+    ),
+    _rule(
+        "vault-unseal-key",  # `vault operator init` prints "Unseal Key 1: …"; `vault operator unseal …`
+        r"unseal(?:[ \t]+key(?:[ \t]+[0-9]+)?)?:?[ \t]+(?P<value>[a-z0-9+/]{43,44}={0,2})(?![a-z0-9+/=])",
+        ["unseal"],
+        target="value",
+        fold=True,
+    ),
+    # A key as a URL's user: a Sentry DSN (https://<public key>@o1.ingest.sentry.io/1), Sentry's docs.
+    _rule("url-key-user", r"://(?P<value>[0-9a-f]{32,64})(?=[:@])", ["://"], target="value"),
     # Credentials in a URL: scheme://user:password@host (also redis://:password@host).
     _rule("url-credentials", r"://[^\s/:@]*:(?P<value>[^\s/@]+)@", ["://"], target="value"),
     _rule(
@@ -354,10 +405,22 @@ RULES: tuple[Rule, ...] = (
         target="value",
     ),
     _rule(
-        "netrc-password",
-        r"machine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+(?P<value>\S+)",
-        ["machine"],
+        "netrc-password",  # curl's and GNU inetutils' docs: tokens split by spaces, tabs or newlines
+        r"(?:machine[ \t\n]+\S+(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)*"
+        r"|default(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)+)[ \t\n]+password[ \t\n]+(?P<value>\S+)",
+        ["machine", "default login", "default\nlogin", "default account"],
         target="value",
+        check=_strong,
+    ),
+    _rule(
+        "env-default",  # env('TWILIO_API_KEY', '…'), os.getenv("DB_PASSWORD", "…"): a secret as the default
+        r"(?:getenv|env|environ\.get|fetch)\([ \t]*[\"']"
+        r"(?P<key>[a-z0-9_.-]*(?:key|token|secret|password|passwd|pass|pwd))"
+        r"[\"'][ \t]*,[ \t]*[\"'](?P<value>[^\"'\n]+)[\"']",
+        ["env(", "getenv(", "environ.get(", "fetch("],
+        target="value",
+        fold=True,
+        check=_weak,
     ),
     _rule(
         "generic-password",  # env, JSON, YAML, TOML, INI, kwargs, prose: DB_PASS=…, "pwd": …, password is …
@@ -368,9 +431,10 @@ RULES: tuple[Rule, ...] = (
         check=_password,
     ),
     _rule(
-        "generic-api-key",  # *_KEY, apiKey, "api key", *_TOKEN, access_token, credentials
-        rf"(?P<key>key|token|credentials?){_OP}{_QUOTE}{_VAL}",
-        ["key", "token", "credential"],
+        "generic-api-key",  # *_KEY, apiKey, "api key", *_TOKEN, access_token, credentials, secret_id,
+        # *_AK / *_SK (Huawei Cloud's HUAWEICLOUD_SDK_AK/SK, Baidu's AK/SK), *_PAT (ADO_PAT)
+        rf"(?P<key>key|token|credentials?|secret[_-]?id|ak|sk|pat){_OP}{_QUOTE}{_VAL}",
+        ["key", "token", "credential", "secret", "ak", "sk", "pat"],
         target="value",
         fold=True,
         check=lambda text, m: _weak(text, m) and _key_name(text, m),
@@ -383,12 +447,12 @@ RULES: tuple[Rule, ...] = (
         fold=True,
     ),
     _rule(
-        "chinese-secret",  # 密码是 …、口令：…、密钥为 …、令牌=…、私钥 改成 …
-        r"(?:密码|口令|密钥|秘钥|令牌|私钥|凭证|凭据)[ \t\u3000]*"
-        r"(?:(?:是|为|改成了?|改为|设为|设置为|设成)[ \t\u3000]*[:：]?|[:：=])[ \t\u3000]*[\"'“「]?"
+        "chinese-secret",  # 密码是 …、口令：…、密钥为 …、令牌=…、私钥 改成 … (words: secret_tables.CHINESE)
+        rf"(?:{'|'.join(CHINESE.nouns)})[ \t\u3000]*"
+        rf"(?:(?:{'|'.join(CHINESE.verbs)})[ \t\u3000]*[:：]?|[:：=])[ \t\u3000]*[\"'“「]?"
         r"(?P<value>[^\s，。；、,;：:“”「」'\"（）()\u3400-\u9fff\uff01-\uff0f]+)",
-        ["密", "令", "钥", "凭"],
+        sorted({noun[-1] for noun in CHINESE.nouns}),
         target="value",
-        check=_strong,
+        check=lambda text, m: _strong(text, m) and not _quantity(text, m, CHINESE.units),
     ),
 )

@@ -185,6 +185,7 @@ POSITIVE: list[tuple[str, str, str | None]] = [
     ("私钥是“Zq7xW2pL9”", "Zq7xW2pL9", "私钥"),
     ("把 Redis 密码改成了 R3dis!pw，然后重启", "R3dis!pw", "然后重启"),
     ("API 令牌为 Qx7Lm2Pk9Zw4", "Qx7Lm2Pk9Zw4", "API"),
+    ("服务器密码是 20240615 ，记得改", "20240615", "记得改"),  # a number with no unit after it stays a value
 ]
 
 
@@ -231,6 +232,10 @@ NEGATIVE = [
     "请修改src/auth.ts，密码是必填项",
     "请在设置中重置密码",
     "let key = 'user_id'",
+    # issue 31: a number with its unit is a size, not a secret; MySQL's error says whether one was sent
+    "我们的 RSA 密钥为 4096 位",
+    "密钥长度为 2048 比特，令牌为 16 个字符",
+    "ERROR 1045 (28000): Access denied for user 'root'@'localhost' (using password: YES)",
 ]
 
 
@@ -289,6 +294,15 @@ def test_known_values_are_scrubbed_bare_but_plain_short_words_are_not() -> None:
     assert redact_secrets("I typed hunter2secret", known) == f"I typed {REDACTED}"
     # "admin" is redacted where a keyword introduces it, but not everywhere: paths would go with it
     assert redact_secrets("open /admin/users", known) == "open /admin/users"
+
+
+def test_a_short_known_value_is_scrubbed_after_its_keyword_on_another_line() -> None:
+    """A .netrc split over lines, read back a line at a time (memory_get): the file's secrets are known,
+    and "qwerty" is a plain word, so it goes only where a keyword introduces it."""
+    known = find_secrets("machine example.com\nlogin daniel\npassword qwerty\n")
+    assert known == {"qwerty"}
+    assert redact_secrets("password qwerty", known) == f"password {REDACTED}"
+    assert redact_secrets("a qwerty keyboard", known) == "a qwerty keyboard"
 
 
 def test_redact_data_redacts_values_under_secret_keys_and_inside_strings() -> None:
