@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.errors import CompactionError, ContextOverflowError, LLMError
+from contextmem.errors import ArchiveError, CompactionError, ContextOverflowError, LLMError
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from contextmem.testing import MemoryStore, Reply, ScriptedLLM
 
@@ -195,16 +195,28 @@ async def test_summary_failures_fall_back_and_keep_the_previous_summary(tmp_path
     assert (await engine.verify()).lost == 0
 
 
-async def test_unwritable_archive_keeps_every_message_and_still_fits(tmp_path):
+async def test_unwritable_archive_keeps_every_message_and_never_drops_a_turn(tmp_path):
+    """Issue 31, attack 6: while the archive fails, each request carries every live message; once they
+    no longer fit, build raises the ArchiveError rather than leave turns out without a summary."""
     engine = await make_engine(tmp_path, window=3000, reserve=200)
     (tmp_path / "dialog").write_text("in the way")  # a real failure: mkdir/open of dialog/ fail
     events = []
     engine.subscribe(events.append)
     for i in range(40):
         await engine.add(UserMessage(f"turn {i}: " + "数据 " * 40), AssistantMessage("ok " * 30))
-        req = await engine.build("system")
+        try:
+            req = await engine.build("system")
+        except ArchiveError as exc:
+            assert str(tmp_path / "dialog") in str(exc) and str(exc).endswith(
+                "(no link, no file in its place)."
+            )
+            break
         assert req.estimate.prompt + req.max_tokens <= 3000
-    assert len(engine.history) == 80  # nothing removed: the archive could not take it
+        assert [m for m in req.messages if m.kind != "system"] == engine.history.messages
+    else:
+        raise AssertionError("the history outgrew the window, yet every build fit")
+    assert len(engine.history) == 2 * (i + 1)  # nothing removed: the archive could not take it
+    assert engine.stats().archive_error and str(tmp_path / "dialog") in engine.stats().archive_error
     assert any(e.kind == "archive_failed" for e in events)
     assert (await engine.verify()).lost == 0
     assert all(str(tmp_path / "dialog") in e.data["error"] for e in events if e.kind == "archive_failed")

@@ -330,7 +330,7 @@ async def test_unusable_dialog_dir_raises_archive_error_and_recovers(tmp_path):
         await engine.build("system")
     text = str(caught.value)
     assert text.startswith("cannot append") and str(tmp_path / "dialog") in text and "Fix:" in text
-    assert "budget" in text  # the budget consequence follows the cause
+    assert "context window" in text and text.index("context window") < text.rindex("Fix:")  # cause, cost, Fix
     failed = [e for e in events if e.kind in ("archive_failed", "offload_failed")]
     assert failed and all(
         str(tmp_path / "dialog") in e.data["error"] or "tool_results" in e.data["error"] for e in failed

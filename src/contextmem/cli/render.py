@@ -77,6 +77,8 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
             f"cache: {100 * usage.cache_ratio:.0f}% of prompt tokens read from the provider's cache "
             f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls)"
         )
+    if stats.archive_error:
+        lines.append(f"archive failing: {stats.archive_error}")
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from ..compaction.plans import (
     plan_repair,
     plan_turn_trim,
 )
-from ..errors import ArchiveError, MessageStateError, SessionConflictError
+from ..errors import ArchiveError, BudgetExceededError, MessageStateError, SessionConflictError
 from ..messages import Message
 from ..settings import Settings
 from ..store.base import SessionState
@@ -33,7 +33,7 @@ from ..summarize.digest import fact_digest
 from .session import LiveSession
 from .types import EventKind, summary_to_json
 
-__all__ = ["PlanApplier", "emergency_plan"]
+__all__ = ["PlanApplier", "blocked_by_archive", "emergency_plan"]
 
 
 class Emit(Protocol):
@@ -47,7 +47,8 @@ class PlanApplier:
     """Applies plans to one :class:`LiveSession`, archiving before anything leaves.
 
     ``failure`` is the last archive failure since :meth:`reset_failure`: a request that cannot fit because
-    nothing could leave says why. ``has_listeners`` says whether anyone would see an event's extractive
+    nothing could leave says why. ``archive_error`` is the last one until an archive write succeeds again
+    (``/context`` shows it). ``has_listeners`` says whether anyone would see an event's extractive
     summary (it is only computed then); ``on_pending`` is called when messages left with only an
     extractive summary, so the LLM summary can catch up in the background.
     """
@@ -61,6 +62,7 @@ class PlanApplier:
     on_pending: Callable[[], None]
     reload: Callable[[SessionState | None], Awaitable[None]]
     failure: ArchiveError | None = field(default=None, init=False)
+    archive_error: ArchiveError | None = field(default=None, init=False)
     changes: int = field(default=0, init=False)  # plans applied and summaries replaced: prefix rewrites
     conflicts: int = field(default=0, init=False)  # plans given up because another writer moved the session
     _repairing: bool = field(default=False, init=False)
@@ -68,6 +70,11 @@ class PlanApplier:
     def reset_failure(self) -> ArchiveError | None:
         failure, self.failure = self.failure, None
         return failure
+
+    def archive_failed(self, exc: ArchiveError, event: EventKind, **data: Any) -> None:
+        """Record a failed archive write (``failure`` and ``archive_error``) and emit ``event`` with it."""
+        self.failure = self.archive_error = exc
+        self.emit(event, error=str(exc), **data)
 
     async def apply(
         self,
@@ -146,9 +153,9 @@ class PlanApplier:
             try:
                 if unarchived:
                     refs.append(str(self.archive.append(sid, unarchived, reason)))
+                    self.archive_error = None
             except ArchiveError as exc:
-                self.failure = exc
-                self.emit("archive_failed", reason=reason, error=str(exc))
+                self.archive_failed(exc, "archive_failed", reason=reason)
                 return None
         # Summaries read what the model saw (a cut result keeps its head, tail and path); the
         # originals went to the archive above.
@@ -280,3 +287,17 @@ def emergency_plan(settings: Settings, messages: Sequence[Message], stage: int, 
     so a capped message leaves room for the rest (a character is at most about one token)."""
     max_chars = max(400, min(settings.emergency_max_chars, budget // 2))
     return plan_emergency(messages, stage, max_chars=max_chars, max_turns=settings.emergency_max_turns)
+
+
+def blocked_by_archive(failure: ArchiveError, exc: BudgetExceededError) -> ArchiveError:
+    """The error of a request that did not fit because what had to leave could not be archived: the
+    archive's cause first, then the budget it broke, then the archive's Fix (never a request that leaves
+    live turns out without a summary: see :func:`~.request.assemble`)."""
+    cause, _, fix = str(failure).rpartition(" Fix: ")
+    if not cause:
+        cause, fix = str(failure), "make the workspace's dialog/ directory writable and free disk space."
+    return ArchiveError(
+        f"{cause} The request would need {exc.needed} tokens with every live message but the context "
+        f"window is {exc.budget}, and no turn is left out of it without a summary, so none was built. "
+        f"Fix: {fix}"
+    )

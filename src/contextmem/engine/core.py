@@ -27,7 +27,7 @@ from typing import Any, Unpack
 from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
 from ..compaction.plans import Plan, plan_restore
-from ..errors import ArchiveError, BudgetExceededError, CompactionError
+from ..errors import BudgetExceededError, CompactionError
 from ..formats.inputs import MessageInput, read_messages
 from ..llm.base import Usage
 from ..messages import Message, ToolInput, ToolSpec
@@ -37,7 +37,7 @@ from ..store.base import SessionState, SessionStore
 from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
-from .apply import PlanApplier
+from .apply import PlanApplier, blocked_by_archive
 from .background import NoLLM, summarize_plan
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
@@ -260,8 +260,10 @@ class ContextEngine:
         the system prompt are counted once per call; after each step only what it changed is re-counted
         (the summary, if it grew; the history keeps its own total).
         Raises :class:`BudgetExceededError` only when the system prompt, tools, reserve and the newest
-        user message alone cannot fit, and :class:`ArchiveError` (path, cause, fix) when they could have
-        fit but the archive failed, so nothing could leave.
+        user message alone cannot fit, and :class:`ArchiveError` (path, cause, fix) when the live messages
+        do not fit because the archive failed, so nothing could leave: a request never leaves a live turn
+        out without a summary. An archive failure that costs nothing (everything still fits) is reported
+        by :meth:`stats` (``archive_error``) and the ``archive_failed`` event.
         """
         async with self._lock:
             fixed = self._fixed(system_prompt, tools)
@@ -270,12 +272,11 @@ class ContextEngine:
                 self._applier.reset_failure()
                 await self._prepare(fixed)
                 try:
-                    return self._assemble(fixed)
+                    return self._assemble(fixed, all_live=True)
                 except BudgetExceededError as exc:
                     failure = self._applier.reset_failure()
-                    if failure is not None:
-                        # Lead with the cause: it would have fit had the archive taken what must leave.
-                        raise ArchiveError(f"{failure} Nothing could leave the context, so: {exc}") from exc
+                    if failure is not None:  # it would have fit had the archive taken what must leave
+                        raise blocked_by_archive(failure, exc) from exc
                     if self._applier.conflicts == conflicts or attempt == BUILD_ATTEMPTS - 1:
                         raise
                     # Another writer moved the session while this one compacted: plan again on its state,
@@ -313,7 +314,7 @@ class ContextEngine:
         between two builds, not a request to send)."""
         return self._assemble(self._fixed(system_prompt, tools), fit=fit)
 
-    def _assemble(self, fixed: Fixed, *, fit: bool = True) -> Request:
+    def _assemble(self, fixed: Fixed, *, fit: bool = True, all_live: bool = False) -> Request:
         est = self._estimate(fixed)
         return assemble(
             self._live.history,
@@ -323,6 +324,7 @@ class ContextEngine:
             summary=self._regions.summary(self._live.summary)[0],
             first_user=self.settings.summary_injection == "first_user",
             counter=self.counter,
+            all_live=all_live,
         )
 
     def record_usage(self, request: Request, usage: Usage | object | None) -> None:
@@ -450,14 +452,19 @@ class ContextEngine:
 
     async def compact(self, instruction: str | None = None) -> CompactResult:
         """``/compact [instruction]``: summarise the older part now, with the extra instruction (a held
-        background summary is superseded: this round folds all it did)."""
+        background summary is superseded: this round folds all it did). Raises :class:`ArchiveError`
+        (nothing compacted) when what would leave could not be archived."""
         n = await self._rounds.compact(instruction)
         return CompactResult(n, self.summary.render() if self.summary else "")
 
     # --- inspection and upkeep ---------------------------------------------------------------------
 
     def stats(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> ContextStats:
-        return context_stats(self._live, self.estimate(system_prompt, tools))
+        """What ``/context`` shows; ``archive_error`` is the last archive failure until a write succeeds."""
+        failure = self._applier.archive_error
+        return context_stats(
+            self._live, self.estimate(system_prompt, tools), None if failure is None else str(failure)
+        )
 
     async def verify(self) -> VerifyReport:
         """Prove nothing was lost: every appended message is live, or archived *and* in the archive: the

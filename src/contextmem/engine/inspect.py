@@ -11,7 +11,9 @@ from .types import ContextStats, VerifyReport
 __all__ = ["context_stats", "verify_session"]
 
 
-def context_stats(live: LiveSession, estimate: RequestEstimate) -> ContextStats:
+def context_stats(
+    live: LiveSession, estimate: RequestEstimate, archive_error: str | None = None
+) -> ContextStats:
     msgs = live.history.messages
     roles: dict[str, int] = {}
     for m in msgs:
@@ -25,6 +27,7 @@ def context_stats(live: LiveSession, estimate: RequestEstimate) -> ContextStats:
         archived=live.next_seq - 1 - len(msgs),
         summary_source=live.summary.source if live.summary else None,
         usage=live.usage,
+        archive_error=archive_error,
     )
 
 

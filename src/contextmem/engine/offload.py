@@ -50,9 +50,9 @@ async def offload_results(
                 if archive is not None:  # else the shared store is the archive
                     write_offload(files, action.path, full)
                     archive.append(sid, [(seq, original)], "offload")
+                    applier.archive_error = None
             except ArchiveError as exc:
-                applier.failure = exc
-                applier.emit("offload_failed", seq=seq, path=action.path, error=str(exc))
+                applier.archive_failed(exc, "offload_failed", seq=seq, path=action.path)
                 continue
             await live.store.record_offload(ns, sid, seq, action.path)  # read_file finds it from any host
         cut = ToolMessage(

@@ -86,11 +86,13 @@ def assemble(
     summary: str,
     first_user: bool,
     counter: MessageCounter,
+    all_live: bool = False,
 ) -> Request:
     """The request: the system prompt and ``summary`` (or the summary before the first user message,
-    ``first_user``), then the newest turns of ``history`` that fit ``budget`` — all of it unless archiving
-    failed and nothing could leave; all of it, unfitted, when ``budget`` is ``None``. Raises
-    :class:`BudgetExceededError` when not even the newest turn fits. Only whole tool pairs are sent
+    ``first_user``), then the newest turns of ``history`` that fit ``budget``; all of it, unfitted, when
+    ``budget`` is ``None``. Raises :class:`BudgetExceededError` when not even the newest turn fits, and with
+    ``all_live`` (what ``build`` asks: a live message leaves the request only by leaving the context, archived
+    and summarised) when not all of it fits. Only whole tool pairs are sent
     (:func:`~contextmem.compaction.pairs.sendable`): a call whose tool is still running, maybe another
     writer's, waits for its results, and a pair broken in the store is never sent.
     """
@@ -99,10 +101,13 @@ def assemble(
     if len(whole) != len(messages):
         history, messages = CountedHistory(counter, whole), whole
     if budget is not None and history.total > budget:
+        fixed_tokens = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
+        if all_live:
+            what = f"this request with all {len(messages)} live messages (none may be left out unsummarised)"
+            raise BudgetExceededError(history.total + fixed_tokens, est.context_window, what)
         try:
             cut = history.fit_cut(budget)
         except BudgetExceededError as exc:
-            fixed_tokens = est.system + est.summary + est.tool_defs + est.max_tokens + REPLY_PRIMING
             raise BudgetExceededError(exc.needed + fixed_tokens, est.context_window, "this request") from exc
         messages = messages[cut:]
     if first_user and summary:

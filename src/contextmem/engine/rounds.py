@@ -93,17 +93,31 @@ class SummaryRounds:
         await self._scheduler.wait_idle()
 
     async def compact(self, instruction: str | None) -> int:
-        """``/compact``: fold the older part now, the user waiting; returns how many messages it folded."""
+        """``/compact``: fold the older part now, the user waiting; returns how many messages it folded.
+        Raises the :class:`ArchiveError` (nothing folded) when they could not be archived."""
         await self.wait_idle()
         self._held = None
         if self.summarizer is None:
             plan = self._plan(True)
             async with self._lock:
-                await self._applier.apply(plan, "manual_compact")
-            return len(plan.drop)
+                self._applier.reset_failure()
+                done = await self._applier.apply(plan, "manual_compact")
+                self._raise_failure()
+            return len(plan.drop) if done else 0
         with foreground_calls():  # the user waits for this one: it goes before background rounds
             folded = await self._fold(instruction, force=True)
-        return await self._apply(folded) if folded is not None else 0
+        if folded is None:
+            return 0
+        async with self._lock:
+            self._applier.reset_failure()
+            n = await apply_folded(self._live, self._applier, folded)
+            self._raise_failure()
+        return n
+
+    def _raise_failure(self) -> None:
+        failure = self._applier.reset_failure()
+        if failure is not None:
+            raise failure
 
     async def _round(self) -> None:
         held = self._held

@@ -109,7 +109,8 @@ class UsageTotals:
 
 @dataclass(frozen=True, slots=True)
 class ContextStats:
-    """What ``/context`` shows."""
+    """What ``/context`` shows. ``archive_error``: the last failed archive write (disk full, ...) until one
+    succeeds again; while it stands, what should leave the context stays in it."""
 
     messages: int
     turns: int
@@ -119,6 +120,7 @@ class ContextStats:
     archived: int
     summary_source: str | None
     usage: UsageTotals = UsageTotals()
+    archive_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
