@@ -73,7 +73,16 @@ class Disconnect:
     delay: float = 0.0
 
 
-Scripted: TypeAlias = ServerReply | ServerError | Disconnect | str
+@dataclass(frozen=True, slots=True)
+class Empty:
+    """A 200 with nothing in it, as a broken proxy or server sends: a stream request gets an SSE stream
+    that closes before its first event, any other an empty body with ``content_type``."""
+
+    content_type: str = "text/plain"
+    delay: float = 0.0
+
+
+Scripted: TypeAlias = ServerReply | ServerError | Disconnect | Empty | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +164,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(raw)
+
+    def send_empty(self, content_type: str, *, stream: bool) -> None:
+        """A 200 with no content: an event stream closed before its first event, or an empty body."""
+        if stream:
+            self.send_sse(())
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def send_sse(self, events: Iterable[tuple[str | None, str]]) -> None:
         """Stream ``(event name, data)`` pairs as server-sent events, flushing each one."""
@@ -307,6 +326,9 @@ class _ScriptedServer:
             h.send_json(entry.status, entry.body, entry.headers)
             return
         assert isinstance(body, dict)  # _check guarantees it
+        if isinstance(entry, Empty):
+            h.send_empty(entry.content_type, stream=bool(body.get("stream")))
+            return
         if body.get("stream"):
             h.send_sse(self._stream_events(entry, body))
         else:
@@ -591,6 +613,7 @@ class FakeAnthropicServer(_ScriptedServer):
 
 __all__ = [
     "Disconnect",
+    "Empty",
     "FakeAnthropicServer",
     "FakeOpenAIServer",
     "RecordedRequest",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ from contextmem.llm.openai_compat import OpenAICompatLLM, _Assembly
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, ToolCall, system, text_of, tool_result, user
 
-from .servers import Disconnect, FakeOpenAIServer, ServerError, ServerReply, openai_error
+from .servers import Disconnect, Empty, FakeOpenAIServer, ServerError, ServerReply, openai_error
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=0.001, max_delay=0.01)
 ONCE = RetryPolicy(max_attempts=1)
@@ -324,6 +325,67 @@ async def test_an_empty_reply_is_an_error_never_a_message(server: FakeOpenAIServ
             await collect(llm, [user("hi")])
         else:
             await llm.complete([user("hi")])
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/json"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_server_answering_an_empty_body_is_an_incomplete_reply(
+    server: FakeOpenAIServer, stream: bool, content_type: str
+) -> None:
+    """HTTP 200 with nothing in it (an empty stream, then an empty non-streamed retry): the SDK hands the
+    body back as text, or fails to parse it; either is a typed error, never an ``AttributeError``."""
+    server.push(Empty(content_type), Empty(content_type))
+    llm = make_llm(server, retry=ONCE)
+    with pytest.raises(
+        IncompleteReplyError, match=r"answered with an empty body; .* Fix: check that base_url"
+    ):
+        if stream:
+            await collect(llm, [user("hi")])
+        else:
+            await llm.complete([user("hi")])
+    assert [r.body.get("stream") for r in server.requests] == ([True, None] if stream else [None])
+
+
+async def test_the_summary_degrades_to_the_draft_on_an_empty_server(
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The background summary over such a server: the extractive draft, one warning line, no traceback."""
+    from contextmem.summarize import Summarizer
+    from contextmem.tokens import get_counter
+
+    server.default = Empty()
+    history = [user("Deploy cart-api to staging on port 8443."), AssistantMessage("Deployed on 8443.")]
+    with caplog.at_level("WARNING", logger="contextmem"):
+        summary = await Summarizer(make_llm(server, retry=ONCE), get_counter("heuristic")).summarize(
+            None, history
+        )
+    assert summary.source == "extractive" and "IncompleteReplyError" in (summary.fallback_reason or "")
+    assert "8443" in summary.render()
+    [record] = caplog.records
+    assert record.levelname == "WARNING" and record.exc_info is None and "\n" not in record.getMessage()
+
+
+def test_a_turn_on_an_empty_server_fails_in_one_line_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31, item 3: the CLI's turn fails with the typed error; the background summary (due after the
+    second turn) falls back quietly instead of printing a traceback."""
+    from contextmem.cli.main import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("CONTEXTMEM_COMPACT_MESSAGE_THRESHOLD", "3")
+    with FakeOpenAIServer([ServerReply("one"), ServerReply("two")], default=Empty()) as server:
+        argv = ["--workspace", str(tmp_path), "--embedder", "hash", "--model", "openai:gpt-test"]
+        argv += ["--base-url", server.base_url, "--context-window", "32768", "ask"]
+        assert main([*argv, "first question"]) == 0
+        assert main([*argv, "second question"]) == 0
+        assert main([*argv, "third question"]) == 1
+        summary_calls = [r for r in server.requests if "running memory" in r.body["messages"][0]["content"]]
+    err = capsys.readouterr().err
+    assert summary_calls, "the background summary was not asked: the test no longer covers it"
+    assert "Traceback" not in err and "AttributeError" not in err
+    [line] = err.strip().splitlines()
+    assert "answered with an empty body" in line and "Fix:" in line
 
 
 # --- prompt_cache_key -----------------------------------------------------------------------------

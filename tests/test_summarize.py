@@ -32,7 +32,13 @@ from contextmem.summarize import (
     render_transcript,
     summary_prompt,
 )
-from contextmem.summarize.prompts import SECTION_KEYS, summary_template, unflatten
+from contextmem.summarize.prompts import (
+    SECTION_KEYS,
+    SECTION_TITLES,
+    summary_template,
+    unflatten,
+    without_labels,
+)
 from contextmem.testing import Reply, ScriptedLLM
 from contextmem.tokens import HeuristicCounter, MessageCounter, get_counter
 
@@ -527,6 +533,41 @@ def test_unflatten_reads_the_sections_a_flat_list_names_in_either_language() -> 
     assert zh == "## 目标\n- 修复发票\n\n## 进展\n- 完成了 v4.2.1"
     assert unflatten("- key decisions: use y\nsome line") == "## Key decisions\n- use y"
     assert unflatten("Note: nothing here names a section") == ""
+
+
+def _copies_the_flat_draft(messages: list[Message]) -> str:
+    """A small model that copies the flat draft it is shown, ``- Section: fact`` labels and all, under the
+    template's headers (as the 1.5B model did)."""
+    draft = text_of(messages[-1].content).split("with its section):\n", 1)[1].split("\n\n", 1)[0]
+    titles = SECTION_TITLES["en"].values()
+    by_title = {t: [line for line in draft.splitlines() if line.startswith(f"- {t}: ")] for t in titles}
+    return "\n\n".join(f"## {t}\n" + "\n".join(lines or ["- (none)"]) for t, lines in by_title.items())
+
+
+async def test_a_summary_of_a_summary_never_stacks_section_labels() -> None:
+    """Issue 31: stored summaries held ``Critical context: Critical context: ...``, one more per round."""
+    summarizer = Summarizer(ScriptedLLM.of(default=_copies_the_flat_draft), COUNTER)
+    summary = None
+    for i in range(3):
+        news = [
+            user(f"The error is KeyError: 'REDIS_URL{i}' in /srv/app{i}/config.py line {40 + i}."),
+            assistant(f"Noted: /srv/app{i}/config.py needs REDIS_URL{i}. We decided to use port 84{i}3."),
+        ]
+        summary = await summarizer.summarize(summary, news)
+        assert summary.source == "llm", summary.fallback_reason
+    assert summary is not None
+    items = [item for body in parse_sections(summary.text)[1].values() for item in body.splitlines()]
+    assert all(i in summary.text for i in ("REDIS_URL0", "REDIS_URL2", "8403", "8423"))
+    labels = tuple(f"- {t}:" for titles in SECTION_TITLES.values() for t in titles.values())
+    assert [item for item in items if item.startswith(labels)] == []
+
+
+def test_section_labels_ahead_of_an_item_are_dropped_in_either_language() -> None:
+    assert without_labels("Critical context: Critical context: port 8443") == "port 8443"
+    assert without_labels("key decisions: Progress: use y") == "use y"
+    assert without_labels("关键上下文：关键上下文：端口 8443") == "端口 8443"
+    assert without_labels("Critical context:") == "Critical context:"  # nothing but a label: kept
+    assert without_labels("Note: the goal: ship") == "Note: the goal: ship"
 
 
 async def test_facts_with_exact_values_the_model_lost_come_back() -> None:

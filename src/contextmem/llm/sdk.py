@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, Unpack
 
 from ..errors import ConfigError, LLMError, MissingExtraError
-from ._sdk_errors import guarded, translate_sdk_error
+from ._sdk_errors import guarded, not_a_reply, translate_sdk_error
 from .base import BaseLLM, ChatResponse, StreamEvent
 from .registry import PROVIDERS, EndpointOptions, resolve_endpoint
 from .retry import RetryPolicy, call_with_retries
@@ -178,7 +178,14 @@ class SDKAdapter(BaseLLM):
         """A new fold for the events of one streamed reply."""
 
     async def _complete(self, request: dict[str, Any]) -> ChatResponse:
-        return self._reply((await self._create(request)).to_dict())
+        return self._reply(self._as_dict(await self._create(request)))
+
+    def _as_dict(self, raw: Any) -> Mapping[str, Any]:
+        """The SDK's reply as a dict. A body that is not JSON (the SDK hands it back as text) is no reply:
+        :class:`~contextmem.errors.IncompleteReplyError`, naming what came, never an ``AttributeError``."""
+        if hasattr(raw, "to_dict"):
+            return raw.to_dict()  # type: ignore[no-any-return]
+        raise not_a_reply(self.name, self.base_url, raw if isinstance(raw, str) else repr(raw))
 
     async def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         events = await self._create({**request, **self.stream_params})

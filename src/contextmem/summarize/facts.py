@@ -40,7 +40,7 @@ from typing import NotRequired, TypedDict, Unpack
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
 from .ledger import Ledger, TextCounter
-from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections
+from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections, without_labels
 from .salience import (
     NOTED,
     REQUEST,
@@ -234,7 +234,7 @@ def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
         items += [("progress", earlier + s) for s in sentences(preamble)]
     for key, body in sections.items():
         for line in body.splitlines():
-            item = " ".join(line.strip().lstrip("-*•").split())
+            item = without_labels(" ".join(line.strip().lstrip("-*•").split()))
             if item and item.lower() not in _NONE_ITEMS:
                 items.append((key, item))
     parts = [

@@ -44,6 +44,7 @@ __all__ = [
     "summary_prompt",
     "summary_template",
     "unflatten",
+    "without_labels",
 ]
 
 SECTION_KEYS: tuple[str, ...] = ("goal", "constraints", "progress", "decisions", "next", "context")
@@ -166,6 +167,25 @@ def parse_sections(text: str) -> tuple[str, dict[str, str]]:
 
 
 _BULLET = re.compile(r"^[ \t]*(?:[-*•+][ \t]*)?")
+_LABELS_AHEAD = re.compile(
+    r"^(?:(?:"
+    + "|".join(re.escape(t) for t in sorted(_TITLE_TO_KEY, key=len, reverse=True))
+    + r")[ \t]*[:：][ \t]*)+",
+    re.IGNORECASE,
+)
+
+
+def without_labels(item: str) -> str:
+    """``item`` without the section names ahead of it: ``Critical context: Critical context: x`` is ``x``.
+
+    The draft is shown as ``- Section: fact`` lines (:func:`_flatten`) and a model copies them back under
+    the headers, labels and all; read back unchanged, every summary of a summary would add one more.
+    An item that is nothing but a label is kept as it is.
+    """
+    rest = _LABELS_AHEAD.sub("", item)
+    return rest if rest.strip() else item
+
+
 _NONE_MARKERS = frozenset({"", "(none)", "none", "n/a", "（无）", "(无)", "无", "none.", "无。"})
 
 
@@ -211,7 +231,11 @@ def complete_sections(text: str, lang: Lang) -> str:
 
 def items_of(body: str) -> list[str]:
     """A section body's items: its lines, bullets stripped, placeholders and "(none)" left out."""
-    return [_BULLET.sub("", line).strip() for line in body.splitlines() if not _is_placeholder(line)]
+    return [
+        without_labels(_BULLET.sub("", line).strip())
+        for line in body.splitlines()
+        if not _is_placeholder(line)
+    ]
 
 
 def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
@@ -327,7 +351,7 @@ def _flatten(summary: str, lang: Lang) -> str:
     lines = [preamble] if preamble else []
     for key, body in sections.items():
         lines += [
-            f"- {names[key]}{sep}{_BULLET.sub('', line).strip()}"
+            f"- {names[key]}{sep}{without_labels(_BULLET.sub('', line).strip())}"
             for line in body.splitlines()
             if line.strip() and not _is_placeholder(line)
         ]
