@@ -1,11 +1,21 @@
 """Tool-result offload (SPEC C5), pure: which results to cut, and the head + tail that stays.
 
-Thresholds depend on recency. The newest ``pruning_recent_n`` tool results, and every result of the
-current turn, may keep up to ``pruning_recent_msg_max_bytes``; older ones ``pruning_old_msg_max_bytes``.
-Results of past turns are also held to CowAgent's ``historical_tool_result_max_chars``. The current turn
-is never cut below the recent threshold: the agent may still need it, and the full text stays one
-``read_file`` away. With a small window ``cap_bytes`` bounds every threshold, so that no one result
-can take the whole budget.
+Thresholds depend on recency, in UTF-8 bytes of a result's text:
+
+* **the current turn** (from the newest user message on), every result: ``pruning_recent_msg_max_bytes``
+  (50,000) or what the window can hold, whichever is smaller (:func:`current_turn_caps`). What it can
+  hold is the history budget less the current turn's other messages (its user message, the assistant's
+  calls), shared among the turn's results as evenly as their sizes allow; older turns leave first (C7).
+  The agent asked for these results and has not read them yet, so they are never cut to a share of
+  the budget: at a 50,000-token window a 33.8 KB result stays whole, at an 8,192-token one it keeps what
+  fits (about 18 KB of prose for one result), not 1.5 KB;
+* **the newest ``pruning_recent_n`` results of past turns**: ``pruning_recent_msg_max_bytes``, and
+  **older ones** ``pruning_old_msg_max_bytes`` (3,000); both at most CowAgent's
+  ``historical_tool_result_max_chars`` and at most ``tool_result_budget_share`` of the history budget
+  (:func:`past_cap`, about 3 bytes a token), so that no result the agent has read takes the room of
+  the turns after it, and a trim to ``compact_target_ratio`` of the budget is not undone by one result.
+
+A cut result's full text stays one ``read_file`` away: the notice in the middle names its file.
 """
 
 from __future__ import annotations
@@ -86,23 +96,98 @@ def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
     return textcut.cut_middle(text, notice, max_chars=limit.max_chars, max_bytes=limit.max_bytes)
 
 
+FIT_MARGIN = 0.9
+"""The share of the current turn's room its results are cut to, once they are over it: a head and tail
+may take a few more tokens per byte than the whole result, the notice adds some, and the room may shrink
+a little as the summary grows."""
+
+MIN_CUT_BYTES = 1_000
+"""The least a cut result keeps (its notice and path, and a few lines), however small the room."""
+
+
+def past_cap(budget: int, settings: Settings) -> int:
+    """The byte cap on any result of a past turn: ``tool_result_budget_share`` of the history
+    ``budget`` tokens at 3 bytes a token (conservative for prose and code), at least
+    :data:`MIN_CUT_BYTES`."""
+    return max(MIN_CUT_BYTES, int(budget * settings.tool_result_budget_share * 3))
+
+
+def _water_level(sizes: Sequence[int], room: int) -> int | None:
+    """The largest ``level`` with ``sum(min(s, level)) <= room``, or ``None`` when all of ``sizes`` fit
+    (a negative ``room`` counts as 0)."""
+    left = max(room, 0)
+    if sum(sizes) <= left:
+        return None
+    ordered = sorted(sizes)
+    for k, size in enumerate(ordered):
+        share = left // (len(ordered) - k)
+        if size > share:
+            return share
+        left -= size
+    return left  # unreachable: the sizes did not fit
+
+
+def current_turn_caps(
+    history: Sequence[Message],
+    counts: Sequence[int],
+    current_turn_start: int,
+    budget: int,
+    settings: Settings,
+) -> dict[int, int]:
+    """The byte cap of each result of the current turn (index -> bytes): what the window can hold.
+
+    ``budget`` is the history budget in tokens (window less system, summary, tool definitions and output
+    reserve) and ``counts`` each message's tokens, in the same units. The room is the budget less the
+    turn's other messages (its user message, the assistant's calls). Results that fit it together are
+    not cut for the window. Otherwise they are cut to :data:`FIT_MARGIN` of the room: each keeps at most
+    a common level (results under it stay whole, :func:`_water_level`), converted to bytes at that
+    result's own bytes per token. So a cut result, counted again, is back within the room and planning
+    again yields nothing. Never above ``pruning_recent_msg_max_bytes``, never below
+    :data:`MIN_CUT_BYTES`.
+    """
+    results = [i for i in range(current_turn_start, len(history)) if isinstance(history[i], ToolMessage)]
+    if not results:
+        return {}
+    sizes = [counts[i] for i in results]
+    room = budget - (sum(counts[current_turn_start:]) - sum(sizes))
+    level = None if sum(sizes) <= room else _water_level(sizes, int(room * FIT_MARGIN))
+    caps: dict[int, int] = {}
+    for i in results:
+        cap = settings.pruning_recent_msg_max_bytes
+        if level is not None and counts[i] > level:
+            size = len(text_of(history[i].content).encode("utf-8", "surrogatepass"))
+            cap = min(cap, level * size // max(counts[i], 1))
+        caps[i] = max(MIN_CUT_BYTES, cap)
+    return caps
+
+
 def offload_limits(
-    history: Sequence[Message], current_turn_start: int, settings: Settings, cap_bytes: int | None = None
+    history: Sequence[Message],
+    current_turn_start: int,
+    settings: Settings,
+    *,
+    budget: int | None = None,
+    counts: Sequence[int] | None = None,
 ) -> list[OffloadLimit | None]:
-    """The limit for every message (``None`` for non-tool messages), by recency among tool results."""
+    """The limit for every message (``None`` for non-tool messages), by recency among tool results (see
+    the module docs). Without ``budget`` (and ``counts``, each message's tokens) only the settings apply.
+    """
     limits: list[OffloadLimit | None] = [None] * len(history)
-    cap = cap_bytes if cap_bytes is not None else 1 << 62
+    cap = past_cap(budget, settings) if budget is not None else 1 << 62
     recent, old = (
         min(settings.pruning_recent_msg_max_bytes, cap),
         min(settings.pruning_old_msg_max_bytes, cap),
     )
+    current: dict[int, int] = {}
+    if budget is not None and counts is not None:
+        current = current_turn_caps(history, counts, current_turn_start, budget, settings)
     history_chars = settings.historical_tool_result_max_chars
     rank = 0
     for i in range(len(history) - 1, -1, -1):
         if not isinstance(history[i], ToolMessage):
             continue
         if i >= current_turn_start:
-            limits[i] = OffloadLimit(recent, None)
+            limits[i] = OffloadLimit(current.get(i, settings.pruning_recent_msg_max_bytes), None)
         elif rank < settings.pruning_recent_n:
             limits[i] = OffloadLimit(recent, history_chars)
         else:
@@ -117,7 +202,8 @@ def plan_offload(
     settings: Settings,
     path_of: Callable[[int], str],
     *,
-    cap_bytes: int | None = None,
+    budget: int | None = None,
+    counts: Sequence[int] | None = None,
     first_new: int = 0,
 ) -> list[Offload]:
     """Tool results whose current form is over its limit, from index ``first_new`` on.
@@ -130,9 +216,14 @@ def plan_offload(
     ``first_new`` is where the messages the model has not seen yet begin: cutting one of those changes
     nothing a provider has cached, while cutting an older one again rewrites the middle of a cached
     prefix, so the engine plans the older ones (``first_new=0``) only when it compacts anyway.
+
+    ``budget`` (the history budget, tokens) and ``counts`` (each message's tokens) size the window caps:
+    :func:`current_turn_caps` for the current turn, :func:`past_cap` for the rest.
     """
     return [
         Offload(i, limit, path_of(i))
-        for i, limit in enumerate(offload_limits(history, current_turn_start, settings, cap_bytes))
+        for i, limit in enumerate(
+            offload_limits(history, current_turn_start, settings, budget=budget, counts=counts)
+        )
         if i >= first_new and limit is not None and not fits(text_of(history[i].content), limit)
     ]

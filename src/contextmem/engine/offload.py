@@ -25,10 +25,10 @@ async def offload_results(
     applier: PlanApplier, settings: Settings, files: Confined, budget: int, *, after_seq: int = 0
 ) -> None:
     """Cut the tool results :func:`plan_offload` picks among the messages with a seq of at least
-    ``after_seq`` (0: all of them, older ones due for a tighter cut too); no single result may keep more
-    than ``tool_result_budget_share`` of the history ``budget`` (about 3 bytes a token, conservatively).
-    An archive failure is recorded on ``applier`` and that result stays whole; a result another process
-    archived meanwhile reloads."""
+    ``after_seq`` (0: all of them, older ones due for a tighter cut too), sized by the history ``budget``
+    (tokens): the current turn's results to what it can hold, others to a share of it. An archive
+    failure is recorded on ``applier`` and that result stays whole; a result another process archived
+    meanwhile reloads."""
     live, archive = applier.session, applier.archive
     msgs = live.history.messages
     starts = live.history.starts
@@ -38,9 +38,10 @@ async def offload_results(
     def path_of(i: int) -> str:
         return offload_path(ns, sid, live.seqs[i], getattr(msgs[i], "tool_call_id", ""))
 
-    cap = max(1_000, int(budget * settings.tool_result_budget_share * 3))
     first_new = next((i for i, seq in enumerate(live.seqs) if seq >= after_seq), len(msgs))
-    for action in plan_offload(msgs, current, settings, path_of, cap_bytes=cap, first_new=first_new):
+    counts = live.history.counts
+    plan = plan_offload(msgs, current, settings, path_of, budget=budget, counts=counts, first_new=first_new)
+    for action in plan:
         seq = live.seqs[action.index]
         original = live.original(action.index)
         assert isinstance(original, ToolMessage)
