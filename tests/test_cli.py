@@ -300,7 +300,7 @@ def test_config_set_validates_and_persists(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["count", "/no/such/file.jsonl"], "No such file"),
+        (["count", "/no/such/file.jsonl"], "no such file '/no/such/file.jsonl'. Fix: check the path"),
         (["--model", "nosuch:thing", "chat"], "Fix"),
         (["--store", "mysql://x", "sessions", "list"], "Fix"),
     ],

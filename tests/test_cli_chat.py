@@ -98,7 +98,8 @@ async def test_the_commands_show_their_effects(tmp_path):
         "/exit",
     ]
     model = ScriptedLLM(default="Understood.")
-    screen, agent = await run_chat(tmp_path, lines, model, expect_code=1)  # the bad /config value failed
+    # The bad /config value is reported in place; the chat's exit code is about its turns, which all ran.
+    screen, agent = await run_chat(tmp_path, lines, model, expect_code=0)
     # /context: the gauge and the regions
     assert "context ▕" in screen and "output reserve" in screen and "free" in screen
     assert "messages: 8 (assistant 4, user 4)" in screen
@@ -252,33 +253,46 @@ def _users(request: Any) -> list[str]:
     return [m["content"] for m in request.body["messages"] if m["role"] == "user"]
 
 
-def test_ask_prints_the_reply_only_on_the_chat_session(tmp_path, capsys, monkeypatch):
-    """``ask``: one turn on the chat agent; the question from the argument, ``-``/piped stdin, ``chat -p``."""
+def test_ask_prints_the_reply_only_in_a_session_of_its_own(tmp_path, capsys, monkeypatch):
+    """``ask``: one turn on the chat agent; the question from the argument, ``-``/piped stdin, ``chat -p``.
+    Without ``--session`` each call is a new session: unrelated questions never pile up in one history."""
     import io
     import sys
 
     from .servers import FakeOpenAIServer, ServerReply
 
     (tmp_path / "user.md").write_text("- Name: Ana\n")
-    replies = [ServerReply("Four."), ServerReply("Eight."), ServerReply("Nine."), ServerReply("Ten.")]
+    replies = [ServerReply(r) for r in ("Four.", "Eight.", "Nine.", "Ten.", "Eleven.")]
     with FakeOpenAIServer(replies) as server:
         argv = _ask_argv(tmp_path, server.base_url)
         assert main([*argv, "ask", "What is 2+2?"]) == 0
         assert capsys.readouterr().out == "Four.\n"
         monkeypatch.setattr(sys, "stdin", io.StringIO("And 4+4?\n"))
-        assert main([*argv, "ask", "-"]) == 0  # stdin, same session: the first turn is restored
+        assert main([*argv, "ask", "-"]) == 0  # stdin; a new session: the first question is not in it
         assert capsys.readouterr().out == "Eight.\n"
         monkeypatch.setattr(sys, "stdin", io.StringIO("And 4+5?"))
         assert main([*argv, "ask", "--session", "solo"]) == 0  # no argument, piped stdin
         assert capsys.readouterr().out == "Nine.\n"
-        assert main([*argv, "chat", "--session", "other", "-p", "And 5+5?"]) == 0
+        assert main([*argv, "ask", "--session", "solo", "And 5+5?"]) == 0  # --session: restored
         assert capsys.readouterr().out == "Ten.\n"
+        assert main([*argv, "chat", "--session", "other", "-p", "And 5+6?"]) == 0
+        assert capsys.readouterr().out == "Eleven.\n"
         requests = list(server.requests)
     assert _users(requests[0]) == ["What is 2+2?"]
-    assert _users(requests[1]) == ["What is 2+2?", "And 4+4?"]
+    assert _users(requests[1]) == ["And 4+4?"]
     assert _users(requests[2]) == ["And 4+5?"]
-    assert _users(requests[3]) == ["And 5+5?"]
+    assert _users(requests[3]) == ["And 4+5?", "And 5+5?"]
+    assert _users(requests[4]) == ["And 5+6?"]
     assert "Ana" in requests[0].body["messages"][0]["content"]
+    assert main(["--workspace", str(tmp_path), "sessions", "list", "--json"]) == 0
+    sessions = sorted(s["session_id"] for s in json.loads(capsys.readouterr().out))
+    assert len(sessions) == 4 and sessions[2:] == ["other", "solo"]
+    assert all(s.startswith("ask-") for s in sessions[:2]) and sessions[0] != sessions[1]
+
+
+def _stored(tmp_path: Path, session: str, capsys: Any) -> list[tuple[str, str]]:
+    assert main(["--workspace", str(tmp_path), "sessions", "show", session, "--json"]) == 0
+    return [(m["role"], m["content"]) for m in json.loads(capsys.readouterr().out)["messages"]]
 
 
 def test_ask_exits_1_when_the_model_fails_or_says_nothing(tmp_path, capsys, monkeypatch):
@@ -288,9 +302,13 @@ def test_ask_exits_1_when_the_model_fails_or_says_nothing(tmp_path, capsys, monk
 
     with FakeOpenAIServer([openai_error(400, "bad request"), ServerReply(""), ServerReply("")]) as server:
         argv = _ask_argv(tmp_path, server.base_url)
-        assert main([*argv, "ask", "hi"]) == 1
+        assert main([*argv, "ask", "hi", "--session", "failed"]) == 1
         captured = capsys.readouterr()
         assert captured.out == "" and "model call failed" in captured.err and "bad request" in captured.err
+        # the question is kept, and the turn is closed with a note saying what happened
+        [(role, asked), (role2, note)] = _stored(tmp_path, "failed", capsys)
+        assert (role, asked, role2) == ("user", "hi", "assistant")
+        assert note.startswith("(no reply: ") and "bad request" in note
         assert main([*argv, "ask", "hi again"]) == 1
         assert "empty reply" in capsys.readouterr().err
 
@@ -318,4 +336,7 @@ def test_piped_chat_never_onboards_and_exits_1_after_an_error(tmp_path, capsys, 
     assert code == 1
     assert "First launch" not in out and "Hello Dana." in out and "error:" in out
     assert not (tmp_path / "user.md").exists()
+    assert "you>" not in out  # piped: the output is the replies, not prompts nobody sees
+    *_, asked, (role, note) = _stored(tmp_path, "chat", capsys)  # the failed turn is closed, not dangling
+    assert asked == ("user", "and again") and role == "assistant" and note.startswith("(no reply: ")
     assert _users(requests[0]) == ["hi, my name is Dana"]

@@ -7,14 +7,15 @@ from, for ``/config``.
 
 from __future__ import annotations
 
+import difflib
 import json
-import logging
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -29,10 +30,27 @@ from pydantic import (
 from .errors import ConfigError
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 
-logger = logging.getLogger("contextmem.settings")
-
 ENV_PREFIX = "CONTEXTMEM_"
 DEFAULT_OUTPUT_RESERVE = 4096
+
+# CONTEXTMEM_* variables that are not settings and are read elsewhere (the test suite's switches, in
+# tests/pg.py, tests/local_model.py, tests/test_drill.py, tests/test_engine_crash.py,
+# tests/test_store_sqlite.py): never warned about as misspellings.
+OTHER_VARIABLES = frozenset(
+    {
+        "CONTEXTMEM_REQUIRE_PG",
+        "CONTEXTMEM_PG_USER",
+        "CONTEXTMEM_REQUIRE_LOCAL_LLM",
+        "CONTEXTMEM_SKIP_LOCAL_LLM",
+        "CONTEXTMEM_DRILL_SECONDS",
+        "CONTEXTMEM_DRILL_NETCUT",
+        "CONTEXTMEM_CRASH_KILLS",
+        "CONTEXTMEM_STORE_LOAD",
+    }
+)
+# What ``config set KEY none`` and ``CONTEXTMEM_KEY=`` mean for a setting whose default is "not set".
+UNSET_WORDS = frozenset({"", "none", "null"})
+URL_SCHEMES = ("http", "https")
 
 
 class Settings(BaseModel):
@@ -165,6 +183,25 @@ class Settings(BaseModel):
             except ValidationError as exc:
                 raise ConfigError(_describe(exc)) from None
 
+    @field_validator("base_url", "api_key_env", "context_window", "max_tokens", mode="before")
+    @classmethod
+    def _unset_words(cls, value: Any) -> Any:
+        """``""``, ``none`` and ``null`` mean "not set" for a setting whose default is not set: never a
+        URL named "none" that fails later with a connection error."""
+        return None if isinstance(value, str) and value.strip().lower() in UNSET_WORDS else value
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in URL_SCHEMES or not parts.netloc:
+                raise ConfigError(
+                    f"{_cut(value)!r} is not an http(s) URL. Fix: e.g. http://127.0.0.1:8080/v1, or "
+                    "`contextmem config unset base_url`"
+                )
+        return value
+
     @field_validator("namespace")
     @classmethod
     def _check_namespace(cls, value: str) -> str:
@@ -221,8 +258,9 @@ class Settings(BaseModel):
     ) -> Settings:
         """Defaults < file (JSON or TOML) < ``CONTEXTMEM_*`` variables of ``env`` < ``overrides``.
 
-        Unknown keys in the file or the overrides are errors; unknown ``CONTEXTMEM_*`` variables are
-        ignored, since the environment is shared with test switches and other tools.
+        Unknown keys in the file or the overrides are errors; an unknown ``CONTEXTMEM_*`` variable is
+        ignored with a warning naming the closest one (:func:`unknown_variables`), unless it is one of
+        :data:`OTHER_VARIABLES`.
         """
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
@@ -236,9 +274,7 @@ class Settings(BaseModel):
                 continue
             key = name[len(ENV_PREFIX) :].lower()
             if key not in cls.model_fields:
-                # The environment is shared (test switches, other tools): unknown names are not ours.
-                logger.debug("ignoring %s: not a setting", name)
-                continue
+                continue  # unknown_variables() says so, once per process (the CLI loads settings twice)
             values[key] = raw
             sources[key] = f"env:{name}"
         for key, value in overrides.items():
@@ -255,12 +291,19 @@ class Settings(BaseModel):
 
     def with_value(self, key: str, value: Any, source: str = "override") -> Settings:
         """A copy with ``key`` set (strings are coerced as from the environment), validated."""
-        if key not in type(self).model_fields:
-            raise ConfigError(f"unknown setting {key!r}. Fix: one of {sorted(type(self).model_fields)}")
+        check_key(key)
         data = self.model_dump()
         data[key] = value
         updated = type(self).parse(data)
         updated._sources = {**self._sources, key: source}
+        return updated
+
+    def without(self, key: str) -> Settings:
+        """A copy with ``key`` back at its default, as if never set (``config unset KEY``)."""
+        check_key(key)
+        data = self.model_dump(exclude={key})
+        updated = type(self).parse(data)
+        updated._sources = {k: v for k, v in self._sources.items() if k != key}
         return updated
 
     def save(self, path: str | Path) -> None:
@@ -270,6 +313,43 @@ class Settings(BaseModel):
 
         data = self.model_dump(mode="json", exclude_defaults=True)
         write_atomic_path(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def unknown_key_message(key: str) -> str:
+    """``unknown setting 'x'. Fix: did you mean 'y'?`` — the closest key, not all of them."""
+    close = difflib.get_close_matches(key, Settings.model_fields, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "`contextmem config list` shows every setting"
+    return f"unknown setting {_cut(key)!r}. Fix: {hint}"
+
+
+def check_key(key: str | None) -> str:
+    """``key`` if it names a setting, else a :class:`ConfigError` suggesting the closest one."""
+    if key not in Settings.model_fields:
+        raise ConfigError(unknown_key_message(str(key)))
+    return key
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line per ``CONTEXTMEM_*`` variable that is neither a setting nor one of
+    :data:`OTHER_VARIABLES` (a misspelling is otherwise silently ignored), naming the closest name."""
+    environ = os.environ if env is None else env
+    known = [ENV_PREFIX + key.upper() for key in Settings.model_fields] + sorted(OTHER_VARIABLES)
+    lines = []
+    for name in sorted(environ):
+        if (
+            not name.startswith(ENV_PREFIX)
+            or name in known
+            or name[len(ENV_PREFIX) :].lower() in (Settings.model_fields)
+        ):
+            continue
+        close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}?" if close else "see `contextmem config list` for the settings"
+        lines.append(f"warning: ignoring {_cut(name)}: not a contextmem setting. Fix: {hint}")
+    return lines
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -291,16 +371,41 @@ def _read_file(path: Path) -> dict[str, Any]:
     return dict(section) if isinstance(section, dict) else {}
 
 
+# What a value must be, by pydantic error type: the Fix of an out-of-range or mistyped value.
+_WANTED = {
+    "greater_than": "a number greater than {gt}",
+    "greater_than_equal": "a number of at least {ge}",
+    "less_than": "a number below {lt}",
+    "less_than_equal": "a number of at most {le}",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "literal_error": "one of {expected}",
+    "string_pattern_mismatch": "a value matching {pattern}",
+    "string_type": "text",
+}
+
+
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "settings"
+        ctx = err.get("ctx", {})
         if err["type"] == "extra_forbidden":
-            lines.append(f"unknown setting {key!r}. Fix: one of {sorted(Settings.model_fields)}")
-        elif err["type"] == "value_error" and isinstance(err.get("ctx", {}).get("error"), ConfigError):
-            lines.append(f"{key}: {err['ctx']['error']}")  # already says what was wrong and the Fix
+            lines.append(unknown_key_message(key))
+        elif err["type"] == "value_error" and isinstance(ctx.get("error"), ConfigError):
+            lines.append(f"{key}: {ctx['error']}")  # already says what was wrong and the Fix
+        elif key == "settings":  # a rule across keys (the model validator)
+            lines.append(f"{err['msg'].removeprefix('Value error, ')}. Fix: change one of the values")
         else:
-            lines.append(f"{key}: got {err.get('input')!r}: {err['msg']}")
+            got = _cut(repr(err.get("input")))
+            wanted = _WANTED.get(err["type"])
+            fix = f"set {key} to {wanted.format(**ctx)}" if wanted else f"give {key} a value as stated"
+            lines.append(f"{key}: got {got}: {err['msg'].removeprefix('Value error, ')}. Fix: {fix}")
     if len(lines) == 1:  # the usual case: one line, as the CLI prints errors
         return f"invalid settings: {lines[0]}"
     return "invalid settings:\n  " + "\n  ".join(lines)

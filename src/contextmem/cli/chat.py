@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..agent import ONBOARDING_QUESTIONS, Agent, compose_system_prompt, needs_onboarding, save_user_facts
-from ..engine import EngineEvent
+from ..engine import ContextEngine, EngineEvent
 from ..errors import ContextmemError
+from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..safefs import write_atomic_path
 from .commands import ChatCommands
 from .render import describe_event, paint
@@ -50,11 +51,28 @@ def enable_history(workspace_dir: Path) -> Callable[[], None]:
     return save
 
 
+FAILED_NOTE = "(no reply: {error})"
+
+
+async def close_failed_turn(engine: ContextEngine, error: BaseException) -> None:
+    """A turn whose model call failed ends with a short assistant note saying so, rather than with the
+    user's message (or a tool result) left waiting: nothing the user said is removed, the next turn does
+    not begin after an unanswered one, and ``sessions show`` tells what happened."""
+    live = engine.history.messages
+    if live and isinstance(live[-1], UserMessage | ToolMessage):
+        text = " ".join(str(error).split())
+        note = FAILED_NOTE.format(error=text if len(text) <= 200 else text[:199] + "…")
+        with contextlib.suppress(ContextmemError):  # the store itself failing: the caller reports it
+            await engine.add(AssistantMessage(note))
+
+
 class Chat:
     """One chat on one agent. :meth:`run` is the whole REPL; ``read`` and ``out`` are injectable.
 
     ``onboard=False`` skips the first-launch questions (the CLI passes it unless stdin and stdout are a
-    terminal, so piped input is never taken as answers). :meth:`run` returns 1 when a turn or command failed.
+    terminal, so piped input is never taken as answers); ``prompts=False`` reads without the ``you>``
+    prompt (piped input: the output is the replies). :meth:`run` returns 1 when a model turn failed; a
+    failed ``/command`` is reported where it happened and does not change the exit code.
     """
 
     def __init__(
@@ -67,9 +85,11 @@ class Chat:
         out: TextIO,
         color: bool = False,
         onboard: bool = True,
+        prompts: bool = True,
     ) -> None:
         self.runtime = runtime
         self.onboarding = onboard
+        self.prompts = prompts
         self.failed = False
         self.agent = agent
         self.commands = commands
@@ -95,6 +115,8 @@ class Chat:
 
     async def ask(self, prompt: str) -> str | None:
         """One logical input: continued lines (trailing ``\\``) or a triple-quote block; None at EOF."""
+        if not self.prompts:
+            prompt = ""
         try:
             line = await asyncio.to_thread(self.read, prompt)
         except EOFError:
@@ -103,7 +125,7 @@ class Chat:
             lines: list[str] = []
             while True:
                 try:
-                    more = await asyncio.to_thread(self.read, "... ")
+                    more = await asyncio.to_thread(self.read, "... " if self.prompts else "")
                 except EOFError:
                     break
                 if more.strip() == BLOCK:
@@ -112,7 +134,7 @@ class Chat:
             return "\n".join(lines)
         while line.endswith("\\"):
             try:
-                line = line[:-1] + "\n" + await asyncio.to_thread(self.read, "... ")
+                line = line[:-1] + "\n" + await asyncio.to_thread(self.read, "... " if self.prompts else "")
             except EOFError:
                 break
         return line
@@ -181,9 +203,10 @@ class Chat:
                     await self.turn(text)
             except ContextmemError as exc:
                 self.failed = True
+                await close_failed_turn(self.agent.engine, exc)
                 self.say(f"\nerror: {exc}")
         self.say("saving…")
         await self.agent.engine.wait_idle()
         await self.runtime.flush()
         self.show_notices()
-        return 1 if self.failed or self.commands.failed else 0
+        return 1 if self.failed else 0

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from ..agent import Agent, apply_settings
 from ..errors import ContextmemError
-from .config import save_setting, setting_rows
+from ..settings import Settings
+from .config import save_setting, setting_rows, unset_message, unset_setting
 from .render import context_report, hits_table, table
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ HELP = """commands:
   /compact [instruction]    summarise the older part now, e.g. /compact keep decisions only
   /config                   list settings and where each value comes from
   /config KEY VALUE         change a setting (validated, saved to the workspace config.json)
+  /config unset KEY         take a setting back to its default
   /memory QUERY             search long-term memory
   /help                     this help
   /exit                     leave (Ctrl-D too)
@@ -44,7 +46,6 @@ class ChatCommands:
         self.agent = agent
         self.config_file = config_file
         self.color = color
-        self.failed = False  # a command raised: the chat's exit code says so
         self._table: dict[str, Callable[[str], Awaitable[str]]] = {
             "context": self.context,
             "compact": self.compact,
@@ -60,8 +61,7 @@ class ChatCommands:
             return f"unknown command /{name}. Type /help for the list."
         try:
             return await command(arg.strip())
-        except ContextmemError as exc:
-            self.failed = True
+        except ContextmemError as exc:  # said in place; the chat's exit code is about its turns
             return f"error: {exc}"
 
     async def context(self, arg: str) -> str:
@@ -85,15 +85,30 @@ class ChatCommands:
             rows = setting_rows(self.agent.engine.settings)
             return table(rows, ("key", "value", "source"))
         key, _, value = arg.partition(" ")
+        if key == "unset" and value.strip():
+            return self.unset(value.strip())
         if not value.strip():
-            return "usage: /config KEY VALUE  (or /config alone to list)"
+            return "usage: /config KEY VALUE, /config unset KEY  (or /config alone to list)"
         save_setting(self.config_file, key, value.strip())
         settings = self.agent.engine.settings.with_value(key, value.strip(), f"file:{self.config_file}")
+        self._apply(settings)
+        shown = settings.model_dump(mode="json")[key]
+        return f"{key} = {shown!r} (saved to {self.config_file}){self._later(key)}"
+
+    def unset(self, key: str) -> str:
+        before = self.agent.engine.settings
+        said = unset_message(key, unset_setting(self.config_file, key), self.config_file, before)
+        if before.sources[key].startswith("file:"):  # a variable or an option in force keeps its value
+            self._apply(before.without(key))
+        return said + self._later(key)
+
+    def _apply(self, settings: Settings) -> None:
         apply_settings(self.agent.engine, settings)
         self.runtime.settings = settings
-        shown = settings.model_dump(mode="json")[key]
-        later = " — takes effect at the next start" if key in RESTART_KEYS else ""
-        return f"{key} = {shown!r} (saved to {self.config_file}){later}"
+
+    @staticmethod
+    def _later(key: str) -> str:
+        return " — takes effect at the next start" if key in RESTART_KEYS else ""
 
     async def memory(self, arg: str) -> str:
         if not arg:

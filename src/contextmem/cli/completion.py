@@ -7,7 +7,8 @@ choices), so it never drifts from the CLI. Install it once::
     contextmem completion zsh  > "${fpath[1]}/_contextmem"     # zsh runs it through bashcompinit
 
 Words are completed by position: the path of subcommands typed so far picks the table of what may
-follow (its subcommands, options and choices); anything else falls back to file names.
+follow (its subcommands, options, choices, and an argument's ``completions``: the setting names after
+``config get|set|unset``); anything else falls back to file names.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def completion_table(parser: argparse.ArgumentParser, path: str = "") -> dict[st
         words += [o for o in action.option_strings if o.startswith("--")]
         if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
             words += [str(choice) for choice in action.choices]
+        words += getattr(action, "completions", [])  # values a parser names without making them choices
     subs = _subparsers(parser)
     table = {path: [*subs, *words]}
     for name, sub in subs.items():

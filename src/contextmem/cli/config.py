@@ -2,12 +2,13 @@
 
 Load order: defaults < ``<workspace>/config.json`` (or ``--config FILE``) < ``CONTEXTMEM_*`` variables <
 command-line options. ``/config`` and ``contextmem config set`` validate a value, save it to the settings
-file, and return the settings in force.
+file, and return the settings in force; ``config unset`` (``/config unset``) takes a value back.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,29 @@ def save_setting(path: Path, key: str, value: str) -> Settings:
     updated = current.with_value(key, value, f"file:{path}")
     updated.save(path)
     return updated
+
+
+def unset_setting(path: Path, key: str) -> Settings:
+    """Remove ``key`` from the settings file at ``path``: it is back to its default (or its
+    ``CONTEXTMEM_*`` variable). Returns the file's settings."""
+    current = Settings.load(path if path.exists() else None, env={})
+    updated = current.without(key)
+    updated.save(path)
+    return updated
+
+
+def unset_message(key: str, saved: Settings, path: Path, before: Settings) -> str:
+    """What ``config unset`` and ``/config unset`` say: the default now in force, or what still sets it
+    (``before``: the settings in force before, with their sources)."""
+    value = json.dumps(saved.model_dump(mode="json")[key], ensure_ascii=False)
+    source = before.sources[key]
+    if source.startswith("env:"):
+        still = f"; {source.removeprefix('env:')} still sets it"
+    elif source == "override":
+        still = "; the command line still sets it"
+    else:
+        still = ""
+    return f"{key} unset in {path}: default {value}{still}"
 
 
 def setting_rows(settings: Settings) -> list[tuple[str, str, str]]:

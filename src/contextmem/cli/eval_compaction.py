@@ -29,6 +29,7 @@ from ..jsonl import read_jsonl, source_name
 from ..messages import Message, SystemMessage, text_of
 from ..settings import Settings
 from ..summarize.recall import KeptAnswers, every_nth, found_answers, kept_answers, most_recent
+from . import args as types
 from .render import table
 
 if TYPE_CHECKING:
@@ -196,10 +197,19 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ev = sub.add_parser("eval", help="measure what compaction keeps: answers still in the compacted view")
     kinds = ev.add_subparsers(dest="eval_kind", required=True)
     comp = kinds.add_parser("compaction", help="replay a transcript, check which answers the view keeps")
-    comp.add_argument("transcript", help="OpenAI-format JSONL transcript")
-    comp.add_argument("--questions", required=True, metavar="QA.jsonl", help='{"question", "answer"} a line')
+    comp.add_argument("transcript", type=types.input_file, help="OpenAI-format JSONL transcript")
     comp.add_argument(
-        "--context-window", type=int, default=argparse.SUPPRESS, help=f"default {DEFAULT_WINDOW:,}"
+        "--questions",
+        required=True,
+        metavar="QA.jsonl",
+        type=types.input_file,
+        help='{"question", "answer"} a line',
+    )
+    comp.add_argument(
+        "--context-window",
+        type=types.positive_int,
+        default=argparse.SUPPRESS,
+        help=f"default {DEFAULT_WINDOW:,}",
     )
     comp.add_argument(
         "--memory",

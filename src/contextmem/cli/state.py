@@ -13,13 +13,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..engine.types import summary_from_json
+from ..errors import ConfigError
 from ..formats.openai import to_openai
 from ..safefs import write_atomic_path
 from ..settings import Settings
 from ..store.base import SessionStore
 from ..store.open import open_store
 from . import memory_eval
-from .config import config_path, save_setting, setting_rows, setting_values
+from .config import (
+    config_path,
+    save_setting,
+    setting_rows,
+    setting_values,
+    unset_message,
+    unset_setting,
+)
 from .render import ProgressBar, hits_table, table
 
 if TYPE_CHECKING:
@@ -61,12 +69,18 @@ def memory_index(settings: Settings, args: argparse.Namespace) -> int:
 
 def memory_search(settings: Settings, args: argparse.Namespace) -> int:
     if (args.query is None) == (args.batch is None):
-        raise ValueError("memory search takes a QUERY or --batch FILE.jsonl, not both or neither")
+        raise ConfigError(
+            "memory search takes a QUERY or --batch FILE.jsonl, not both or neither. "
+            'Fix: contextmem memory search "deploy window"'
+        )
     index = _index(settings, args)
     if args.batch is not None:
         return memory_eval.search_batch(index, args)
+    bar = ProgressBar("indexing new or changed memory")  # silent when nothing changed
     with index:
-        hits = index.search(args.query, args.k, mode=args.mode)
+        index.sync(progress=bar)
+        bar.close()
+        hits = index.search(args.query, args.k, mode=args.mode, sync=False)
     if args.json:
         print(json.dumps([memory_eval.hit_record(h) for h in hits], ensure_ascii=False))
     else:
@@ -157,12 +171,14 @@ async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
     """Idle sessions of ``--namespace`` only; ``--all-namespaces`` (an operator's choice) of every tenant."""
     days = args.days if args.days is not None else settings.session_retention_days
     namespace = None if args.all_namespaces else settings.namespace
+    where = "in every namespace" if namespace is None else f"in namespace {namespace!r}"
+    if days == 0 and not args.yes and not _confirm(f"--days 0 removes every session {where}"):
+        return 1
     store = await _with_store(settings)
     try:
         gone = await store.cleanup_idle(days * 86400, namespace=namespace)
     finally:
         await store.close()
-    where = "in every namespace" if namespace is None else f"in namespace {namespace!r}"
     print(f"removed {len(gone)} sessions idle over {days} days {where} (their dialog archives stay)")
     if namespace is None:
         touched = sorted({ns for ns, _ in gone})
@@ -172,26 +188,31 @@ async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirm(question: str) -> bool:
+    """y/N on a terminal; with no terminal to ask, a refusal (a ConfigError naming ``--yes``)."""
+    if not sys.stdin.isatty():
+        raise ConfigError(f"{question} needs a yes, and there is no terminal to ask. Fix: add --yes")
+    answer = input(f"{question} (their archives stay). Go on? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        print("nothing removed", file=sys.stderr)
+        return False
+    return True
+
+
 def config_command(settings: Settings, args: argparse.Namespace) -> int:
     path = config_path(args)
     if args.action == "path":
         print(path)
     elif args.action == "get":
-        print(json.dumps(settings.model_dump(mode="json")[_known(settings, args.key)], ensure_ascii=False))
+        print(json.dumps(settings.model_dump(mode="json")[args.key], ensure_ascii=False))
     elif args.action == "set":
         updated = save_setting(path, args.key, args.value)
         value = json.dumps(updated.model_dump(mode="json")[args.key], ensure_ascii=False)
         print(f"{args.key} = {value} (saved to {path})")
+    elif args.action == "unset":
+        print(unset_message(args.key, unset_setting(path, args.key), path, settings))
     elif args.json:
         print(json.dumps(setting_values(settings), ensure_ascii=False))
     else:
         print(table(setting_rows(settings), ("key", "value", "source")))
     return 0
-
-
-def _known(settings: Settings, key: str | None) -> str:
-    if key not in type(settings).model_fields:
-        from ..errors import ConfigError
-
-        raise ConfigError(f"unknown setting {key!r}. Fix: one of {sorted(type(settings).model_fields)}")
-    return key

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
 from ..errors import ConfigError, ContextmemError
 from ..settings import Settings
 
-__all__ = ["add_arguments", "main_mcp", "run"]
+__all__ = ["add_arguments", "main_mcp", "run", "serve"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "default, served at /mcp and over stdio. Default: the settings' namespace",
     )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (loopback by default)")
-    parser.add_argument("--port", type=int, default=8765, help="HTTP: port to bind")
+    parser.add_argument("--port", type=_port, default=8765, help="HTTP: port to bind")
     parser.add_argument("--allow-remote", action="store_true", help="HTTP: allow a non-loopback --host")
     parser.add_argument(
         "--allowed-host",
@@ -41,6 +42,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--no-llm", action="store_true", help="compact with the extractive summariser only (load no model)"
     )
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {text[:20]!r} is not 0-65535. Fix: e.g. --port 8765")
+    return value
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve until the client leaves (stdio) or Ctrl-C. Started by hand on a terminal, stdio says what it
+    waits for; the first Ctrl-C ends it: the stores are closed by then, and the thread the MCP SDK
+    parks on the terminal's stdin would hold the interpreter's exit, so the process exits at once."""
+    stdio = args.transport == "stdio"
+    if stdio and sys.stdin.isatty():
+        print(
+            "contextmem mcp: waiting for an MCP client on stdio (an MCP client starts this command itself; "
+            "this is not a prompt). Stop: Ctrl-C",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        asyncio.run(run(args, settings))
+    except KeyboardInterrupt:
+        print("contextmem mcp: stopped", file=sys.stderr, flush=True)
+        if stdio:
+            sys.stdout.flush()
+            os._exit(130)
+        return 130
+    return 0
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
@@ -89,10 +123,7 @@ def main_mcp(argv: Sequence[str] | None = None) -> int:
     args = add_arguments(parser).parse_args(argv)
     try:
         settings = Settings.load(args.config, **({"model": args.model} if args.model else {}))
-        asyncio.run(run(args, settings))
+        return serve(args, settings)
     except ContextmemError as exc:
         print(f"contextmem mcp: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
-    return 0
