@@ -377,27 +377,15 @@ class PgMemoryIndex(BaseMemoryIndex):
     def _storage_problems(self) -> list[str]:
         ns, model, sparse_name = self.namespace, self.embedder.name, self._sparse_name
 
-        async def count(conn: AsyncConnection[Any]) -> tuple[int, int, int]:
-            counts = []
-            for sql, params in (
-                ("SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s AND model <> %s", (ns, model)),
-                (
-                    "SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s"
-                    " AND sparse_model IS DISTINCT FROM %s AND %s::text IS NOT NULL",
-                    (ns, sparse_name, sparse_name),
-                ),
-                (
-                    "SELECT count(*) FROM cm_memory_chunks c WHERE c.namespace = %s AND NOT EXISTS"
-                    " (SELECT 1 FROM cm_memory_files f WHERE f.namespace = c.namespace AND f.path = c.path)",
-                    (ns,),
-                ),
-            ):
-                cur = await conn.execute(sql, params)
-                row = await cur.fetchone()
-                counts.append(int(row[0]) if row else 0)
-            return counts[0], counts[1], counts[2]
-
-        stale, unencoded, strays = self._run("checking the memory index", count, snapshot=True)
+        stale, unencoded, strays = self._rows(
+            "checking the memory index",
+            "SELECT (SELECT count(*) FROM cm_memory_chunks WHERE namespace = %(ns)s AND model <> %(model)s),"
+            " (SELECT count(*) FROM cm_memory_chunks WHERE namespace = %(ns)s"
+            "  AND %(sparse)s::text IS NOT NULL AND sparse_model IS DISTINCT FROM %(sparse)s),"
+            " (SELECT count(*) FROM cm_memory_chunks c WHERE c.namespace = %(ns)s AND NOT EXISTS"
+            "  (SELECT 1 FROM cm_memory_files f WHERE f.namespace = c.namespace AND f.path = c.path))",
+            {"ns": ns, "model": model, "sparse": sparse_name},
+        )[0]
         problems: list[str] = []
         if stale:
             problems.append(f"{stale} chunk(s) have no vector for {model!r}")
