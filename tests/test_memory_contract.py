@@ -236,6 +236,7 @@ def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str
     """A large namespace's vector query runs on the HNSW index and agrees with an exact scan; a namespace
     holding 2% of the rows still gets a full candidate list, never another namespace's rows."""
     import numpy as np
+    import psycopg
 
     from contextmem.memory.pg_index import PgMemoryIndex
 
@@ -251,16 +252,17 @@ def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str
         texts[index.namespace] = [" ".join(rng.sample(words, 8)) for _ in range(n)]
         index.workspace.core_file.write_text("".join(f"{t}\n" for t in texts[index.namespace]))
         assert index.sync().chunks_total == n
-    big._db.execute("ANALYZE cm_memory_chunks")
-    big._db.execute("SET enable_seqscan = off")
-    plan = "\n".join(
-        r[0]
-        for r in big._db.execute(
-            "EXPLAIN SELECT id FROM cm_memory_chunks WHERE namespace = 'big' AND model = %s"
-            " ORDER BY embedding <=> (SELECT embedding FROM cm_memory_chunks LIMIT 1) LIMIT 10",
-            (embedder.name,),
-        ).fetchall()
-    )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE cm_memory_chunks")
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT id FROM cm_memory_chunks WHERE namespace = 'big' AND model = %s"
+                " ORDER BY embedding <=> (SELECT embedding FROM cm_memory_chunks LIMIT 1) LIMIT 10",
+                (embedder.name,),
+            ).fetchall()
+        )
     assert "cm_memory_chunks_embedding" in plan  # the HNSW index
     matrix = embedder.embed(texts["big"], "passage")
     overlap = []

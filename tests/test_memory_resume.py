@@ -4,8 +4,11 @@ parts it committed, and the next sync embeds only the rest. Runs on both backend
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,8 +120,19 @@ def test_an_interrupt_inside_a_commit_rolls_that_part_back(
         if calls["n"] == 3:  # rows written, transaction still open
             raise Interrupted
 
-    monkeypatch.setattr(type(index), "_insert_files", insert_files)
-    with pytest.raises(Interrupted):
+    async def insert_files_pg(self: Any, conn: Any, states: Any) -> None:
+        # PostgreSQL's transactions run on the index's event-loop thread while the caller waits: Ctrl-C
+        # (SIGINT) reaches the caller, the main thread, as a real one does, with the transaction open.
+        calls["n"] += 1
+        await original(self, conn, states)
+        if calls["n"] == 3:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            await asyncio.sleep(60)
+
+    pg = not isinstance(index, SqliteMemoryIndex)
+    assert threading.current_thread() is threading.main_thread()  # where SIGINT is handled
+    monkeypatch.setattr(type(index), "_insert_files", insert_files_pg if pg else insert_files)
+    with pytest.raises(KeyboardInterrupt if pg else Interrupted):
         index.sync()
     monkeypatch.setattr(type(index), "_insert_files", original)
     assert index.stats() == {"files": 4, "chunks": 16}

@@ -354,7 +354,10 @@ def test_secrets_typed_into_memory_files_never_reach_the_index(tools_for: Tools)
 def _stored_chunk_texts(index: Any) -> list[str]:
     if isinstance(index, SqliteMemoryIndex):
         return [r[0] for r in index._db.execute("SELECT text FROM chunks")]
-    return [r[0] for r in index._db.execute("SELECT text FROM cm_memory_chunks").fetchall()]
+    import psycopg
+
+    with psycopg.connect(index.dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT text FROM cm_memory_chunks").fetchall()]
 
 
 def test_an_index_built_before_redaction_is_rederived_and_its_secret_vectors_dropped(

@@ -19,8 +19,12 @@ from typing import Any
 
 import pytest
 
+from contextmem.errors import StoreUnavailableError
 from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+from tests import pg
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
+
+private_pg = pg.private_pg  # fixture
 
 DIM = 384  # the PostgreSQL index stores vector(384)
 DAY = datetime(2026, 3, 8, 14, 30)
@@ -108,3 +112,39 @@ def test_a_memory_file_named_in_latin_1_is_skipped_and_search_works(
     warned = [r.getMessage() for r in caplog.records if "not valid UTF-8" in r.getMessage()]
     assert len(warned) == 2 and "caf\\\\xe9.md" in warned[0], warned  # the repr of the safe name
     assert t.index.check().ok, t.index.check().problems
+
+
+# --- attack 3: the database restarts ----------------------------------------------------------------
+
+
+def test_the_postgres_index_raises_typed_errors_in_an_outage_and_recovers(
+    private_pg: pg.LocalPostgres, tmp_path: Path
+) -> None:
+    from contextmem.memory.pg_index import PgMemoryIndex
+
+    ws = Workspace(tmp_path / "ws")
+    ws.ensure()
+    ws.core_file.write_text("# core\n\nthe osprey nests by the lighthouse\n")
+    patience = {"connect_timeout": 1.0, "statement_timeout": 2.0, "lock_timeout": 1.0, "retry_seconds": 1.5}
+    index = PgMemoryIndex(ws, HashEmbedder(DIM), private_pg.dsn, **patience)
+    try:
+        t = MemoryTools(index, clock=lambda: DAY)
+        assert _hits(t, "osprey")[0]["path"] == "MEMORY.md"
+
+        private_pg.restart()  # the pooled connection is now dead: the next search reconnects
+        assert _hits(t, "osprey")[0]["path"] == "MEMORY.md"
+
+        private_pg.stop_server()
+        with pytest.raises(StoreUnavailableError) as raised:
+            index.search("osprey")
+        message = str(raised.value)
+        assert "\n" not in message and "Fix:" in message, message
+        answer = t.call("memory_search", {"query": "osprey"})
+        assert answer.startswith("error:") and "internal error" not in answer and "Fix:" in answer, answer
+
+        private_pg.start_server()
+        ws.core_file.write_text("# core\n\nthe osprey nests by the lighthouse\n\nthe tern came back\n")
+        assert [h["path"] for h in _hits(t, "tern")] == ["MEMORY.md"]  # a sync and a search again
+        assert index.check().ok
+    finally:
+        index.close()

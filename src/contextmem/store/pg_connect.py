@@ -217,15 +217,19 @@ class PgConnections:
         idempotent: bool = True,
         settle: Body[T] | None = None,
         bounded: bool = True,
+        transaction: bool = True,
     ) -> T:
         """``fn`` in one transaction (``snapshot``: repeatable read, read only), retried while failures are
         transient. After a failure that may have followed the COMMIT, ``settle`` (else ``fn`` again if
-        ``idempotent``) runs in its place; with neither, a ``StoreUnavailableError(may_have_landed=True)``."""
+        ``idempotent``) runs in its place; with neither, a ``StoreUnavailableError(may_have_landed=True)``.
+        ``transaction=False`` is for one read: no BEGIN and COMMIT around it (one round trip, not three)."""
         pool = await self._ready()
         in_doubt = False
 
         async def once() -> T:
             body = settle if in_doubt and settle is not None else fn
+            if not transaction:
+                return await self._attempt(pool, body, begin=None, bound=self.patience.statement_limit)
             return await self._transaction(pool, body, snapshot=snapshot, bounded=bounded)
 
         def on_failure(failure: _Failed, waited: float) -> None:

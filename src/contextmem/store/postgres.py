@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError, StoreSchemaError
+from ..errors import StoreError
 from ..messages import Message
 from .base import SessionInfo, SessionState, StoredMessage
 from .common import (
@@ -62,7 +62,7 @@ from .common import (
     session_lock_key,
     session_problems,
 )
-from .migrations import PG_MIGRATIONS_TABLE, PG_RECORD_MIGRATION, Migration, discover
+from .migrations import Migration, discover, migrate_postgres, pg_schema_version
 from .pg_connect import Patience, PgConnections, redact
 from .shared import EncodedSessionStore, StateFilter, check_append, check_archive
 
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresSessionStore", "redact"]
 
 MIGRATIONS: tuple[Migration, ...] = discover("contextmem.store.migrations.postgres")
-MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # "cmmigrat": serialises migrations across processes
 _RETRIES = 5
 
 
@@ -411,44 +410,12 @@ class PostgresSessionStore(EncodedSessionStore):
 
 
 async def _schema_version(conn: AsyncConnection[Any]) -> int:
-    cur = await conn.execute("SELECT to_regclass('cm_schema_migrations') IS NOT NULL")
-    row = await cur.fetchone()
-    if row is None or not row[0]:
-        return 0
-    cur = await conn.execute(
-        "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = %s", (COMPONENT,)
-    )
-    row = await cur.fetchone()
-    return 0 if row is None else int(row[0])
+    return await pg_schema_version(conn, COMPONENT)
 
 
 async def migrate(conn: AsyncConnection[Any], upto: int | None = None) -> int:
-    """Apply pending migrations (up to ``upto``, default all) in one transaction; return the version.
-
-    ``conn`` must be in autocommit mode. A transaction-level advisory lock serialises processes that
-    migrate at the same time; the second one finds nothing left to do.
-    """
-    target = len(MIGRATIONS) if upto is None else upto
-    if await _schema_version(conn) == target:
-        return target
-    async with conn.transaction():
-        await conn.execute("SET LOCAL statement_timeout = 0")  # a backfill may take long on a big database
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        await conn.execute(PG_MIGRATIONS_TABLE)
-        current = await _schema_version(conn)
-        if current > len(MIGRATIONS):
-            raise StoreSchemaError(
-                f"the database has session schema version {current}, but this contextmem only knows "
-                f"versions up to {len(MIGRATIONS)}. Fix: upgrade contextmem to open this database."
-            )
-        for m in MIGRATIONS[current:target]:
-            for statement in m.statements:
-                await conn.execute(statement)
-            await conn.execute(
-                PG_RECORD_MIGRATION,
-                (COMPONENT, m.version, m.name, time.time()),
-            )
-    return max(current, target)
+    """Apply pending migrations (up to ``upto``, default all) in one transaction; return the version."""
+    return await migrate_postgres(conn, COMPONENT, MIGRATIONS, upto=upto)
 
 
 async def _session_row(conn: AsyncConnection[Any], namespace: str, session_id: str) -> Any:

@@ -19,10 +19,21 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreSchemaError
 
-__all__ = ["Migration", "discover", "migrate_sqlite", "sqlite_schema_version"]
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = [
+    "Migration",
+    "discover",
+    "migrate_postgres",
+    "migrate_sqlite",
+    "pg_schema_version",
+    "sqlite_schema_version",
+]
 
 # PostgreSQL keeps every component's migrations (sessions, memory) in one table; both runners use these.
 PG_MIGRATIONS_TABLE = (
@@ -33,6 +44,7 @@ PG_MIGRATIONS_TABLE = (
 PG_RECORD_MIGRATION = (
     "INSERT INTO cm_schema_migrations (component, version, name, applied_at) VALUES (%s, %s, %s, %s)"
 )
+PG_MIGRATION_LOCK_KEY = 0x636D_6D69_6772_6174  # "cmmigrat": every component's migrations serialise on it
 
 _NAME = re.compile(r"^m(\d{4})_([a-z0-9_]+)$")
 
@@ -156,3 +168,49 @@ def _record(
             for m in applied
         ],
     )
+
+
+async def pg_schema_version(conn: AsyncConnection[Any], component: str) -> int:
+    """The highest migration of ``component`` recorded in ``cm_schema_migrations`` (0: none)."""
+    cur = await conn.execute("SELECT to_regclass('cm_schema_migrations') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return 0
+    cur = await conn.execute(
+        "SELECT COALESCE(MAX(version), 0) FROM cm_schema_migrations WHERE component = %s", (component,)
+    )
+    row = await cur.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def migrate_postgres(
+    conn: AsyncConnection[Any],
+    component: str,
+    migrations: tuple[Migration, ...],
+    *,
+    upto: int | None = None,
+) -> int:
+    """Apply ``component``'s pending ``migrations`` (up to ``upto``, default all) in one transaction;
+    return the version.
+
+    ``conn`` must be in autocommit mode. A transaction-level advisory lock (one key for every component)
+    serialises processes that migrate at the same time; the second one finds nothing left to do.
+    """
+    target = len(migrations) if upto is None else upto
+    if await pg_schema_version(conn, component) == target:
+        return target
+    async with conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")  # a backfill may take long on a big database
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_MIGRATION_LOCK_KEY,))
+        await conn.execute(PG_MIGRATIONS_TABLE)
+        current = await pg_schema_version(conn, component)
+        if current > len(migrations):
+            raise StoreSchemaError(
+                f"the database has {component} schema version {current}, but this contextmem only knows "
+                f"versions up to {len(migrations)}. Fix: upgrade contextmem to open this database."
+            )
+        for m in migrations[current:target]:
+            for statement in m.statements:
+                await conn.execute(statement)
+            await conn.execute(PG_RECORD_MIGRATION, (component, m.version, m.name, time.time()))
+    return max(current, target)
