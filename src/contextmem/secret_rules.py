@@ -115,6 +115,10 @@ def _weak(text: str, m: re.Match[str]) -> bool:
     return looks_secret(_value(text, m))
 
 
+def _weak_key(text: str, m: re.Match[str]) -> bool:
+    return _weak(text, m) and _key_name(text, m)
+
+
 def _password(text: str, m: re.Match[str]) -> bool:
     """A strong keyword's value; in prose ("the password is required") not a plain word."""
     if not (_strong(text, m) and _key_name(text, m)):
@@ -153,10 +157,7 @@ def _quantity(text: str, m: re.Match[str], units: Iterable[str]) -> bool:
     return any(after.startswith(unit) for unit in units)
 
 
-_ANY_PREFIX = frozenset(
-    {"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"}
-    | {"secret_id", "secret-id", "secretid"}  # Vault AppRole's secret_id
-)
+_ANY_PREFIX = frozenset({"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"})
 _SUFFIX_ONLY = frozenset({"ak", "sk", "pat"})  # HUAWEICLOUD_SDK_SK, ADO_PAT; never a bare `pat = …`
 _KEY_PREFIXES = ("api", "secret", "private", "access", "client", "master", "signing", "encryption", "account")
 
@@ -406,9 +407,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "netrc-password",  # curl's and GNU inetutils' docs: tokens split by spaces, tabs or newlines
-        r"(?:machine[ \t\n]+\S+(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)*"
-        r"|default(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)+)[ \t\n]+password[ \t\n]+(?P<value>\S+)",
-        ["machine", "default login", "default\nlogin", "default account"],
+        r"machine[ \t\n]+\S+(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)*[ \t\n]+password[ \t\n]+(?P<value>\S+)",
+        ["machine"],
         target="value",
         check=_strong,
     ),
@@ -417,7 +417,7 @@ RULES: tuple[Rule, ...] = (
         r"(?:getenv|env|environ\.get|fetch)\([ \t]*[\"']"
         r"(?P<key>[a-z0-9_.-]*(?:key|token|secret|password|passwd|pass|pwd))"
         r"[\"'][ \t]*,[ \t]*[\"'](?P<value>[^\"'\n]+)[\"']",
-        ["env(", "getenv(", "environ.get(", "fetch("],
+        ["env(", "environ.get(", "fetch("],
         target="value",
         fold=True,
         check=_weak,
@@ -431,13 +431,28 @@ RULES: tuple[Rule, ...] = (
         check=_password,
     ),
     _rule(
-        "generic-api-key",  # *_KEY, apiKey, "api key", *_TOKEN, access_token, credentials, secret_id,
-        # *_AK / *_SK (Huawei Cloud's HUAWEICLOUD_SDK_AK/SK, Baidu's AK/SK), *_PAT (ADO_PAT)
-        rf"(?P<key>key|token|credentials?|secret[_-]?id|ak|sk|pat){_OP}{_QUOTE}{_VAL}",
-        ["key", "token", "credential", "secret", "ak", "sk", "pat"],
+        "generic-api-key",  # *_KEY, apiKey, "api key", *_TOKEN, access_token, credentials
+        rf"(?P<key>key|token|credentials?){_OP}{_QUOTE}{_VAL}",
+        ["key", "token", "credential"],
         target="value",
         fold=True,
-        check=lambda text, m: _weak(text, m) and _key_name(text, m),
+        check=_weak_key,
+    ),
+    _rule(
+        "env-suffix-key",  # HUAWEICLOUD_SDK_AK / _SK (Huawei Cloud SDK docs), BCE AK/SK, ADO_PAT
+        rf"[_-](?P<key>ak|sk|pat){_OP}{_QUOTE}{_VAL}",
+        ["_ak", "_sk", "_pat"],
+        target="value",
+        fold=True,
+        check=_weak_key,
+    ),
+    _rule(
+        "secret-id",  # HashiCorp Vault AppRole docs: secret_id
+        rf"(?P<key>secret[_-]?id){_OP}{_QUOTE}{_VAL}",
+        ["secret"],
+        target="value",
+        fold=True,
+        check=_weak,
     ),
     _rule(
         "xml-secret-element",  # <password>…</password>, <apiKey>…</apiKey>
