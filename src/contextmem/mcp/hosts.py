@@ -128,8 +128,8 @@ class HostGuard:
         if match is None or parse_authority(match["authority"]) not in self.allowed:
             shown = origins[0][:_SHOWN] if len(origins) == 1 else f"{len(origins)} Origin headers"
             return 403, (
-                f"Origin {shown!r} may not use this server (a web page of another site?). Fix: call it from "
-                f"a client that sends no Origin, or from {self._example}"
+                f"Origin {shown!r} may not use this server (a web page of another site?). Fix: if that page "
+                "is yours, start the server with --allowed-host HOST:PORT of the page"
             )
         return None
 

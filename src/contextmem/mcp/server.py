@@ -3,11 +3,11 @@
 Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_file`` (the agent's memory tools, under
 the same names — same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same
 workspace confinement), plus ``list_sessions`` (the namespace's stored sessions) and ``context_stats``
-and ``compact`` on one of them. ``read_archive`` (the
-old MCP name of ``read_file``) is still accepted but no longer listed. Each tool is a few lines that call
-one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error (``isError``)
-with a one-line message — contextmem's own errors with their text and Fix, anything else as
-``internal error: <Type>: <message>`` (logged here with its traceback) — never a traceback to the client.
+and ``compact`` on one of them. ``read_archive`` (the old MCP name of ``read_file``) is still accepted but
+no longer listed. Each tool is a few lines that call one public method, inside :func:`tool_errors`: every
+failure comes back as an MCP tool error (``isError``) with a one-line message — contextmem's own errors
+with their text and Fix, anything else as ``internal error: <Type>: <message>`` (logged here with its
+traceback) — never a traceback to the client.
 Arguments the SDK's validation refuses come back the same way, as MemoryTools words them
 (:func:`argument_error`), not as pydantic's multi-line report.
 

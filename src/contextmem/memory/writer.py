@@ -40,7 +40,8 @@ Summariser = Callable[[str], "str | Awaitable[str | None] | None"]
 logger = logging.getLogger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
 MAX_STATE_BYTES = 64 * 1024
-TAIL_BYTES = 4096  # of a memory file, read to see which list and section a note joins
+TAIL_BYTES = 64 * 1024  # of a memory file, read to see which list and section a note joins
+# (about the longest note: MAX_WRITE_CHARS characters of up to 4 bytes)
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?: |\t|$)")
 _BULLET = re.compile(r"\s*[-*+][ \t]+")
 
@@ -72,8 +73,8 @@ def write_core(workspace: Workspace, text: str) -> Path:
 def note_item(text: str) -> str:
     """``text`` as one markdown list item: ``- first line``, every later line indented two spaces (blank
     lines stay empty), one final newline. A bullet the note already starts with is not doubled."""
-    lines = text.strip().splitlines()
-    if not lines:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
+    if not lines[0]:
         raise ConfigError("a memory note is empty. Fix: pass the text to remember")
     first = _BULLET.sub("", lines[0], count=1)
     return "- " + first + "".join("\n" + (f"  {line}" if line.strip() else "") for line in lines[1:]) + "\n"
