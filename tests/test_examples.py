@@ -34,7 +34,7 @@ def test_mcp_stdio_client_example() -> None:
         in out
     )
     assert "memory_write: saved to MEMORY.md" in out
-    assert "memory_search: MEMORY.md lines 1-1: Launch moved to March 3." in out
+    assert "memory_search: MEMORY.md lines 1-1: - Launch moved to March 3." in out
     assert "memory_get outside the workspace refused: True" in out
 
 

@@ -234,6 +234,11 @@ async def test_http_answers_the_names_given_with_allowed_host(http_server: str) 
 def test_http_binds_loopback_unless_told_otherwise() -> None:
     assert check_host("127.0.0.1", allow_remote=False) == "127.0.0.1"
     assert check_host("::1", allow_remote=False) == "::1"
+    for spelling in ("127.0.0.2", "0:0:0:0:0:0:0:1", "localhost"):  # loopback however it is spelled
+        assert check_host(spelling, allow_remote=False) == spelling
+    for remote in ("10.0.0.5", "::", "example.com", "127.0.0.1.example.com"):
+        with pytest.raises(ConfigError, match="not a loopback address"):
+            check_host(remote, allow_remote=False)
     with pytest.raises(ConfigError, match="not a loopback address"):
         check_host("0.0.0.0", allow_remote=False)
     assert check_host("0.0.0.0", allow_remote=True) == "0.0.0.0"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 from contextmem import ContextEngine, Settings, ToolSpec, user
@@ -43,11 +43,43 @@ def test_write_then_search_then_get(tmp_path: Path) -> None:
             "start_line": 1,
             "end_line": 1,
             "score": 1.0,
-            "snippet": "User's cat is named Miso.",
+            "snippet": "- User's cat is named Miso.",
         }
     ]
     got = tools.call("memory_get", {"path": "memory/2026-03-08.md", "from_line": 3, "lines": 1})
-    assert got == "[memory/2026-03-08.md lines 3-3 of 3]\nShipped release 2.4 today."
+    assert got == "[memory/2026-03-08.md lines 3-3 of 3]\n- Shipped release 2.4 today."
+
+
+def test_memory_write_notes_are_list_items_of_their_section(tmp_path: Path) -> None:
+    """Issue 31: a note was a paragraph after a blank line; now each is one list item of the list it joins."""
+    tools = _tools(tmp_path)
+    ws = tools.workspace
+    ws.core_file.write_text("# Facts\nWritten by hand, a paragraph.\n", encoding="utf-8")
+    for text in (
+        "User's cat is named Miso.",
+        "- Deploys happen on Tuesdays.",
+        "Three steps:\n1. build\n\n2. ship",
+    ):
+        assert tools.call("memory_write", {"text": text, "target": "core"}) == "saved to MEMORY.md"
+    assert ws.core_file.read_text(encoding="utf-8") == (
+        "# Facts\nWritten by hand, a paragraph.\n\n"  # a list starts after the paragraph, once
+        "- User's cat is named Miso.\n"
+        "- Deploys happen on Tuesdays.\n"  # the note's own bullet is not doubled
+        "- Three steps:\n  1. build\n\n  2. ship\n"  # continuation lines indented: one item
+    )
+    for text in ("Shipped release 2.4.", "Rolled back 2.4."):
+        tools.call("memory_write", {"text": text})
+    tools.clock = lambda: datetime(2026, 3, 8, 14, 31)
+    tools.call("memory_write", {"text": "Release 2.4.1 is out."})
+    daily = ws.daily_file(date(2026, 3, 8)).read_text(encoding="utf-8")
+    assert daily == (
+        "## 14:30\n\n- Shipped release 2.4.\n- Rolled back 2.4.\n\n## 14:31\n\n- Release 2.4.1 is out.\n"
+    )
+    # What memory_search and memory_get give back: the item, its continuation lines with it.
+    hits = json.loads(tools.call("memory_search", {"query": "three steps build ship", "k": 1}))
+    assert hits[0]["path"] == "MEMORY.md" and "- Three steps:\n  1. build" in hits[0]["snippet"]
+    got = tools.call("memory_get", {"path": "MEMORY.md", "from_line": 6, "lines": 4})
+    assert got.endswith("- Three steps:\n  1. build\n\n  2. ship")
 
 
 def test_read_file_reads_dialog_and_tool_results_by_lines(tmp_path: Path) -> None:

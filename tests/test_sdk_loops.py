@@ -144,7 +144,9 @@ async def test_the_readme_openai_loop(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result == {"role": "tool", "tool_call_id": "call_w", "content": "saved to MEMORY.md"}
     searched = sent[3].body["messages"][-1]
     assert searched["tool_call_id"] == "call_s"
-    assert json.loads(searched["content"])[0]["snippet"] == NOTE["text"]  # written in turn 1, found in turn 2
+    assert (
+        json.loads(searched["content"])[0]["snippet"] == f"- {NOTE['text']}"
+    )  # written in turn 1, found in 2
     assert stats.usage == UsageTotals(calls=4, prompt_tokens=1200, cached_tokens=400)
     assert report.lost == 0 and report.appended == 8
 
@@ -180,7 +182,7 @@ async def test_the_readme_anthropic_loop(tmp_path: Path, monkeypatch: pytest.Mon
     ]
     searched = sent[3].body["messages"][-1]["content"][0]
     assert searched["tool_use_id"] == "call_s"
-    assert json.loads(searched["content"])[0]["snippet"] == NOTE["text"]
+    assert json.loads(searched["content"])[0]["snippet"] == f"- {NOTE['text']}"
     # Anthropic counts cache reads and writes apart from input_tokens: all three are the prompt
     assert stats.usage == UsageTotals(calls=4, prompt_tokens=1200, cached_tokens=400)
     assert report.lost == 0 and report.appended == 8

@@ -152,3 +152,31 @@ async def test_a_remote_server_answers_only_the_names_it_is_given(tmp_path: Path
         for host in ("evil.example", "mcp.example.com:8765", "10.0.0.5", "10.0.0.6:8765", unspecified):
             assert await status(host) == 421, host  # an address the server never heard of, or a new port
         assert await status("mcp.example.com", origin="https://evil.example") == 403
+
+
+async def test_a_rebound_websocket_is_closed_before_it_is_accepted() -> None:
+    """The MCP app serves no WebSocket, but the guard stands in front of every kind of request."""
+    from contextmem.mcp.hosts import HostGuard
+
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["type"])
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    guard = HostGuard(app, host="127.0.0.2", port=8765)
+    for host, expected in (
+        (b"evil.example", [{"type": "websocket.close", "code": 1008}]),
+        (b"127.0.0.2:8765", []),
+    ):
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any], sent: list[dict[str, Any]] = sent) -> None:
+            sent.append(message)
+
+        scope = {"type": "websocket", "path": "/mcp", "headers": [(b"host", host)]}
+        await guard(scope, receive, send)
+        assert sent == expected, host
+    assert reached == ["websocket"]  # only the legitimate one got through

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from ..errors import ConfigError
 from .namespaces import ASGIApp, Receive, Scope, Send, refuse
 
-__all__ = ["Authority", "HostGuard", "allowed_authorities", "parse_authority"]
+__all__ = ["Authority", "HostGuard", "allowed_authorities", "is_loopback", "parse_authority"]
 
 Authority = tuple[str, "int | None"]
 """A normalised ``(host, port)``: lowercase name or canonical IP (no brackets); None when no port is given."""
@@ -47,6 +47,14 @@ def _host(text: str) -> str:
         return str(ipaddress.ip_address(text))
     except ValueError:
         return text.lower()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address reaches this machine only, however it is spelled (``127.0.0.2``, ``::1``)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_authority(text: str) -> Authority | None:
@@ -120,8 +128,8 @@ class HostGuard:
         if match is None or parse_authority(match["authority"]) not in self.allowed:
             shown = origins[0][:_SHOWN] if len(origins) == 1 else f"{len(origins)} Origin headers"
             return 403, (
-                f"Origin {shown!r} may not use this server (a web page of another site?). Fix: call it from "
-                f"a client that sends no Origin, or from {self._example}"
+                f"Origin {shown!r} may not use this server (a web page of another site?). Fix: if that page "
+                "is yours, start the server with --allowed-host HOST:PORT of the page"
             )
         return None
 

@@ -3,11 +3,11 @@
 Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_file`` (the agent's memory tools, under
 the same names — same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same
 workspace confinement), plus ``list_sessions`` (the namespace's stored sessions) and ``context_stats``
-and ``compact`` on one of them. ``read_archive`` (the
-old MCP name of ``read_file``) is still accepted but no longer listed. Each tool is a few lines that call
-one public method, inside :func:`tool_errors`: every failure comes back as an MCP tool error (``isError``)
-with a one-line message — contextmem's own errors with their text and Fix, anything else as
-``internal error: <Type>: <message>`` (logged here with its traceback) — never a traceback to the client.
+and ``compact`` on one of them. ``read_archive`` (the old MCP name of ``read_file``) is still accepted but
+no longer listed. Each tool is a few lines that call one public method, inside :func:`tool_errors`: every
+failure comes back as an MCP tool error (``isError``) with a one-line message — contextmem's own errors
+with their text and Fix, anything else as ``internal error: <Type>: <message>`` (logged here with its
+traceback) — never a traceback to the client.
 Arguments the SDK's validation refuses come back the same way, as MemoryTools words them
 (:func:`argument_error`), not as pydantic's multi-line report.
 
@@ -20,7 +20,6 @@ The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import sys
@@ -44,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..memory.tools import MAX_READ_LINES, MAX_SEARCH_RESULTS, TOOL_SCHEMAS, check_arguments
 from ..runtime import ContextMem
-from .hosts import HostGuard
+from .hosts import HostGuard, is_loopback
 from .namespaces import ANY_NAMESPACE, MAX_SESSIONS, NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
 from .outputs import CompactResultOutput, ContextStatsOutput, SearchResults, SessionList, SessionSummary
 
@@ -116,6 +115,10 @@ TITLES = {
 """The human-readable title of each tool, shown by clients instead of its name."""
 
 MAX_LISTED_SESSIONS = 500
+REMOTE_NOTE = (
+    "contextmem mcp: only requests naming this server by a loopback name or its bind address in Host "
+    "(port {port}) are answered; others get 421. Fix: add --allowed-host NAME[:PORT] for each name in use"
+)
 
 
 def _meta(tool: str, hints: ToolAnnotations) -> dict[str, Any]:
@@ -391,11 +394,7 @@ def http_app(
 
 def check_host(host: str, *, allow_remote: bool) -> str:
     """Loopback only, unless ``allow_remote`` (then put an authenticating proxy in front)."""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         raise ConfigError(
             f"host {host!r} is not a loopback address. Fix: use 127.0.0.1, or pass --allow-remote and put "
             "an authenticating proxy in front (namespaces are chosen by URL)"
@@ -434,6 +433,8 @@ async def serve_http(
             await super().startup(sockets)
             if self.started:  # bound and listening (a failed bind exits without the line)
                 print(startup_line(namespaces, host=host, port=port), file=sys.stderr, flush=True)
+                if not is_loopback(host) and not allowed_hosts:
+                    print(REMOTE_NOTE.format(port=port), file=sys.stderr, flush=True)
 
     try:
         await _Announcing(config).serve()

@@ -33,7 +33,7 @@ from ..safefs import MAX_PATH_CHARS
 from .base import MemoryIndex
 from .text import MAX_QUERY_CHARS, file_secrets, redact_chunk
 from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
-from .writer import append_daily, write_core
+from .writer import append_note
 
 __all__ = [
     "MAX_READ_BYTES",
@@ -329,12 +329,9 @@ class MemoryTools:
                 f"the text is {len(text):,} characters; memory_write keeps at most {MAX_WRITE_CHARS:,}. "
                 "Fix: save a shorter, self-contained note"
             )
-        if target == "core":
-            written = write_core(self.workspace, text)
-        elif target == "daily":
-            written = append_daily(self.workspace, text, self.clock())
-        else:
+        if target not in ("core", "daily"):
             raise ToolArgumentError(f"target {target[:80]!r} is not 'core' or 'daily'. Fix: use one of them")
+        written = append_note(self.workspace, text, target, self.clock())
         note = " (secrets in it were replaced by [REDACTED])" if redact_secrets(text) != text else ""
         return f"saved to {self.workspace.relative(written)}{note}"
 

@@ -11,6 +11,10 @@ Invariants:
   :class:`~contextmem.errors.PathEscapeError`, never written through. Files are created 0600, dirs 0700.
 * **No secrets.** Memory files are a derived sink (compaction summaries, a model's ``memory_write``):
   every entry passes through :func:`~contextmem.redaction.redact_secrets` before it is written.
+* **A note is a list item.** :func:`append_note` (``memory_write``) writes ``- note``, later lines
+  indented as its continuation, so a multi-line note stays one item: in ``MEMORY.md`` it joins the list
+  the file ends with (else starts one after a blank line); in the daily file it goes under a
+  ``## HH:MM`` heading, joining that minute's list when the file ends with it.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import asyncio
 import inspect
 import json
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..redaction import redact_secrets
+from ..safefs import append_or_cut_back
 from .text import content_hash
 from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, Workspace, daily_relative
 
@@ -33,6 +40,10 @@ Summariser = Callable[[str], "str | Awaitable[str | None] | None"]
 logger = logging.getLogger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
 MAX_STATE_BYTES = 64 * 1024
+TAIL_BYTES = 64 * 1024  # of a memory file, read to see which list and section a note joins
+# (about the longest note: MAX_WRITE_CHARS characters of up to 4 bytes)
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?: |\t|$)")
+_BULLET = re.compile(r"\s*[-*+][ \t]+")
 
 
 def _entry(text: str, heading: str | None) -> bytes:
@@ -57,6 +68,57 @@ def write_core(workspace: Workspace, text: str) -> Path:
     """Append a paragraph to ``MEMORY.md``, the core memory that never decays."""
     workspace.files.append(CORE_FILE, _entry(text, None), separator=b"\n")
     return workspace.core_file
+
+
+def note_item(text: str) -> str:
+    """``text`` as one markdown list item: ``- first line``, every later line indented two spaces (blank
+    lines stay empty), one final newline. A bullet the note already starts with is not doubled."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
+    if not lines[0]:
+        raise ConfigError("a memory note is empty. Fix: pass the text to remember")
+    first = _BULLET.sub("", lines[0], count=1)
+    return "- " + first + "".join("\n" + (f"  {line}" if line.strip() else "") for line in lines[1:]) + "\n"
+
+
+def _ends_in_list(tail: str) -> bool:
+    """Whether the last block of ``tail`` is a list: its last non-blank line belongs to a list item."""
+    for line in reversed(tail.splitlines()):
+        if _LIST_ITEM.match(line):
+            return True
+        if line.strip() and not line[0].isspace():  # a paragraph or heading line: not in a list
+            return False
+    return False
+
+
+def _last_heading(tail: str) -> str | None:
+    return next((line for line in reversed(tail.splitlines()) if line.startswith("## ")), None)
+
+
+def _gap(tail: str, blank: bool) -> str:
+    """What goes between ``tail`` and a new entry: a line end, and a blank line when ``blank``."""
+    if not tail:
+        return ""
+    needed = "\n\n" if blank else "\n"
+    ends = len(tail) - len(tail.rstrip("\n"))
+    return needed[min(ends, len(needed)) :]
+
+
+def append_note(workspace: Workspace, text: str, target: str, when: datetime | None = None) -> Path:
+    """Append a note (secrets redacted) as a list item to ``MEMORY.md`` (``target="core"``) or, headed
+    ``## HH:MM``, to the daily file of ``when`` (``"daily"``). See the module's invariants."""
+    if target not in ("core", "daily"):
+        raise ConfigError(f"target {target[:80]!r} is not 'core' or 'daily'. Fix: use one of them")
+    item = note_item(redact_secrets(text))
+    moment = when or datetime.now()
+    relative = CORE_FILE if target == "core" else daily_relative(moment.date())
+    heading = None if target == "core" else f"## {moment:%H:%M}"
+    with workspace.files.locked_append(relative, readable=True) as (fd, _):
+        start = os.fstat(fd).st_size
+        tail = os.pread(fd, min(start, TAIL_BYTES), start - min(start, TAIL_BYTES)).decode("utf-8", "replace")
+        joins = _ends_in_list(tail) and (heading is None or _last_heading(tail) == heading)
+        entry = item if joins or heading is None else f"{heading}\n\n{item}"
+        append_or_cut_back(fd, (_gap(tail, blank=not joins) + entry).encode("utf-8"), start)
+    return workspace.dir / relative
 
 
 def _dialog_material(workspace: Workspace, day: date) -> str:
