@@ -120,7 +120,7 @@ class Settings(BaseModel):
     # Tool-result offload (C5)
     pruning_recent_n: int = Field(2, ge=0, description="Recent tool results with the higher threshold")
     tool_result_budget_share: float = Field(
-        0.125, gt=0, le=1, description="Most of the history budget one tool result may keep (small windows)"
+        0.125, gt=0, le=1, description="Most of the history budget one result of a past turn may keep"
     )
     pruning_recent_msg_max_bytes: int = Field(50_000, gt=0)
     pruning_old_msg_max_bytes: int = Field(3_000, gt=0)
