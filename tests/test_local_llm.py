@@ -333,6 +333,7 @@ SAID = [  # what the packaged model answered "Remember that my code word is BLUE
     '<tool_call>\n{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON."}}\n'
     "</tool_call>",
     '{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON."}}',
+    '{{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON.", "target": "core"}}}',
 ]
 
 

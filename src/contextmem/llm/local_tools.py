@@ -6,9 +6,9 @@ Measured on the packaged Qwen2.5-Coder-1.5B (issue 31): told of the tools as tex
 answered "Remember that my code word is BLUEHERON" with "I remember that your code word is BLUEHERON." and
 nothing was written; offered them through its template, it answered with a ``memory_write`` call, in
 English and in Chinese. It writes that call as a JSON object ``{"name": ..., "arguments": {...}}`` — bare,
-fenced as ```json, or inside ``<tool_call>`` tags as the template asks — so all three are read back here,
-for the names of the tools offered only. A template without tools gets them as text, as before
-(:func:`~contextmem.formats.llama.to_llama_messages`).
+fenced as ```json, or inside ``<tool_call>`` tags as the template asks; at temperature 0, in the doubled
+braces of the template's own example — so all of these are read back here, for the tools offered only.
+A template without tools gets them as text, as before (:func:`~contextmem.formats.llama.to_llama_messages`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ def _call(body: str, names: Collection[str]) -> ToolCall | None:
     try:
         value = json.loads(body)
     except json.JSONDecodeError:
-        return None
+        # At temperature 0 the 1.5B model copies the template's ``{{"name": ..., "arguments": ...}}``.
+        if not (body.startswith("{{") and body.endswith("}}")):
+            return None
+        try:
+            value = json.loads(body[1:-1])
+        except json.JSONDecodeError:
+            return None
     if not isinstance(value, dict) or value.get("name") not in names:
         return None
     arguments = value.get("arguments", value.get("parameters", {}))
