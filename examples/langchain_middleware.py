@@ -75,6 +75,7 @@ async def main() -> None:
         print(
             f"summary kept: {engine.summary is not None}; nothing lost: {(await engine.verify()).lost == 0}"
         )
+        await middleware.aclose()  # after invoke (sync code): middleware.close_sync()
 
 
 if __name__ == "__main__":

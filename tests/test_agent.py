@@ -206,3 +206,42 @@ def test_settings_fit_a_local_model_unless_set():
     mine = fit_settings(Settings.load(env={}, context_window=3000), Local())  # type: ignore[arg-type]
     assert mine.context_window == 3000
     assert fit_settings(Settings(), Toolbox()) == Settings()  # type: ignore[arg-type]
+
+
+# --- a save the model claims but never made (issue 31, item 8) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("claim", "note"),
+    [
+        ("I've saved BLUEHERON to your long-term memory.", "(not saved: no memory_write call was made)"),
+        ("好的，我已经将“我的猫叫小白”记在了长期记忆中。", "（未保存：本轮没有调用 memory_write）"),
+    ],
+)
+async def test_a_claimed_save_without_a_memory_write_is_marked_not_saved(
+    tmp_path: Path, claim: str, note: str
+) -> None:
+    runtime, agent = await open_agent(tmp_path, ScriptedLLM.of(claim))
+    events = [e async for e in agent.run("Remember that my code word is BLUEHERON.")]
+    shown = "".join(e.text for e in events if e.kind == "text")
+    assert shown == f"{claim}\n\n{note}"
+    assert events[-1].result is not None and events[-1].result.reply == shown
+    assert agent.engine.history.messages[-1] == AssistantMessage(shown)  # the model reads it too
+    assert "BLUEHERON" not in "".join(p.read_text() for p in tmp_path.rglob("*.md"))
+    await runtime.close()
+
+
+async def test_a_save_that_was_made_or_no_claim_at_all_is_left_alone(tmp_path: Path) -> None:
+    write = call(1, "memory_write", text="My code word is BLUEHERON.")
+    llm = ScriptedLLM.of(
+        Reply(tool_calls=(write,)),
+        "I've saved BLUEHERON to your long-term memory.",
+        "I found it in memory: your code word is BLUEHERON.",
+    )
+    runtime, agent = await open_agent(tmp_path, llm)
+    saved = await agent.ask("Remember that my code word is BLUEHERON.")
+    recalled = await agent.ask("What is my code word?")
+    assert saved.reply == "I've saved BLUEHERON to your long-term memory."
+    assert recalled.reply == "I found it in memory: your code word is BLUEHERON."
+    assert "BLUEHERON" in "".join(p.read_text() for p in tmp_path.rglob("*.md"))
+    await runtime.close()

@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from contextmem import ContextMem, ToolCall, ToolSpec, Workspace, orphan_tool_messages
+from contextmem import ContextMem, ToolCall, ToolSpec, Workspace, open_store, orphan_tool_messages
 from contextmem.integrations.langchain import ContextMemMiddleware, from_langchain, to_langchain
 from contextmem.testing import MemoryStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
@@ -131,7 +131,7 @@ async def test_200_turn_agent_stays_within_budget_with_summary(tmp_path: Path) -
     assert with_summary > 300
     assert len(model.calls[-1]) < 60  # far fewer than the 800 messages in the graph state
     report = await engine.verify()
-    assert report.appended == 799 and report.lost == 0 and report.archived > 700  # last reply not yet seen
+    assert report.appended == 800 and report.lost == 0 and report.archived > 700  # the last reply too
 
 
 # --- a real create_agent with ChatOpenAI over HTTP, through invoke and ainvoke ---------------------------
@@ -214,3 +214,84 @@ async def test_ainvoke(tmp_path: Path) -> None:
     _check_requests(server, states)
     engine = await middleware.engine("support-http")
     assert (await engine.verify()).lost == 0
+
+
+# --- sync code: the run's last reply is stored when it ends, and shutting down needs no asyncio.run -------
+
+
+def _sqlite_agent(tmp: Path, server: Any) -> tuple[Any, ContextMemMiddleware]:
+    """The HTTP agent over a SQLite file, with daily memory written as history leaves the context."""
+    chat_openai = pytest.importorskip("langchain_openai").ChatOpenAI
+    model = chat_openai(model="gpt-test", base_url=server.base_url, api_key="sk-test", max_retries=0)
+    settings = small_settings(workspace=tmp, context_window=2500, max_tokens=300, compact_message_threshold=8)
+    runtime = ContextMem(
+        settings,
+        store=open_store(settings.store_url, settings),
+        workspace=Workspace(tmp),
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        memory=None,
+    )
+    middleware = ContextMemMiddleware(runtime)
+    agent = create_agent(
+        model, [lookup], system_prompt="You resolve support tickets.", middleware=[middleware]
+    )
+    return agent, middleware
+
+
+def _stored(tmp: Path) -> Any:
+    """What a fresh runtime on the same files reads back (after the first one closed)."""
+
+    async def report() -> Any:
+        runtime = await ContextMem.open(small_settings(workspace=tmp), llm="none", memory=False)
+        try:
+            return await (await runtime.session("support-http")).verify()
+        finally:
+            await runtime.close()
+
+    return asyncio.run(report())
+
+
+def _invoke_thread(agent: Any) -> dict[str, Any]:
+    """HTTP_TURNS sync runs on one thread, the caller keeping the state (no checkpointer)."""
+    config = {"configurable": {"thread_id": "support-http"}}
+    state: dict[str, Any] = {"messages": []}
+    for turn in range(HTTP_TURNS):
+        state = agent.invoke({"messages": [*state["messages"], HumanMessage(f"ticket {turn}")]}, config)
+    return state
+
+
+def test_after_sync_invoke_close_sync_stores_every_message(tmp_path: Path) -> None:
+    """Issue 31, item 7: the newest reply was stored only at the next call (verify counted 59 of 60), and
+    sync code had no documented way to shut down."""
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, middleware = _sqlite_agent(tmp_path, server)
+        state = _invoke_thread(agent)
+        middleware.close_sync()
+    assert len(state["messages"]) == 4 * HTTP_TURNS
+    assert list((tmp_path / "memory").glob("*.md")), "no daily memory was written: the test lost its point"
+    report = _stored(tmp_path)
+    assert report.appended == 4 * HTTP_TURNS and report.lost == 0 and report.archived > 0
+
+
+def test_after_sync_invoke_asyncio_run_of_the_runtime_close_works(tmp_path: Path) -> None:
+    """``asyncio.run(mem.close())`` failed with "Future attached to a different loop": the memory writes
+    and the store belong to the loop the sync path runs on, and close now does its work there."""
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, middleware = _sqlite_agent(tmp_path, server)
+        _invoke_thread(agent)
+        asyncio.run(middleware.runtime.close())
+    assert _stored(tmp_path).appended == 4 * HTTP_TURNS
+
+
+async def test_after_ainvoke_aclose_stores_every_message(tmp_path: Path) -> None:
+    with FakeOpenAIServer(_http_script()) as server:
+        agent, middleware = _sqlite_agent(tmp_path, server)
+        config = {"configurable": {"thread_id": "support-http"}}
+        state: dict[str, Any] = {"messages": []}
+        for turn in range(HTTP_TURNS):
+            state = await agent.ainvoke(
+                {"messages": [*state["messages"], HumanMessage(f"ticket {turn}")]}, config
+            )
+        await middleware.aclose()
+    report = await asyncio.to_thread(_stored, tmp_path)
+    assert report.appended == len(state["messages"]) == 4 * HTTP_TURNS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from contextmem.llm.local_files import (
     resolve_local_model,
     verify_sha256,
 )
+from contextmem.llm.local_tools import CallHold, read_tool_calls, template_takes_tools
 from contextmem.messages import (
     ImagePart,
     Message,
@@ -322,6 +324,62 @@ def test_the_skip_switch_skips_and_conflicts_loudly_with_the_require_flag(site: 
         local_model("json", model=model, env={SKIP: "1", REQUIRE: "1"}, cache_dir=tmp_path / "cache")
 
 
+# --- tool calls through the model's own chat template (issue 31, item 8) ---------------------------
+
+WRITE = {"memory_write"}
+SAID = [  # what the packaged model answered "Remember that my code word is BLUEHERON." with, and kin
+    '```json\n{\n  "name": "memory_write",\n  "arguments": {\n    "text": "My code word is BLUEHERON.",\n'
+    '    "target": "daily"\n  }\n}\n```',
+    '<tool_call>\n{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON."}}\n'
+    "</tool_call>",
+    '{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON."}}',
+    '{{"name": "memory_write", "arguments": {"text": "My code word is BLUEHERON.", "target": "core"}}}',
+]
+
+
+@pytest.mark.parametrize("reply", SAID)
+def test_a_call_the_model_wrote_as_text_becomes_a_tool_call(reply: str) -> None:
+    text, calls = read_tool_calls(reply, WRITE)
+    [call] = calls
+    assert text == "" and call.name == "memory_write" and call.id.startswith("call_")
+    assert json.loads(call.arguments)["text"] == "My code word is BLUEHERON."
+    assert read_tool_calls(reply, WRITE)[1][0].id != call.id  # ids never repeat across turns
+
+
+def test_json_that_is_no_call_of_an_offered_tool_stays_text() -> None:
+    for reply in (
+        '{"name": "delete_everything", "arguments": {}}',  # not offered
+        '```json\n{"port": 8443}\n```',
+        "I've saved BLUEHERON to your long-term memory.",
+    ):
+        assert read_tool_calls(reply, WRITE) == (reply, ())
+    assert read_tool_calls(SAID[0], set()) == (SAID[0], ())  # no tools offered: nothing is a call
+    text, calls = read_tool_calls("Saving it now.\n" + SAID[1], WRITE)
+    assert text == "Saving it now." and len(calls) == 1
+
+
+def test_a_reply_that_may_be_a_call_is_held_and_plain_text_streams() -> None:
+    hold = CallHold()
+    assert [hold.feed(d) for d in ("``", "`json\n{", '"name"')] == ["", "", ""] and hold.holding
+    plain = CallHold()
+    assert [plain.feed(d) for d in (" ", "Sure", ", done")] == ["", " Sure", ", done"]
+
+
+def test_tools_go_through_a_template_that_takes_them_else_into_the_system_prompt() -> None:
+    class Llama:
+        def __init__(self, template: str) -> None:
+            self.metadata = {"tokenizer.chat_template": template}
+
+    qwen = "{%- if tools %}<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}</tools>{% endif %}"
+    assert template_takes_tools(qwen) and not template_takes_tools("{{ messages }}")
+    spec = ToolSpec("memory_write", "Save a fact.")
+    request = {"messages": to_llama_messages([system("Be brief."), user("hi")]), "tools": (spec,)}
+    native = LocalLLM._offered(Llama(qwen), request)
+    assert native["tools"] == [spec.to_openai()] and native["messages"] == request["messages"]
+    listed = LocalLLM._offered(Llama("{{ messages }}"), request)
+    assert "tools" not in listed and "- memory_write: Save a fact." in listed["messages"][0]["content"]
+
+
 # --- a real generation ----------------------------------------------------------------------------
 
 
@@ -375,3 +433,26 @@ async def test_an_abandoned_stream_releases_the_model(real_llm: LocalLLM) -> Non
     await stream.aclose()  # type: ignore[attr-defined]
     reply = await asyncio.wait_for(real_llm.complete([user("Say ok.")], max_tokens=4), timeout=300)
     assert reply.usage.completion_tokens > 0
+
+
+@pytest.mark.local_llm
+async def test_the_real_model_saves_what_it_is_asked_to_remember(tmp_path: Path) -> None:
+    """Issue 31, item 8: told of the tools as text, the packaged model said it had saved BLUEHERON and
+    called nothing; offered them through its chat template, it calls memory_write."""
+    from contextmem.agent.profile import DEFAULT_SYSTEM_PROMPT
+    from contextmem.agent.tools import Toolbox, memory_tools
+    from contextmem.runtime import ContextMem
+    from contextmem.settings import Settings
+
+    local_model()
+    runtime = await ContextMem.open(Settings(workspace=tmp_path), llm="none", embedder="hash")
+    specs = Toolbox(memory_tools(runtime.tools)).specs
+    await runtime.close()
+    llm = LocalLLM("local", n_ctx=2048)
+    asked = [system(DEFAULT_SYSTEM_PROMPT), user("Remember that my code word is BLUEHERON.")]
+    events = [e async for e in llm.stream(asked, tools=specs, max_tokens=96, temperature=0.0)]  # as the agent
+    reply = events[-1].response
+    assert reply is not None
+    [call] = reply.message.tool_calls
+    assert call.name == "memory_write" and "BLUEHERON" in json.loads(call.arguments)["text"]
+    assert [e.kind for e in events] == ["tool_call", "done"]  # the call's JSON is never shown as text

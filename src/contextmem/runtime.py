@@ -120,7 +120,8 @@ class ContextMem:
         """The engine of one session, writing what leaves its context to daily memory; its window is
         fitted to this runtime's LLM (:func:`~contextmem.budget.fit_to_model`). Its summaries are written
         by :func:`~contextmem.llm.registry.summary_llm`'s choice: the LLM, or the extractive summary."""
-        self._loop = self._loop or asyncio.get_running_loop()
+        if self._loop is None or self._loop.is_closed():  # opened under an asyncio.run that has ended
+            self._loop = asyncio.get_running_loop()
         engine = await ContextEngine.open(
             session_id,
             restore=restore,
@@ -198,6 +199,16 @@ class ContextMem:
                 await asyncio.wait_for(stop.wait(), timeout=3600)
 
     async def close(self) -> None:
+        """Stop the jobs, wait for the memory writes and close the store. Any event loop may call it: when
+        the sessions run on another loop, still running in another thread (a framework's sync path runs
+        them on a private loop), the work is done there, where its futures and connections belong."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and loop is not asyncio.get_running_loop():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), loop))
+        else:
+            await self._close()
+
+    async def _close(self) -> None:
         if self._jobs:
             self._stop.set()
             await asyncio.gather(*self._jobs, return_exceptions=True)

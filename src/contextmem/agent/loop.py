@@ -6,6 +6,9 @@ One turn::
                   → tool calls? run them, add(call + results), next step : add(reply), done ]
              → fold the task's steps (C14, by setting) → end_turn (background summarisation)
 
+A reply claiming a save that no ``memory_write`` call of the turn made gets a note saying it was not saved
+(:mod:`.claims`): small models claim saves they never made.
+
 At most ``agent_max_steps`` model calls per turn; the last allowed call is offered no tools, so the turn
 ends in a reply. Overflow retries are bounded by the engine's emergency stages (it raises
 :class:`~contextmem.errors.CompactionError` when none is left), and by ``max_overflow_retries`` here.
@@ -16,7 +19,7 @@ routes by it keeps the session on one cache.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from ..engine import ContextEngine, Request
@@ -25,6 +28,7 @@ from ..llm.base import LLM, ChatResponse, StreamEvent, ToolSpec
 from ..llm.cache import keyed, session_cache_key
 from ..llm.overflow import is_overflow
 from ..messages import AssistantMessage, ToolMessage, UserMessage, text_of
+from .claims import SAVE_TOOL, unbacked_save_note
 from .profile import compose_system_prompt
 from .task import TaskMemory, fold_task
 from .tools import Tool, Toolbox, memory_tools
@@ -154,14 +158,21 @@ class Agent:
             reply = message if not message.tool_calls else _without_calls(message, steps)
             break
         assert reply is not None
-        await engine.add(reply)
+        if SAVE_TOOL in self.tools and (note := unbacked_save_note(text_of(reply.content), task)):
+            yield AgentEvent("text", f"\n\n{note}")  # the claim must not stand unmarked (.claims)
+            reply = replace(reply, content=f"{text_of(reply.content).rstrip()}\n\n{note}")
+        result = await self._end_turn(reply, task, TurnResult("", task, tuple(requests), steps))
+        yield AgentEvent("done", result.reply, result=result)
+
+    async def _end_turn(self, reply: AssistantMessage, task: TaskMemory, result: TurnResult) -> TurnResult:
+        """Store the reply, fold the task's steps (by setting), end the turn: ``result`` with the reply."""
+        await self.engine.add(reply)
         task.outcome = text_of(reply.content)
-        if settings.fold_task_memory and task.steps:
-            task.folded = await fold_task(engine)
+        if self.engine.settings.fold_task_memory and task.steps:
+            task.folded = await fold_task(self.engine)
         self.last_task = task
-        await engine.end_turn()
-        result = TurnResult(task.outcome, task, tuple(requests), steps)
-        yield AgentEvent("done", task.outcome, result=result)
+        await self.engine.end_turn()
+        return replace(result, reply=task.outcome)
 
     async def _stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """The model's stream for ``request`` (the engine's messages, tools and output reserve), keyed

@@ -7,11 +7,12 @@ The local model (:mod:`contextmem.llm.local`) renders these with ``create_chat_c
 * small models cannot make native tool calls, so tools are *text*: an assistant's tool calls become lines
   ``[tool call <id>] <name>(<arguments>)``, a tool result becomes a user message headed
   ``[tool result <id>]`` (``... from <name>]`` when named), and tool definitions are listed in the system
-  prompt (:func:`render_tools`); a reply never carries structured tool calls;
+  prompt (:func:`render_tools`) — unless the model's chat template takes them, when the local adapter
+  offers them through it and reads the calls back (:mod:`contextmem.llm.local_tools`);
 * consecutive messages of one role are merged with a blank line, because several chat templates reject
   two user turns in a row.
 
-One way only: a reply is read back as plain text by the adapter.
+One way only: a reply is read back by the adapter.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..messages import (
     text_of,
 )
 
-__all__ = ["render_tools", "to_llama_messages"]
+__all__ = ["render_tools", "to_llama_messages", "with_tools_listed"]
 
 
 def _content_text(content: Any) -> str:
@@ -68,9 +69,16 @@ def to_llama_messages(messages: Sequence[Message], tools: Sequence[ToolSpec] = (
         elif isinstance(msg, ToolMessage):
             head = f"[tool result {msg.tool_call_id}" + (f" from {msg.name}]" if msg.name else "]")
             add("user", f"{head}\n{_content_text(msg.content)}")
-    if tools:
-        if out and out[0]["role"] == "system":
-            out[0]["content"] += "\n\n" + render_tools(tools)
-        else:
-            out.insert(0, {"role": "system", "content": render_tools(tools)})
+    return with_tools_listed(out, tools)
+
+
+def with_tools_listed(messages: list[dict[str, str]], tools: Sequence[ToolSpec]) -> list[dict[str, str]]:
+    """``messages`` with the tools listed as text in the system prompt (:func:`render_tools`)."""
+    if not tools:
+        return messages
+    out = [dict(m) for m in messages]
+    if out and out[0]["role"] == "system":
+        out[0]["content"] += "\n\n" + render_tools(tools)
+    else:
+        out.insert(0, {"role": "system", "content": render_tools(tools)})
     return out

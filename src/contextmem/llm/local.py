@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ContextOverflowError, LLMError, MissingExtraError
-from ..formats.llama import render_tools, to_llama_messages
-from ..messages import AssistantMessage
+from ..formats.llama import render_tools, to_llama_messages, with_tools_listed
+from ..messages import AssistantMessage, text_of
 from .base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
 from .local_files import DEFAULT_LOCAL_MODEL, PACKAGED_MODELS, PROVIDER, resolve_local_model
+from .local_tools import CallHold, read_tool_calls, template_takes_tools
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -215,25 +216,45 @@ class LocalLLM(BaseLLM):
 
     def _request(self, call: ModelCall) -> dict[str, Any]:
         return {
-            "messages": to_llama_messages(call.messages, call.tools),
+            "messages": to_llama_messages(call.messages),
+            "tools": call.tools,
             "max_tokens": call.max_tokens if call.max_tokens is not None else self.max_tokens,
             "temperature": call.temperature if call.temperature is not None else self.temperature,
             "repeat_penalty": self.repeat_penalty,
         }
 
-    def _response(self, text: str, usage: Usage, finish_reason: str | None) -> ChatResponse:
-        return ChatResponse(AssistantMessage(text), usage, finish_reason, self.name)
+    @staticmethod
+    def _offered(llama: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """The call for llama.cpp: tools through the model's chat template when it takes them (the
+        model then calls them, :mod:`.local_tools`), else listed as text in the system prompt."""
+        tools = request["tools"]
+        call = {k: v for k, v in request.items() if k != "tools"}
+        if tools and template_takes_tools(llama.metadata.get("tokenizer.chat_template", "")):
+            call["tools"] = [t.to_openai() for t in tools]
+        else:
+            call["messages"] = with_tools_listed(request["messages"], tools)
+        return call
+
+    def _response(
+        self, text: str, usage: Usage, finish_reason: str | None, request: dict[str, Any]
+    ) -> ChatResponse:
+        """The reply, with the tool calls its text holds (for the tools offered) as calls."""
+        text, calls = read_tool_calls(text, {t.name for t in request["tools"]})
+        if calls:
+            finish_reason = "tool_calls"
+        return ChatResponse(AssistantMessage(text or None, tool_calls=calls), usage, finish_reason, self.name)
 
     def _complete_sync(self, request: dict[str, Any]) -> ChatResponse:
         loaded = _load(self.path, self.n_ctx, self.n_threads, self.extra_buffers)
         with loaded.lock:
             try:
-                raw = loaded.llama.create_chat_completion(**request)
+                raw = loaded.llama.create_chat_completion(**self._offered(loaded.llama, request))
             except (ValueError, RuntimeError) as exc:
                 raise _translate(exc, self.n_ctx) from exc
         choice = raw["choices"][0]
         text = choice["message"].get("content") or ""
-        return self._response(text, Usage.from_openai(raw.get("usage")), choice.get("finish_reason"))
+        usage = Usage.from_openai(raw.get("usage"))
+        return self._response(text, usage, choice.get("finish_reason"), request)
 
     async def _complete(self, request: dict[str, Any]) -> ChatResponse:
         return await asyncio.to_thread(self._complete_sync, request)
@@ -243,9 +264,11 @@ class LocalLLM(BaseLLM):
         loaded = _load(self.path, self.n_ctx, self.n_threads, self.extra_buffers)
         parts: list[str] = []
         finish: str | None = None
+        hold = CallHold(holding=bool(request["tools"]))  # a reply that may be a tool call is not streamed
         with loaded.lock:
+            offered = self._offered(loaded.llama, request)
             try:
-                chunks = loaded.llama.create_chat_completion(**request, stream=True)
+                chunks = loaded.llama.create_chat_completion(**offered, stream=True)
                 for chunk in chunks:
                     if stop.is_set():
                         chunks.close()
@@ -255,12 +278,18 @@ class LocalLLM(BaseLLM):
                     delta = choice.get("delta", {}).get("content")
                     if delta:
                         parts.append(delta)
-                        yield StreamEvent("text", text=delta)
+                        if out := hold.feed(delta):
+                            yield StreamEvent("text", text=out)
             except (ValueError, RuntimeError) as exc:
                 raise _translate(exc, self.n_ctx) from exc
             text = "".join(parts)
-            usage = _stream_usage(loaded.llama, request["messages"], text)
-        yield StreamEvent("done", response=self._response(text, usage, finish))
+            usage = _stream_usage(loaded.llama, offered["messages"], text)
+        response = self._response(text, usage, finish, request)
+        if hold.holding and (held := text_of(response.message.content)):
+            yield StreamEvent("text", text=held)
+        for call in response.message.tool_calls:
+            yield StreamEvent("tool_call", call.name)
+        yield StreamEvent("done", response=response)
 
     def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         return _in_worker_thread(lambda stop: self._stream_sync(request, stop))
