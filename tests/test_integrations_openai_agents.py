@@ -259,8 +259,11 @@ async def test_pop_takes_the_newest_item_another_writer_added(tmp_path: Path) ->
 @pytest.mark.parametrize("injection", ["system", "first_user"])
 async def test_the_summary_goes_where_the_engine_put_it(tmp_path: Path, injection: str) -> None:
     session = ContextMemSession(_runtime(tmp_path, summary_injection=injection), "summary")
-    for turn in range(3):
-        await session.add_items([{"role": "user", "content": f"question {turn}"}, *TURN[1:]])
+    for turn in range(3):  # each turn's call has its own id (a reused one is refused); the last is TURN's
+        steps = [{**i, "call_id": f"call_1_{turn}"} if "call_id" in i else i for i in TURN[1:]]
+        await session.add_items(
+            [{"role": "user", "content": f"question {turn}"}, *(TURN[1:] if turn == 2 else steps)]
+        )
     engine = await session.engine()
     await engine.compact()
     assert engine.summary is not None

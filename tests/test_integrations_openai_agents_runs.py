@@ -183,21 +183,24 @@ async def test_ten_runs_never_see_get_items_change_under_them(tmp_path: Path) ->
 async def test_pop_item_is_immediate_while_a_summary_runs(tmp_path: Path) -> None:
     summaries = GatedSummaries()
     session = ContextMemSession(_runtime(tmp_path, summaries), "pop")
-    turn = [
-        {"role": "user", "content": "q"},
-        {"type": "function_call", "call_id": "c", "name": "lookup", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c", "output": "out"},
-        {"role": "assistant", "content": "a"},
-    ]
+
+    def turn(n: int) -> list[dict[str, Any]]:  # each turn's call has its own id: a reused one is refused
+        return [
+            {"role": "user", "content": f"question {n}"},
+            {"type": "function_call", "call_id": f"c{n}", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{n}", "output": "out"},
+            {"role": "assistant", "content": "a"},
+        ]
+
     for n in range(3):
-        await session.add_items([{**turn[0], "content": f"question {n}"}, *turn[1:]])
+        await session.add_items(turn(n))
     await summaries.started.wait()  # a round is running: its model call waits on the gate
     before = await session.get_items()
 
     # The gate stays shut: a pop that waited for the round would never return (the guard only stops a
     # hung test; the contract is that it does not wait at all).
     popped = await asyncio.wait_for(session.pop_item(), timeout=60)
-    assert popped == turn[-1] and summaries.calls == 0
+    assert popped == turn(2)[-1] and summaries.calls == 0
     assert await session.get_items() == before[:-1]
 
     # The round folded the first two turns, not the popped reply: it is held, then applied at a turn start.
@@ -206,8 +209,7 @@ async def test_pop_item_is_immediate_while_a_summary_runs(tmp_path: Path) -> Non
     items = await session.get_items()
     assert _is_summary(items[0]) and "## Goal" in items[0]["content"]
     assert items[1:] == [
-        {"role": "user", "content": "question 2"},
-        *turn[1:3],
+        *turn(2)[:3],
         {"role": "assistant", "content": "again"},
     ]
     engine = await session.engine()

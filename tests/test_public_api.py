@@ -43,6 +43,7 @@ PUBLIC = [
     "MessageCounter",
     "MessageFormatError",
     "MessageStateError",
+    "MessageTooLargeError",
     "MissingExtraError",
     "ModelInfo",
     "Part",

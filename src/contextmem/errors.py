@@ -7,7 +7,8 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     ├── ConfigError                 a setting is unknown, mistyped or out of range
     │   └── ToolArgumentError       a tool call's arguments break its schema (names them, with the Fix)
     ├── MessageFormatError          a message (OpenAI dict, Anthropic block, ...) is malformed
-    │   └── JsonlLineError          a line of a JSON Lines file is unreadable; names file:line[:column]
+    │   ├── JsonlLineError          a line of a JSON Lines file is unreadable; names file:line[:column]
+    │   └── MessageTooLargeError    a message is over max_message_bytes: refused at the door
     ├── HistoryError                a history breaks an invariant (orphan tool call/result, ...)
     │   └── ToolCallExpiredError    results for calls already closed because their lease ran out
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
@@ -32,12 +33,29 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
         ├── IncompleteReplyError    an empty reply, or a stream that ended unfinished: never stored
         └── BadRequestError         any other 4xx the caller must fix: never retried
 
-Provider SDK exceptions are translated into this tree in exactly one place per provider.
+Provider SDK exceptions are translated into this tree in exactly one place per provider. A message
+never echoes a whole input: values are shown by :func:`brief` (about 80 characters), and a
+:class:`MessageFormatError`'s problem is cut at :data:`MAX_PROBLEM_CHARS`.
 """
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
+
+BRIEF_CHARS = 80
+MAX_PROBLEM_CHARS = 600
+
+_brief = reprlib.Repr()
+_brief.maxstring = _brief.maxother = _brief.maxlong = BRIEF_CHARS
+_brief.maxlevel, _brief.maxdict, _brief.maxlist, _brief.maxtuple = 2, 4, 4, 4
+
+
+def brief(value: object, limit: int = BRIEF_CHARS) -> str:
+    """``repr(value)`` in about ``limit`` characters, for error messages: a huge string or container is cut
+    without building its whole repr first (a 50 MB message is named in a line, and at once)."""
+    text = _brief.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ContextmemError(Exception):
@@ -56,10 +74,22 @@ class MessageFormatError(ContextmemError, ValueError):
     """A message could not be read: ``field`` names the offending field path, ``fix`` the remedy."""
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
+        if len(problem) > MAX_PROBLEM_CHARS:  # a raiser that echoed an input whole: keep the line short
+            problem = problem[: MAX_PROBLEM_CHARS - 1] + "…"
         self.field = field
         self.problem = problem
         self.fix = fix
         super().__init__(f"{field}: {problem}. Fix: {fix}")
+
+
+class MessageTooLargeError(MessageFormatError):
+    """A message is larger than ``max_message_bytes`` (``size`` and ``limit``, in UTF-8 bytes): refused
+    before anything is stored, so no pass over its text runs."""
+
+    def __init__(self, field: str, size: int, limit: int, fix: str) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(field, f"is {size:,} bytes or more, over the limit of {limit:,}", fix)
 
 
 class JsonlLineError(MessageFormatError):

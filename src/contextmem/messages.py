@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from .errors import HistoryError, MessageFormatError
+from .errors import HistoryError, MessageFormatError, brief
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +287,12 @@ def _surrogate_error(text: str, at: int, path: str) -> MessageFormatError:
 
 
 def check_text(text: str, path: str) -> None:
-    """Raise :class:`MessageFormatError` naming ``path`` and the offset if UTF-8 cannot encode ``text``."""
+    """Raise :class:`MessageFormatError` naming ``path`` and the offset if UTF-8 cannot encode ``text``
+    (or ``text`` is no string at all: a message value built by hand with another type)."""
+    if not isinstance(text, str):
+        raise MessageFormatError(
+            path, f"must be a str, got {type(text).__name__} {brief(text)}", "pass this field as a str"
+        )
     at = _unencodable_at(text)
     if at >= 0:
         raise _surrogate_error(text, at, path)
@@ -379,6 +384,10 @@ def _check_content(content: Content | None, path: str) -> None:
     if isinstance(content, str):
         check_text(content, path)
         return
+    if not isinstance(content, tuple):
+        raise MessageFormatError(
+            path, f"must be a str or a tuple of parts, got {_typed(content)}", _PARTS_FIX
+        )
     for j, part in enumerate(content):
         if isinstance(part, TextPart):
             check_text(part.text, f"{path}[{j}].text")
@@ -386,6 +395,17 @@ def _check_content(content: Content | None, path: str) -> None:
             check_text(part.url, f"{path}[{j}].image_url.url")
             if part.detail is not None:
                 check_text(part.detail, f"{path}[{j}].image_url.detail")
+        else:
+            raise MessageFormatError(
+                f"{path}[{j}]", f"must be a TextPart or ImagePart, got {_typed(part)}", _PARTS_FIX
+            )
+
+
+_PARTS_FIX = "pass the text as a str, or a tuple of TextPart / ImagePart values"
+
+
+def _typed(value: object) -> str:
+    return f"{type(value).__name__} {brief(value)}"
 
 
 def check_message_text(message: Message, where: str = "message") -> None:
@@ -408,8 +428,16 @@ def check_message_text(message: Message, where: str = "message") -> None:
     elif isinstance(message, AssistantMessage):
         if message.reasoning is not None:
             check_text(message.reasoning, f"{where}.reasoning")
+        if not isinstance(message.tool_calls, tuple):
+            raise MessageFormatError(
+                f"{where}.tool_calls",
+                f"must be a tuple of ToolCall, got {_typed(message.tool_calls)}",
+                _CALLS_FIX,
+            )
         for j, call in enumerate(message.tool_calls):
             call_path = f"{where}.tool_calls[{j}]"
+            if not isinstance(call, ToolCall):
+                raise MessageFormatError(call_path, f"must be a ToolCall, got {_typed(call)}", _CALLS_FIX)
             check_text(call.id, f"{call_path}.id")
             check_text(call.name, f"{call_path}.function.name")
             arguments_path = f"{call_path}.function.arguments"
@@ -418,6 +446,11 @@ def check_message_text(message: Message, where: str = "message") -> None:
                 _check_escaped_arguments(call.arguments, arguments_path)
     if message.extra:
         check_json_value(message.extra, where)
+
+
+_CALLS_FIX = (
+    'pass tool_calls=(ToolCall(id, name, arguments_json), ...), e.g. tool_call("c1", "search", {"q": "x"})'
+)
 
 
 def _check_escaped_arguments(arguments: str, path: str) -> None:
@@ -445,7 +478,7 @@ def validate_history(history: Sequence[Message]) -> None:
         if isinstance(msg, ToolMessage):
             if msg.tool_call_id not in pending:
                 raise HistoryError(
-                    f"history[{i}] is a tool result for call {msg.tool_call_id!r} with no matching "
+                    f"history[{i}] is a tool result for call {brief(msg.tool_call_id)} with no matching "
                     "assistant tool call right before it. Fix: keep each tool result directly after "
                     "the assistant message that made the call."
                 )
@@ -454,12 +487,14 @@ def validate_history(history: Sequence[Message]) -> None:
         if pending:
             raise HistoryError(
                 f"history[{i}] ({msg.kind}) comes before the results of tool calls "
-                f"{sorted(pending)!r}. Fix: append every tool result right after its assistant call."
+                f"{brief(sorted(pending))}. Fix: append every tool result right after its assistant call."
             )
         if isinstance(msg, AssistantMessage):
             for call in msg.tool_calls:
                 if call.id in pending:
-                    raise HistoryError(f"history[{i}] repeats tool call id {call.id!r}. Fix: use unique ids.")
+                    raise HistoryError(
+                        f"history[{i}] repeats tool call id {brief(call.id)}. Fix: use unique ids."
+                    )
                 pending[call.id] = call.name
     # Calls still pending at the end are the turn in progress: allowed while tools run.
 

@@ -124,6 +124,9 @@ class Settings(BaseModel):
     )
     pruning_recent_msg_max_bytes: int = Field(50_000, gt=0)
     pruning_old_msg_max_bytes: int = Field(3_000, gt=0)
+    max_message_bytes: int = Field(
+        1_048_576, gt=0, description="Largest message add() takes (UTF-8 bytes); a tool result 10x it"
+    )
     historical_tool_result_max_chars: int = Field(20_000, gt=0, description="CowAgent head+tail rule")
     offload_retention_days: int = Field(5, ge=0)
 

@@ -330,7 +330,7 @@ class Demo:
         full = engine.counter.count_text(agent.system_prompt) + engine.counter.count_tools(agent.tool_specs)
         for index, turn in enumerate(session["turns"], start=1):
             self.tools.load(turn["steps"])
-            self.assistant.script = turn_script(turn)
+            self.assistant.script = turn_script(turn, index)
             self.assistant.replies.clear()
             async with ticking(self.echo, f"turn {index} in progress"):
                 result = await agent.ask(turn["user"])

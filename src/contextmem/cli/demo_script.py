@@ -99,11 +99,14 @@ class ScriptedTools:
 # --- the assistant's script ---------------------------------------------------------------------
 
 
-def turn_script(turn: dict[str, Any]) -> list[Script]:
-    """The assistant's side of one turn: one tool-calling step per recorded step, then the reply."""
+def turn_script(turn: dict[str, Any], number: int = 0) -> list[Script]:
+    """The assistant's side of turn ``number``: one tool-calling step per recorded step, then the reply
+    (call ids are unique in the session, as a model's are: a reused id is refused)."""
     steps: list[Script] = [
         Reply(
-            tool_calls=(ToolCall(f"call_{k}", step["tool"], json.dumps(step["args"], ensure_ascii=False)),),
+            tool_calls=(
+                ToolCall(f"call_{number}_{k}", step["tool"], json.dumps(step["args"], ensure_ascii=False)),
+            ),
             usage=NO_USAGE,
         )
         for k, step in enumerate(turn["steps"])

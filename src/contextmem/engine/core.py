@@ -28,7 +28,7 @@ from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
 from ..compaction.plans import Plan, plan_restore
 from ..errors import BudgetExceededError, CompactionError
-from ..formats.inputs import MessageInput, read_messages
+from ..formats.inputs import MessageInput
 from ..llm.base import Usage
 from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
@@ -39,6 +39,7 @@ from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
 from .apply import PlanApplier, blocked_by_archive
 from .background import NoLLM, summarize_plan
+from .door import check_call_ids, read_input
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
 from .offload import offload_results
@@ -214,14 +215,17 @@ class ContextEngine:
     async def add(self, *messages: MessageInput) -> None:
         """Append messages as the caller has them (values, OpenAI or Anthropic dicts, an SDK's reply as it
         came: :mod:`contextmem.formats.inputs`), validated, then stored. A malformed message, or text UTF-8
-        cannot encode, is a :class:`MessageFormatError` naming it, before anything is stored. Other processes
+        cannot encode, is a :class:`MessageFormatError` naming it, before anything is stored; one over
+        ``max_message_bytes`` a :class:`MessageTooLargeError`; a tool call reusing the id of a live call a
+        :class:`HistoryError` (:func:`~.door.check_call_ids`). Other processes
         may write the same session: see :mod:`contextmem.engine.writer` (:class:`HistoryError`,
         :class:`SessionBusyError`; the engine stays reloaded and usable)."""
-        msgs = read_messages(messages)
+        msgs = await read_input(messages, self.settings.max_message_bytes, self.counter)
         if not msgs:
             return
         async with self._lock:
             live = self._live
+            check_call_ids(live.history.messages, msgs)
             seqs = await append_after_tail(
                 self.store,
                 self.namespace,

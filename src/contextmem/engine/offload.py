@@ -10,15 +10,20 @@ from whichever host asks.
 
 from __future__ import annotations
 
+import asyncio
+
+from ..archive import DialogArchive
 from ..compaction.offload import head_tail, offload_path, plan_offload
 from ..errors import ArchiveError, MessageStateError
-from ..messages import ToolMessage, text_of
+from ..messages import Message, ToolMessage, text_of
 from ..safefs import Confined
 from ..settings import Settings
 from .apply import PlanApplier
 from .files import write_offload
 
 __all__ = ["offload_results"]
+
+OFF_LOOP_CHARS = 64 * 1024  # a result larger than this is written and archived in a worker thread
 
 
 async def offload_results(
@@ -49,8 +54,13 @@ async def offload_results(
         if seq not in live.originals:  # the first cut; a tighter one later keeps the same path
             try:
                 if archive is not None:  # else the shared store is the archive
-                    write_offload(files, action.path, full)
-                    archive.append(sid, [(seq, original)], "offload")
+                    item = (seq, original)
+                    if len(full) > OFF_LOOP_CHARS:  # a large result: the event loop goes on meanwhile
+                        await asyncio.to_thread(
+                            _save, files, archive, action.path, full, session=sid, item=item
+                        )
+                    else:
+                        _save(files, archive, action.path, full, session=sid, item=item)
                     applier.archive_error = None
             except ArchiveError as exc:
                 applier.archive_failed(exc, "offload_failed", seq=seq, path=action.path)
@@ -68,3 +78,11 @@ async def offload_results(
         live.replace_at(action.index, cut)
         await live.store.set_meta(ns, sid, meta=live.meta())
         applier.emit("offload", seq=seq, path=action.path, chars=len(full), kept=len(text_of(cut.content)))
+
+
+def _save(
+    files: Confined, archive: DialogArchive, path: str, full: str, *, session: str, item: tuple[int, Message]
+) -> None:
+    """The full text to ``tool_results/``, then the original (``(seq, message)``) to the archive."""
+    write_offload(files, path, full)
+    archive.append(session, [item], "offload")

@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from ..errors import MessageFormatError
+from ..errors import MessageFormatError, brief
 
 __all__ = ["fail", "require_list", "require_mapping", "require_str"]
 
 
 def fail(path: str, expected: str, value: Any, fix: str, *, show_type: bool = False) -> NoReturn:
-    """Raise ``<path>: must be <expected>, got [<type name> ]<value!r>`` with ``fix``."""
-    got = f"{type(value).__name__} {value!r}" if show_type else repr(value)
+    """Raise ``<path>: must be <expected>, got [<type name> ]<value!r>`` with ``fix`` (the value cut short:
+    :func:`~contextmem.errors.brief`)."""
+    got = f"{type(value).__name__} {brief(value)}" if show_type else brief(value)
     raise MessageFormatError(path, f"must be {expected}, got {got}", fix)
 
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import messages as msg
-from ..errors import MessageFormatError
+from ..errors import MessageFormatError, brief
 from ..messages import MAX_NESTING, check_arguments, check_json_value, text_of
 from ._checks import fail, require_list, require_mapping, require_str
 
@@ -119,7 +119,7 @@ def _assistant_to_anthropic(m: msg.AssistantMessage) -> dict[str, Any]:
         blocks.append(thinking)
     blocks.extend(_content_blocks(m.content))
     for call in m.tool_calls:
-        check_arguments(call.arguments, f"tool_calls[{call.id!r}].arguments")
+        check_arguments(call.arguments, f"tool_calls[{brief(call.id)}].arguments")
         blocks.append(
             {
                 "type": "tool_use",
@@ -277,7 +277,7 @@ def _block_type(block: Any, path: str) -> str:
     if not isinstance(kind, str):
         raise MessageFormatError(
             path,
-            f"must be a content block with a 'type', got {block!r}",
+            f"must be a content block with a 'type', got {brief(block)}",
             'write blocks like {"type": "text", ...}',
         )
     return kind
@@ -361,7 +361,7 @@ def _tool_message(block: Mapping[str, Any], path: str) -> msg.ToolMessage:
         if part is None or set(item) != _MAPPED_KEYS[kind]:
             raise MessageFormatError(
                 item_path,
-                f"unsupported block in a tool result: {item!r}",
+                f"unsupported block in a tool result: {brief(item)}",
                 "use plain text blocks or base64/url image blocks inside tool_result content",
             )
         parts.append(part)
@@ -463,7 +463,7 @@ def from_anthropic(
         if unknown:
             raise MessageFormatError(
                 f"{path}.{unknown[0]}",
-                f"is not a key of an Anthropic message (value {d[unknown[0]]!r})",
+                f"is not a key of an Anthropic message (value {brief(d[unknown[0]])})",
                 "keep only 'role' and 'content'",
             )
         role = d.get("role")
@@ -474,7 +474,7 @@ def from_anthropic(
         else:
             raise MessageFormatError(
                 f"{path}.role",
-                f"must be 'user' or 'assistant', got {role!r}",
+                f"must be 'user' or 'assistant', got {brief(role)}",
                 "pass the system prompt as system=..., and use only user/assistant roles in messages",
             )
     return out

@@ -14,7 +14,8 @@ A user's agent loop holds messages in its provider's forms, so each is read by w
   an OpenAI chat message, kept as written. Plain text messages read the same in both.
 
 An Anthropic user message of ``tool_result`` blocks becomes one tool message per block, so one input may
-give several messages. Errors name the input as ``messages[i]``, ``i`` its position in the call.
+give several messages. Errors name the input as ``messages[i]``, ``i`` its position in the call, and show
+a value in about 80 characters (:func:`~contextmem.errors.brief`), never the whole input.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import messages as msg
-from ..errors import MessageFormatError
+from ..errors import MessageFormatError, brief
 from ..messages import check_arguments, check_json_value
 from ._checks import fail, require_list, require_mapping, require_str
 
@@ -96,7 +96,7 @@ def _no_other_keys(obj: Mapping[str, Any], allowed: set[str], path: str) -> None
     if unknown:
         raise MessageFormatError(
             f"{path}.{unknown[0]}",
-            f"is not a key contextmem can keep here (value {obj[unknown[0]]!r})",
+            f"is not a key contextmem can keep here (value {brief(obj[unknown[0]])})",
             f"remove it; this object takes only {sorted(allowed)!r}",
         )
 
@@ -123,7 +123,7 @@ def _content(value: Any, path: str, *, images: bool) -> msg.Content:
             allowed = "'text' or 'image_url'" if images else "'text'"
             raise MessageFormatError(
                 part_path if not isinstance(part, Mapping) else f"{part_path}.type",
-                f"unsupported content part {part!r}",
+                f"unsupported content part {brief(part)}",
                 f"use parts of type {allowed} here (convert audio/files/refusals to text first)",
             )
     return tuple(parts)
@@ -147,7 +147,7 @@ def _tool_calls(value: Any, path: str) -> tuple[tuple[msg.ToolCall, ...], dict[s
         if raw.get("type") != "function":
             raise MessageFormatError(
                 f"{call_path}.type",
-                f"must be 'function', got {raw.get('type')!r}",
+                f"must be 'function', got {brief(raw.get('type'))}",
                 "set type to 'function' (custom tool calls are not supported)",
             )
         fn = require_mapping(
@@ -199,7 +199,7 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> msg.Messag
     if "role" not in d:
         raise MessageFormatError(
             f"{path}.role",
-            f"is missing in {dict(d)!r}",
+            f"is missing in {brief(dict(d))}",
             "add 'role': 'system' | 'user' | 'assistant' | 'tool'",
         )
     role = d["role"]
@@ -212,14 +212,14 @@ def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> msg.Messag
     if role not in _KNOWN:
         raise MessageFormatError(
             f"{path}.role",
-            f"unknown role {role!r}",
+            f"unknown role {brief(role)}",
             "use one of 'system', 'developer', 'user', 'assistant', 'tool'",
         )
     reserved = sorted(k for k in d if k in _RESERVED)
     if reserved:
         raise MessageFormatError(
             f"{path}.{reserved[0]}",
-            f"is a key contextmem reserves for its own round trips (value {d[reserved[0]]!r})",
+            f"is a key contextmem reserves for its own round trips (value {brief(d[reserved[0]])})",
             "rename or remove it",
         )
     extra: dict[str, Any] = {k: copy.deepcopy(v) for k, v in d.items() if k not in _KNOWN[role]}

@@ -12,6 +12,7 @@ this provider. This module holds only what is OpenAI's own: the request, the rep
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -238,11 +239,12 @@ class _Assembly:
         if self.calls:
             message["tool_calls"] = [
                 {
-                    "id": c.id or f"call_{i}",  # a few servers stream calls without ids
+                    # A few servers stream calls without ids: a fresh one each (an id is never reused).
+                    "id": c.id or f"call_{uuid.uuid4().hex[:24]}",
                     "type": "function",
                     "function": {"name": c.name, "arguments": "".join(c.arguments) or "{}"},
                 }
-                for i, c in enumerate(self.calls.values())
+                for c in self.calls.values()
             ]
         reply = from_openai_reply(message)
         _check_usable(self.provider, reply, self.finish_reason, streamed=True)
