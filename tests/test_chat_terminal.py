@@ -102,7 +102,7 @@ def test_chat_in_a_terminal_with_the_local_model(tmp_path: Path) -> None:
     finally:
         child.close(force=True)
 
-    assert child.exitstatus == 1, screen.text[-2000:]  # the invalid /config value above was an error
+    assert child.exitstatus == 0, screen.text[-2000:]  # a bad /config value: said, no exit 1
     assert "Traceback" not in screen.text
     assert "Lin" in (tmp_path / "user.md").read_text()
     daily = list((tmp_path / "memory").glob("*.md"))

@@ -1,6 +1,7 @@
 """The command line: every command is a thin adapter; these check what users see."""
 
 import asyncio
+import io
 import json
 import re
 import subprocess
@@ -358,3 +359,168 @@ def test_completion_script_completes_from_the_parser(shell: str, capsys: pytest.
         ["bash", "-c", probe], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out == ["--batch --help --json --k --mode", "sessions"]
+
+
+def test_config_unset_takes_a_setting_back_and_none_never_becomes_a_url(tmp_path, capsys):
+    ws = ["--workspace", str(tmp_path)]
+    config = tmp_path / "config.json"
+    assert main([*ws, "config", "set", "base_url", "http://127.0.0.1:8080/v1"]) == 0
+    assert main([*ws, "config", "set", "agent_max_steps", "7"]) == 0
+    assert main([*ws, "config", "unset", "base_url"]) == 0
+    assert json.loads(config.read_text()) == {"agent_max_steps": 7}
+    assert capsys.readouterr().out.endswith(f"base_url unset in {config}: default null\n")
+    for word in ("", "none", "null"):
+        assert main([*ws, "config", "set", "base_url", word]) == 0
+        assert json.loads(config.read_text()) == {"agent_max_steps": 7}
+    assert main([*ws, "config", "set", "base_url", "localhost:8080"]) == 2
+    err = capsys.readouterr().err
+    assert "is not an http(s) URL" in err and "Fix:" in err and len(err.splitlines()) == 1
+    assert json.loads(config.read_text()) == {"agent_max_steps": 7}
+
+
+def test_a_mistyped_key_or_variable_names_the_closest(tmp_path, capsys, monkeypatch):
+    ws = ["--workspace", str(tmp_path)]
+    assert main([*ws, "config", "set", "summary_max_token", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'summary_max_tokens'?" in err and "agent_max_steps" not in err
+    monkeypatch.setenv("CONTEXTMEM_SUMARY_MAX_TOKENS", "100")
+    monkeypatch.setenv("CONTEXTMEM_REQUIRE_PG", "1")
+    assert main([*ws, "config", "path"]) == 0
+    assert capsys.readouterr().err == (
+        "contextmem: warning: ignoring CONTEXTMEM_SUMARY_MAX_TOKENS: not a contextmem setting. "
+        "Fix: did you mean CONTEXTMEM_SUMMARY_MAX_TOKENS?\n"
+    )
+
+
+def test_out_of_range_numbers_are_refused_with_a_fix(tmp_path, capsys):
+    for argv in (["--context-window", "0", "config", "path"], ["sessions", "cleanup", "--days", "-1"]):
+        assert main(["--workspace", str(tmp_path), *argv]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "Fix:" in err and "usage:" not in err
+
+
+def test_count_prints_a_table_not_a_dict(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, turns=3)
+    assert main(["--context-window", "9000", "count", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "{" not in out and "'" not in out
+    assert re.search(r"messages / turns\s+\d+ / 3", out) and re.search(
+        r"window / output reserve\s+9,000", out
+    )
+    assert re.search(r"\n  tool\s+[\d,]+", out)
+
+
+def _seed_sessions(tmp_path, names=("alpha", "beta")):
+    from contextmem.engine import ContextEngine
+    from contextmem.messages import UserMessage
+    from contextmem.store.open import open_store
+
+    async def seed():
+        settings = Settings(workspace=tmp_path)
+        store = open_store(settings.store_url)
+        for name in names:
+            engine = await ContextEngine.open(name, store=store, settings=settings, workspace_dir=tmp_path)
+            await engine.add(UserMessage("hello"))
+        await store.close()
+
+    asyncio.run(seed())
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_cleanup_of_every_session_asks_first(tmp_path, capsys, monkeypatch):
+    _seed_sessions(tmp_path)
+    ws = ["--workspace", str(tmp_path)]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # a script: nobody to ask, so refused
+    assert main([*ws, "sessions", "cleanup", "--days", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no terminal to ask. Fix: add --yes" in err and len(err.splitlines()) == 1
+    monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
+    assert main([*ws, "sessions", "cleanup", "--days", "0"]) == 1
+    assert "Go on? [y/N]" in capsys.readouterr().out
+    assert main([*ws, "sessions", "list"]) == 0
+    assert "alpha" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
+    assert main([*ws, "sessions", "cleanup", "--days", "0"]) == 0
+    assert "removed 2 sessions" in capsys.readouterr().out
+    _seed_sessions(tmp_path, ("gamma",))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert main([*ws, "sessions", "cleanup", "--days", "0", "--yes"]) == 0
+    assert "removed 1 sessions" in capsys.readouterr().out
+
+
+def test_bash_completion_offers_setting_keys_after_config_set(capsys):
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.fail("bash is needed to run the completion script")
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    probe = script + "".join(
+        f"COMP_WORDS=(contextmem config {verb} summary_m); COMP_CWORD=3; _contextmem_complete; "
+        'echo "${COMPREPLY[*]}";'
+        for verb in ("set", "unset", "get")
+    )
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["summary_max_tokens"] * 3
+
+
+def test_memory_search_shows_indexing_progress_then_nothing_when_unchanged(tmp_path, capsys):
+    (tmp_path / "memory").mkdir()
+    for day in range(1, 6):
+        (tmp_path / "memory" / f"2026-01-0{day}.md").write_text(f"- deploy note {day}: port 54{day}\n")
+    common = ["--workspace", str(tmp_path), "--embedder", "hash"]
+    assert main([*common, "memory", "search", "deploy port"]) == 0
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"indexing new or changed memory \[#+\] (\d+)/\1 .*\n", err), err
+    assert main([*common, "memory", "search", "deploy port"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_replay_states_the_output_reserve_it_takes(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, turns=3)
+    assert main(["replay", str(path), "--context-window", "8000"]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "window 8,000 tokens: reserving 4,000 for output (max_tokens), 4,000 for input "
+        "(--max-tokens N changes the split)\n"
+    )
+
+
+def test_mcp_stdio_on_a_terminal_says_it_waits_and_stops_on_the_first_ctrl_c(tmp_path):
+    import os
+    import pty
+    import queue
+    import signal
+    import threading
+
+    pytest.importorskip("mcp")
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "contextmem.cli.main", "--workspace", str(tmp_path), "mcp"]
+    proc = subprocess.Popen(
+        [*argv, "--transport", "stdio", "--no-llm", "--embedder", "hash"],
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(slave)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        first = lines.get(timeout=60)  # hang guards only, not timings
+        assert "waiting for an MCP client on stdio" in first and "Ctrl-C" in first
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)  # on main the first Ctrl-C did not end it
+    finally:
+        proc.kill()
+        os.close(master)
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get_nowait())
+    assert code == 130 and "Traceback" not in "".join(rest)

@@ -340,3 +340,36 @@ def test_piped_chat_never_onboards_and_exits_1_after_an_error(tmp_path, capsys, 
     *_, asked, (role, note) = _stored(tmp_path, "chat", capsys)  # the failed turn is closed, not dangling
     assert asked == ("user", "and again") and role == "assistant" and note.startswith("(no reply: ")
     assert _users(requests[0]) == ["hi, my name is Dana"]
+
+
+async def test_config_unset_in_chat_takes_a_setting_back(tmp_path):
+    lines = [
+        "/config agent_max_context_turns 2",
+        "/config unset agent_max_context_turns",
+        "/config unset agent_max_context_turn",
+        "/exit",
+    ]
+    (tmp_path / "user.md").write_text("- Name: Mei\n")
+    screen, agent = await run_chat(tmp_path, lines, ScriptedLLM.of("ok"))
+    config = tmp_path / "config.json"
+    assert f"agent_max_context_turns unset in {config}: default 20" in screen
+    assert "did you mean 'agent_max_context_turns'?" in screen
+    assert json.loads(config.read_text()) == {} and agent.engine.settings.agent_max_context_turns == 20
+
+
+def test_chat_says_it_is_loading_the_model_on_a_terminal(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    from .servers import FakeOpenAIServer, ServerReply
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stderr = Terminal()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi\n"))
+    with FakeOpenAIServer([ServerReply("Hello.")]) as server:
+        assert main([*_ask_argv(tmp_path, server.base_url), "chat"]) == 0
+    assert stderr.getvalue().startswith("loading model openai:gpt-test …\n")

@@ -382,7 +382,7 @@ def test_a_turn_on_an_empty_server_fails_in_one_line_without_a_traceback(
     monkeypatch.setenv("CONTEXTMEM_COMPACT_MESSAGE_THRESHOLD", "3")
     with FakeOpenAIServer([ServerReply("one"), ServerReply("two")], default=Empty()) as server:
         argv = ["--workspace", str(tmp_path), "--embedder", "hash", "--model", "openai:gpt-test"]
-        argv += ["--base-url", server.base_url, "--context-window", "32768", "ask"]
+        argv += ["--base-url", server.base_url, "--context-window", "32768", "ask", "--session", "s"]
         assert main([*argv, "first question"]) == 0
         assert main([*argv, "second question"]) == 0
         assert main([*argv, "third question"]) == 1

@@ -110,5 +110,5 @@ def test_eval_scores_a_labelled_set(tmp_path: Path, capsys: pytest.CaptureFixtur
     labelled.write_text('{"id": "x", "query": "port", "relevant": [{"path": "MEMORY.md", "line": -1}]}\n')
     assert main([*common, "memory", "eval", str(labelled)]) == 2
     assert f"{labelled}:1: relevant[0].line" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main([*common, "memory", "eval", str(labelled), "--k", "0,x"])
+    assert main([*common, "memory", "eval", str(labelled), "--k", "0,x"]) == 2  # a usage error: one line
+    assert "Fix: e.g. 1,5,10" in capsys.readouterr().err

@@ -4,7 +4,7 @@ import pytest
 
 from contextmem.errors import ConfigError
 from contextmem.models import lookup_model
-from contextmem.settings import Settings
+from contextmem.settings import Settings, unknown_variables
 
 
 def test_defaults_match_the_seeds():
@@ -105,3 +105,68 @@ def test_summary_local_model_is_off_by_default_and_set_from_the_environment():
     assert Settings.load(env={"CONTEXTMEM_SUMMARY_LOCAL_MODEL": "false"}).summary_local_model is False
     with pytest.raises(ConfigError, match="summary_local_model"):
         Settings.load(env={"CONTEXTMEM_SUMMARY_LOCAL_MODEL": "sometimes"})
+
+
+@pytest.mark.parametrize("word", ["", "none", "null", " None "])
+def test_an_unset_word_means_not_set_never_a_url(word):
+    assert Settings.parse({"base_url": word}).base_url is None
+    assert Settings.parse({"context_window": word}).context_window is None
+    assert Settings.load(env={"CONTEXTMEM_BASE_URL": word}).base_url is None
+
+
+@pytest.mark.parametrize("url", ["localhost:8080", "ftp://host/v1", "http://", "none:8080"])
+def test_base_url_is_checked_when_set(url):
+    with pytest.raises(ConfigError, match=r"is not an http\(s\) URL\. Fix: .*config unset base_url"):
+        Settings().with_value("base_url", url)
+    assert Settings().with_value("base_url", "https://api.example.com/v1").base_url
+
+
+def test_a_mistyped_key_gets_the_closest_name_not_every_key():
+    with pytest.raises(ConfigError) as exc:
+        Settings().with_value("summary_max_token", 3)
+    assert str(exc.value) == "unknown setting 'summary_max_token'. Fix: did you mean 'summary_max_tokens'?"
+    with pytest.raises(ConfigError) as exc:
+        Settings.parse({"summary_max_token": 3})
+    assert "did you mean 'summary_max_tokens'?" in str(exc.value) and "agent_max_steps" not in str(exc.value)
+
+
+def test_an_out_of_range_value_says_what_would_do():
+    with pytest.raises(ConfigError) as exc:
+        Settings(context_window=-1)
+    assert str(exc.value).endswith("Fix: set context_window to a number greater than 0")
+
+
+def test_without_takes_a_value_back_to_its_default():
+    s = Settings().with_value("base_url", "http://127.0.0.1:8080/v1", "file:x")
+    back = s.without("base_url")
+    assert back.base_url is None and back.sources["base_url"] == "default"
+
+
+def test_a_misspelled_variable_is_named_with_the_closest_one_and_known_switches_are_not():
+    env = {
+        "CONTEXTMEM_SUMARY_MAX_TOKENS": "1",
+        "CONTEXTMEM_MODEL": "none",
+        "CONTEXTMEM_REQUIRE_PG": "1",  # a test switch read in tests/pg.py, not a setting
+        "CONTEXTMEM_SKIP_LOCAL_LLM": "1",
+        "OTHER": "x",
+    }
+    assert unknown_variables(env) == [
+        "warning: ignoring CONTEXTMEM_SUMARY_MAX_TOKENS: not a contextmem setting. "
+        "Fix: did you mean CONTEXTMEM_SUMMARY_MAX_TOKENS?"
+    ]
+
+
+def test_every_contextmem_variable_the_repository_reads_is_known():
+    """A new CONTEXTMEM_* switch read somewhere (tests, tools, bench) must join OTHER_VARIABLES, or every
+    run with it set would warn."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    names = set()
+    for folder in ("src", "tests", "tools", "bench", "examples", ".ci"):
+        for path in (root / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".py", "") and "__pycache__" not in path.parts:
+                names |= set(re.findall(r"CONTEXTMEM_[A-Z0-9_]*[A-Z0-9]", path.read_text(errors="ignore")))
+    names -= {"CONTEXTMEM_SUMARY_MAX_TOKENS"}  # the misspelling the test above makes on purpose
+    assert names and unknown_variables(dict.fromkeys(names, "1")) == []

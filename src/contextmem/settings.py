@@ -48,7 +48,7 @@ OTHER_VARIABLES = frozenset(
         "CONTEXTMEM_STORE_LOAD",
     }
 )
-# What ``config set KEY none`` and ``CONTEXTMEM_KEY=`` mean for a setting whose default is "not set".
+# What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".
 UNSET_WORDS = frozenset({"", "none", "null"})
 URL_SCHEMES = ("http", "https")
 

@@ -68,7 +68,7 @@ def test_cli_cleanup_of_one_namespace_leaves_the_others(
 ) -> None:
     asyncio.run(_seed(store_url, {"alice": ["a1", "a2"], "bob": ["b1", "b2"]}))
     argv = ["--workspace", str(tmp_path), "--store", store_url, "--namespace", "alice"]
-    assert main([*argv, "sessions", "cleanup", "--days", "0"]) == 0
+    assert main([*argv, "sessions", "cleanup", "--days", "0", "--yes"]) == 0
     out = capsys.readouterr().out
     assert "removed 2 sessions" in out and "in namespace 'alice'" in out and "bob" not in out
     assert asyncio.run(_listing(store_url, "alice", "bob")) == {"alice": [], "bob": ["b1", "b2"]}
@@ -79,7 +79,7 @@ def test_cli_cleanup_of_every_namespace_is_an_explicit_flag(
 ) -> None:
     asyncio.run(_seed(store_url, {"alice": ["a1"], "bob": ["b1", "b2"], "carol": []}))
     argv = ["--workspace", str(tmp_path), "--store", store_url, "--namespace", "alice"]
-    assert main([*argv, "sessions", "cleanup", "--days", "0", "--all-namespaces"]) == 0
+    assert main([*argv, "sessions", "cleanup", "--days", "0", "--yes", "--all-namespaces"]) == 0
     out = capsys.readouterr().out
     assert "removed 3 sessions" in out and "in every namespace" in out
     assert "namespaces touched: alice, bob" in out and "bob/b2" in out

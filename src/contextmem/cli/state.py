@@ -76,7 +76,7 @@ def memory_search(settings: Settings, args: argparse.Namespace) -> int:
     index = _index(settings, args)
     if args.batch is not None:
         return memory_eval.search_batch(index, args)
-    bar = ProgressBar("indexing new or changed memory")  # silent when nothing changed
+    bar = ProgressBar("indexing new or changed memory", sys.stderr)  # silent when nothing changed
     with index:
         index.sync(progress=bar)
         bar.close()
