@@ -46,6 +46,7 @@ OTHER_VARIABLES = frozenset(
         "CONTEXTMEM_DRILL_NETCUT",
         "CONTEXTMEM_CRASH_KILLS",
         "CONTEXTMEM_STORE_LOAD",
+        "CONTEXTMEM_REQUIRE_IPV6",
     }
 )
 # What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".
