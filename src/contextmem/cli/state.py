@@ -191,7 +191,7 @@ async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
 def _confirm(question: str) -> bool:
     """y/N on a terminal; with no terminal to ask, a refusal (a ConfigError naming ``--yes``)."""
     if not sys.stdin.isatty():
-        raise ConfigError(f"{question} needs a yes, and there is no terminal to ask. Fix: add --yes")
+        raise ConfigError(f"{question}: that needs a yes, and there is no terminal to ask. Fix: add --yes")
     answer = input(f"{question} (their archives stay). Go on? [y/N] ").strip().lower()
     if answer not in ("y", "yes"):
         print("nothing removed", file=sys.stderr)
