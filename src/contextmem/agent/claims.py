@@ -1,4 +1,4 @@
-"""A reply that says it saved something the turn never wrote (issue 31, item 8) is marked as not saved.
+"""A reply that says it saved something the turn never wrote is marked as not saved.
 
 Small models answer "Remember that my code word is BLUEHERON" with "I've saved BLUEHERON to your long-term
 memory" whether or not they called ``memory_write``; the user then believes a fact is kept that is not.

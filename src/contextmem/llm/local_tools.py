@@ -2,7 +2,7 @@
 
 llama.cpp's chat handlers render ``tools`` into the prompt when the GGUF's chat template takes them
 (Qwen2.5's does, in the format the model was trained on), but hand the model's answer back as plain text.
-Measured on the packaged Qwen2.5-Coder-1.5B (issue 31): told of the tools as text it "cannot call", it
+Measured on the packaged Qwen2.5-Coder-1.5B: told of the tools as text it "cannot call", it
 answered "Remember that my code word is BLUEHERON" with "I remember that your code word is BLUEHERON." and
 nothing was written; offered them through its template, it answered with a ``memory_write`` call, in
 English and in Chinese. It writes that call as a JSON object ``{"name": ..., "arguments": {...}}`` — bare,
