@@ -25,7 +25,8 @@ from typing import Any
 
 from .errors import JsonlLineError, MessageFormatError
 from .formats.openai import from_openai
-from .messages import MAX_NESTING, Message
+from .message_checks import MAX_NESTING
+from .messages import Message
 
 __all__ = ["messages_from_jsonl", "read_jsonl", "source_name"]
 

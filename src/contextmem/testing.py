@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .llm.base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
-from .messages import AssistantMessage, Message, ToolCall, ToolSpec, check_message_text, text_of
+from .message_checks import check_message_text
+from .messages import AssistantMessage, Message, ToolCall, ToolSpec, text_of
 from .namespace import check_namespace
 from .store.base import SessionInfo, SessionState, StoredMessage
 from .store.common import not_live_error

@@ -22,8 +22,8 @@ from contextmem.errors import JsonlLineError, MessageFormatError
 from contextmem.formats.anthropic import from_anthropic, to_anthropic
 from contextmem.formats.openai import from_openai, messages_from_openai, to_openai
 from contextmem.jsonl import messages_from_jsonl, read_jsonl
+from contextmem.message_checks import MAX_NESTING, check_arguments, check_json_value, check_message_text
 from contextmem.messages import (
-    MAX_NESTING,
     AssistantMessage,
     ImagePart,
     Message,
@@ -31,9 +31,6 @@ from contextmem.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
-    check_arguments,
-    check_json_value,
-    check_message_text,
 )
 
 from ..strategies import histories

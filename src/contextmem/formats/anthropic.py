@@ -38,7 +38,8 @@ from typing import Any
 
 from .. import messages as msg
 from ..errors import MessageFormatError, brief
-from ..messages import MAX_NESTING, check_arguments, check_json_value, text_of
+from ..message_checks import MAX_NESTING, check_arguments, check_json_value
+from ..messages import text_of
 from ._checks import fail, require_list, require_mapping, require_str
 
 __all__ = [
@@ -448,7 +449,7 @@ def from_anthropic(
 ) -> list[msg.Message]:
     """Read Anthropic ``messages`` (and the ``system`` parameter) into contextmem messages.
 
-    Each input is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate or too
+    Each input is checked first (:func:`~contextmem.message_checks.check_json_value`): a lone surrogate or too
     deep a nesting is a :class:`MessageFormatError` naming the path, never a :class:`RecursionError`.
     Paths count the messages from ``start`` (``messages[start]`` is the first).
     """

@@ -3,7 +3,7 @@
 A user's agent loop holds messages in its provider's forms, so each is read by what it is:
 
 * a message value (:class:`~contextmem.messages.UserMessage`, ...) is kept, after
-  :func:`~contextmem.messages.check_message_text`;
+  :func:`~contextmem.message_checks.check_message_text`;
 * an Anthropic response (the SDK's ``Message``, or its dict: :func:`is_anthropic_reply`) is read for its
   content blocks only (``id``, ``model``, ``stop_reason``, ``usage`` describe that response);
 * another SDK object (anything with ``model_dump()``) is read as its dict, except an assistant one, which is
@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
+from ..message_checks import check_message_text
 from ..messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
-    check_message_text,
     wire_form,
 )
 from ._checks import fail

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import messages as msg
 from ..errors import MessageFormatError, brief
-from ..messages import check_arguments, check_json_value
+from ..message_checks import check_arguments, check_json_value
 from ._checks import fail, require_list, require_mapping, require_str
 
 __all__ = [
@@ -187,10 +187,10 @@ def _optional_str(d: Mapping[str, Any], key: str, path: str) -> str | None:
 def from_openai(d: Mapping[str, Any], *, index: int | None = None) -> msg.Message:
     """Read one OpenAI chat message dict. ``index`` only prefixes error paths as ``messages[index]``.
 
-    The dict is checked first (:func:`~contextmem.messages.check_json_value`): a lone surrogate in any
-    string, or nesting deeper than :data:`~contextmem.messages.MAX_NESTING`, is a
+    The dict is checked first (:func:`~contextmem.message_checks.check_json_value`): a lone surrogate in any
+    string, or nesting deeper than :data:`~contextmem.message_checks.MAX_NESTING`, is a
     :class:`MessageFormatError` naming the key path, so what is returned always passes
-    :func:`~contextmem.messages.check_message_text` and nothing here can raise :class:`RecursionError`.
+    :func:`~contextmem.message_checks.check_message_text` and nothing here can raise :class:`RecursionError`.
     """
     path = _where(index)
     check_json_value(d, path)

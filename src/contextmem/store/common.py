@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import MessageStateError, SessionConflictError
 from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai_stored, to_openai
-from ..messages import Message, check_message_text
+from ..message_checks import check_message_text
+from ..messages import Message
 
 __all__ = [
     "COMPONENT",
@@ -44,7 +45,7 @@ def encode_message(message: Message) -> str:
     ``role``, so the two shapes cannot be confused.
 
     A message that could not be read back (a lone surrogate, nesting past ``MAX_NESTING``) is refused
-    here by :func:`~contextmem.messages.check_message_text` (a ``MessageFormatError``) before any write:
+    here by :func:`~contextmem.message_checks.check_message_text` (a ``MessageFormatError``) before any write:
     a store never acknowledges a message that would make its session unreadable.
     """
     check_message_text(message)
