@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from contextmem.memory import SqliteMemoryIndex, Workspace
+from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
+from contextmem.workspace import Workspace
 
 DIM = 384
 CHUNKS_PER_FILE = 500

@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from contextmem.memory import SqliteMemoryIndex, Workspace, embedder_from_spec
+from contextmem.memory import SqliteMemoryIndex, embedder_from_spec
 from contextmem.memory.embedders import Embedder, EmbedKind, Vectors
 from contextmem.memory.text import CjkMode
+from contextmem.workspace import Workspace
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "madial-bench" / "data"
 KS = (1, 3, 5, 10)

@@ -41,12 +41,12 @@ from memory_devset import OUT as DEVSET
 import contextmem.memory.indexing as indexing
 import contextmem.memory.sqlite_index as sqlite_index
 import contextmem.memory.sync as sync
-from contextmem.memory import MemoryHit, SqliteMemoryIndex, Workspace
+from contextmem.memory import MemoryHit, SqliteMemoryIndex
 from contextmem.memory.evaluate import LabelledQuery, QueryResult, Relevant, labelled_query, score
 from contextmem.memory.ranking import Candidate, combine, decay_factor, passes_min_score
 from contextmem.memory.text import Chunk, content_hash
-from contextmem.memory.workspace import daily_date
 from contextmem.settings import Settings
+from contextmem.workspace import Workspace, daily_date
 
 KS = (1, 5, 10)
 

@@ -18,11 +18,12 @@ from contextmem.agent import (
     save_user_facts,
 )
 from contextmem.errors import ContextOverflowError
-from contextmem.memory import HashEmbedder, Workspace
+from contextmem.memory import HashEmbedder
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage, orphan_tool_messages
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
 from contextmem.testing import MemoryStore, Reply, ScriptedLLM
+from contextmem.workspace import Workspace
 
 
 def call(i: int | str, name: str, **args: Any) -> ToolCall:

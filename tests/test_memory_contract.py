@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from contextmem.memory import HashEmbedder, MemoryIndex, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, MemoryIndex, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors
+from contextmem.workspace import Workspace
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 DIM = 384  # the PostgreSQL index stores vector(384)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from contextmem.errors import ConfigError
-from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors
+from contextmem.workspace import Workspace
 
 
 class CountingEmbedder:

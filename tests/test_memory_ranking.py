@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
 from contextmem.memory.ranking import Candidate, combine, decay_factor
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
+from contextmem.workspace import Workspace
 
 QUERY = "Who is my manager?"
 

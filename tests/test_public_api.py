@@ -97,7 +97,7 @@ PUBLIC = [
     "validate_history",
 ]
 
-NEEDS_MEMORY_EXTRA = {"Embedder", "MemoryHit", "MemoryIndex", "MemoryTools", "Workspace", "open_memory_index"}
+NEEDS_MEMORY_EXTRA = {"Embedder", "MemoryHit", "MemoryIndex", "MemoryTools", "open_memory_index"}
 
 
 def test_all_is_pinned() -> None:
@@ -127,8 +127,10 @@ def test_main_objects_import_from_the_package() -> None:
     from contextmem.agent import Agent as AgentHome
     from contextmem.engine import ContextEngine as EngineHome
     from contextmem.runtime import ContextMem as RuntimeHome
+    from contextmem.workspace import Workspace as WorkspaceHome
 
     assert (ContextMem, ContextEngine, Agent) == (RuntimeHome, EngineHome, AgentHome)
+    assert contextmem.Workspace is WorkspaceHome  # core: the layout needs no extra
     assert callable(open_store) and SessionStore.__name__ == "SessionStore"
 
 

@@ -9,10 +9,11 @@ The public API is what ``__all__`` lists; submodules not re-exported here may ch
     await engine.add(user("hello"))
     request = await engine.build("You are helpful.")   # what to send the model, fitted to its window
 
-``import contextmem`` needs the core dependencies only. The memory names (``Workspace``, ``MemoryIndex``,
-``MemoryHit``, ``MemoryTools``, ``Embedder``, ``open_memory_index``) are imported on first use; the
-index and the embedders compute with numpy, so ``Embedder`` and ``open_memory_index`` need the ``memory``
-extra and without it raise :class:`MissingExtraError` naming the extra.
+``import contextmem`` and ``ContextMem.open(memory=False)`` need the core dependencies only (the workspace
+and the daily memory writer are core). The memory-index names (``MemoryIndex``, ``MemoryHit``,
+``MemoryTools``, ``Embedder``, ``open_memory_index``) are imported on first use; the index and the
+embedders compute with numpy, so ``Embedder`` and ``open_memory_index`` need the ``memory`` extra and
+without it raise :class:`MissingExtraError` naming the extra.
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ from .settings import Settings
 from .store.base import SessionStore
 from .store.open import open_store
 from .tokens import Calibration, HeuristicCounter, MessageCounter, TiktokenCounter, TokenCounter, get_counter
+from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from .memory import Embedder, MemoryHit, MemoryIndex, MemoryTools, Workspace, open_memory_index
+    from .memory import Embedder, MemoryHit, MemoryIndex, MemoryTools, open_memory_index
 
 __version__ = "0.1.0"
 
@@ -105,7 +107,6 @@ _LAZY = {
     "MemoryHit": "contextmem.memory",
     "MemoryIndex": "contextmem.memory",
     "MemoryTools": "contextmem.memory",
-    "Workspace": "contextmem.memory",
     "open_memory_index": "contextmem.memory",
 }
 

@@ -45,10 +45,10 @@ from .formats.openai import from_openai_stored, to_openai
 from .messages import Message
 from .namespace import DEFAULT_NAMESPACE
 from .safefs import Confined, append_or_cut_back
+from .workspace import DIALOG_DIR, dialog_relative, namespace_tree
 
 __all__ = ["ArchiveProblem", "ArchiveRef", "ArchivedMessage", "DialogArchive", "encode_line", "error_cause"]
 
-DIALOG_DIR = "dialog"
 QUARANTINE_SUFFIX = ".corrupt"
 _CRC_HEAD = b'{"crc":"'
 _PREFIX_LEN = len(_CRC_HEAD) + 8 + 2  # {"crc":"xxxxxxxx",
@@ -160,8 +160,8 @@ def _fix(exc: BaseException) -> str:
 class DialogArchive:
     """Appends to and reads ``dialog/*.jsonl`` in one namespace's tree (see the module invariants).
 
-    ``files`` is the namespace's :class:`~contextmem.safefs.Confined` tree (a plain directory is wrapped
-    in one); ``namespace`` is written on every line and filters what is read.
+    ``files`` is the namespace's :class:`~contextmem.safefs.Confined` tree (a plain directory is taken
+    to be the namespace's own); ``namespace`` is written on every line and filters what is read.
     """
 
     def __init__(
@@ -171,7 +171,7 @@ class DialogArchive:
         namespace: str = DEFAULT_NAMESPACE,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.files = files if isinstance(files, Confined) else Confined(files)
+        self.files = files if isinstance(files, Confined) else namespace_tree(files, namespace, own_dir=True)
         self.namespace = namespace
         self.root = self.files.dir
         self.dir = self.root / DIALOG_DIR
@@ -179,7 +179,7 @@ class DialogArchive:
         self._lines: dict[str, tuple[int, int]] = {}  # relative path -> (byte offset, lines up to it)
 
     def _relative_for(self, ts: float) -> str:
-        return f"{DIALOG_DIR}/{datetime.fromtimestamp(ts).date().isoformat()}.jsonl"
+        return dialog_relative(datetime.fromtimestamp(ts).date())
 
     # --- writing ------------------------------------------------------------------------------------
 

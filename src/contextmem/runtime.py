@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 from .engine import ContextEngine, EngineEvent
 from .llm.base import LLM
 from .llm.registry import summary_llm
+from .memory_files import DailySummaryJob, append_daily
 from .messages import UserMessage, text_of
 from .settings import Settings
 from .store.base import SessionStore
 from .store.open import open_store
+from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from .memory import Embedder, MemoryIndex, MemoryTools, Workspace
+    from .memory import Embedder, MemoryIndex, MemoryTools
 
 logger = logging.getLogger("contextmem.runtime")
 
@@ -70,13 +72,15 @@ class ContextMem:
         (:func:`~contextmem.budget.fit_settings`; an OpenAI-compatible server is asked for it first,
         :func:`~contextmem.llm.discovery.fit_to_llm`), so every session, adapter and integration plans
         against what the model can take.
+
+        ``memory=False`` needs the core dependencies only: the memory index (the ``memory`` extra) is
+        not imported.
         """
         from .llm.discovery import fit_to_llm
         from .llm.registry import llm_from_settings
-        from .memory import Workspace
 
         settings = settings or Settings.load()
-        workspace = Workspace(settings.workspace_path, settings.namespace)
+        workspace = Workspace.of(settings)
         workspace.ensure()
         if store is None or isinstance(store, str):
             url = store or settings.store_url
@@ -139,8 +143,6 @@ class ContextMem:
         text = event.data.get("digest") or event.data.get("summary")
         if title is None or not text:
             return
-        from .memory import append_daily
-
         heading = f"{event.session_id}: {title}"
         write = asyncio.get_running_loop().run_in_executor(
             None, lambda: append_daily(self.workspace, str(text), datetime.now(), title=heading)
@@ -170,8 +172,6 @@ class ContextMem:
 
     def start_jobs(self) -> None:
         """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
-        from .memory import DailySummaryJob
-
         job = DailySummaryJob(self.workspace, self.summarise_text, at=self.settings.daily_summary_time)
         stop = asyncio.Event()
         self._stop = stop

@@ -29,6 +29,7 @@ from pydantic import (
 
 from .errors import ConfigError
 from .namespace import DEFAULT_NAMESPACE, check_namespace
+from .workspace import SESSIONS_FILE
 
 ENV_PREFIX = "CONTEXTMEM_"
 DEFAULT_OUTPUT_RESERVE = 4096
@@ -243,7 +244,7 @@ class Settings(BaseModel):
     @property
     def store_url(self) -> str:
         """The session store: the ``store`` setting, else a SQLite file in the workspace."""
-        return self.store or f"sqlite:///{self.workspace_path / 'sessions.sqlite'}"
+        return self.store or f"sqlite:///{self.workspace_path / SESSIONS_FILE}"
 
     @property
     def sources(self) -> dict[str, str]:

@@ -22,8 +22,8 @@ from contextmem.budget import Window
 from contextmem.engine import ContextEngine, EngineEvent
 from contextmem.errors import ArchiveError, MessageFormatError
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from contextmem.namespace import namespace_tree
 from contextmem.store.sqlite import SqliteSessionStore
+from contextmem.workspace import namespace_tree
 from tests.engine_helpers import small_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,12 +26,14 @@ from typing import Any
 
 import pytest
 
-from contextmem.memory import DailySummaryJob, HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors
 from contextmem.memory.pg_index import tsquery_text
 from contextmem.memory.text import MAX_QUERY_CHARS, MAX_QUERY_TERMS, chunk_markdown, fts_query
 from contextmem.memory.tools import MAX_WRITE_CHARS
+from contextmem.memory_files import DailySummaryJob
 from contextmem.safefs import MAX_PATH_CHARS
+from contextmem.workspace import Workspace
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 DIM = 384  # the PostgreSQL index stores vector(384)

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from contextmem.errors import StoreUnavailableError
-from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex
+from contextmem.workspace import Workspace
 from tests import pg
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextmem.errors import PathEscapeError
-from contextmem.namespace import namespace_tree
 from contextmem.safefs import MAX_PATH_CHARS, Confined, ensure_private_file, write_atomic_path
+from contextmem.workspace import namespace_tree
 
 
 @pytest.fixture

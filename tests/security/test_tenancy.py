@@ -167,7 +167,7 @@ async def test_stores_refuse_invalid_namespaces_at_every_method(store_url: str) 
 
 @pytest.mark.parametrize("bad", BAD_NAMESPACES)
 def test_workspace_refuses_invalid_namespaces(bad: str, tmp_path: Path) -> None:
-    from contextmem.memory import Workspace
+    from contextmem.workspace import Workspace
 
     with pytest.raises(ConfigError, match="Fix"):
         Workspace(tmp_path, bad)

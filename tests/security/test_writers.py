@@ -160,7 +160,8 @@ async def test_an_offloaded_result_reads_the_same_from_every_host(store_url: str
     """read_file of a tool_results/ path answers from the store when the file is not on this host's disk:
     another host offloaded it (PostgreSQL), or the local file is gone (SQLite)."""
     from contextmem import ContextMem
-    from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex, Workspace
+    from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex
+    from contextmem.workspace import Workspace
 
     store = open_store(store_url)
 

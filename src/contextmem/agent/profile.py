@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import PathEscapeError
 from ..redaction import redact_secrets
-
-if TYPE_CHECKING:
-    from ..memory import Workspace
+from ..workspace import SYSTEM_FILE, USER_FILE, Workspace
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -37,8 +34,6 @@ ONBOARDING_QUESTIONS: tuple[tuple[str, str], ...] = (
 )
 """(key, question) pairs the agent asks on first launch."""
 
-SYSTEM_FILE = "system.md"
-USER_FILE = "user.md"
 _TITLES = {"name": "Name", "preferences": "Preferences", "goals": "Goals"}
 
 

@@ -40,6 +40,7 @@ from ..messages import AssistantMessage, Message, UserMessage
 from ..settings import Settings
 from ..summarize.prompts import section_has_content
 from ..testing import ScriptedLLM
+from ..workspace import CORE_FILE, DAILY_DIR
 from .demo_script import (
     BoundedLLM,
     ScriptedTools,
@@ -434,7 +435,7 @@ class Demo:
 
     def memory_files(self, *, brief: bool = False) -> None:
         directory = self.runtime.workspace.dir
-        files = [directory / "MEMORY.md", *sorted((directory / "memory").glob("*.md"))]
+        files = [directory / CORE_FILE, *sorted((directory / DAILY_DIR).glob("*.md"))]
         shown = [
             (p.relative_to(directory), p.read_text(encoding="utf-8").count("\n")) for p in files if p.exists()
         ]

@@ -111,9 +111,10 @@ async def evaluate(
     the answers in the view or in the top :data:`MEMORY_K` memory hits for their question.
     """
     from ..agent.replay import replay
-    from ..memory import Workspace, embedder_from_spec, open_memory_index
+    from ..memory import embedder_from_spec, open_memory_index
     from ..runtime import ContextMem
     from ..testing import MemoryStore
+    from ..workspace import Workspace
 
     if settings.context_window is None:
         settings = settings.with_value("context_window", DEFAULT_WINDOW)

@@ -11,9 +11,9 @@ import tempfile
 
 from ..budget import fit_window, turn_starts
 from ..jsonl import messages_from_jsonl
-from ..namespace import namespace_tree
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
+from ..workspace import namespace_tree
 from . import state
 from .render import gauge, table, use_color
 

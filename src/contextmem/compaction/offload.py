@@ -32,6 +32,7 @@ from .. import textcut
 from ..messages import Message, ToolMessage, text_of
 from ..namespace import DEFAULT_NAMESPACE
 from ..settings import Settings
+from ..workspace import TOOL_RESULTS_DIR
 
 NOTICE = (
     "\n\n[... {omitted} of {total} characters omitted. The full output is saved at {path} — "
@@ -77,11 +78,11 @@ def offload_path(namespace: str, session_id: str, seq: int, tool_call_id: str) -
         and len(readable) <= _READABLE_CHARS
     )
     if plain:
-        return f"tool_results/{readable}.txt"
+        return f"{TOOL_RESULTS_DIR}/{readable}.txt"
     key = json.dumps([namespace, session_id, seq, tool_call_id], ensure_ascii=True)
     digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:20]
     prefix = _SAFE_ID.sub("_", readable)[:_READABLE_CHARS]
-    return f"tool_results/{prefix}-{digest}.txt"
+    return f"{TOOL_RESULTS_DIR}/{prefix}-{digest}.txt"
 
 
 def fits(text: str, limit: OffloadLimit) -> bool:

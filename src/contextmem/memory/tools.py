@@ -27,13 +27,13 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ContextmemError, ToolArgumentError
+from ..memory_files import append_note
 from ..messages import ToolSpec
 from ..redaction import redact_secrets
 from ..safefs import MAX_PATH_CHARS
+from ..workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
 from .base import MemoryIndex
 from .text import MAX_QUERY_CHARS, file_secrets, redact_chunk
-from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
-from .writer import append_note
 
 __all__ = [
     "MAX_READ_BYTES",

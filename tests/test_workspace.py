@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from contextmem.errors import ConfigError
-from contextmem.memory import PathEscapeError, Workspace
-from contextmem.memory.workspace import daily_date, memory_kind
+from contextmem.memory import PathEscapeError
+from contextmem.workspace import Workspace, daily_date, memory_kind
 
 
 def test_default_namespace_lives_at_the_root_and_others_apart(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from contextmem.errors import ConfigError
-from contextmem.memory import DailySummaryJob, Workspace, append_daily, write_core
+from contextmem.memory_files import DailySummaryJob, append_daily, write_core
+from contextmem.workspace import Workspace
 
 WRITES_PER_PROCESS = 300
 

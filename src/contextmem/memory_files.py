@@ -1,4 +1,7 @@
-"""Durable memory writes (SPEC M2): locked, fsynced appends through the gate, and the daily summary job.
+"""Writing the memory files (SPEC M2): locked, fsynced appends through the gate, and the daily summary job.
+
+The engine's compactions land in the daily file through here with the core dependencies alone; the
+memory index (:mod:`contextmem.memory`, the ``memory`` extra) reads them.
 
 Invariants:
 
@@ -20,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import logging
@@ -29,11 +33,12 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..redaction import redact_secrets
-from ..safefs import append_or_cut_back
-from .text import content_hash
-from .workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, Workspace, daily_relative
+from .errors import ConfigError
+from .redaction import redact_secrets
+from .safefs import append_or_cut_back
+from .workspace import CORE_FILE, DAILY_DIR, Workspace, daily_relative, dialog_relative
+
+__all__ = ["DailySummaryJob", "append_daily", "append_note", "note_item", "write_core"]
 
 Summariser = Callable[[str], "str | Awaitable[str | None] | None"]
 
@@ -123,7 +128,7 @@ def append_note(workspace: Workspace, text: str, target: str, when: datetime | N
 
 def _dialog_material(workspace: Workspace, day: date) -> str:
     try:
-        return workspace.files.read_text(f"{DIALOG_DIR}/{day.isoformat()}.jsonl")
+        return workspace.files.read_text(dialog_relative(day))
     except FileNotFoundError:
         return ""
 
@@ -178,7 +183,7 @@ class DailySummaryJob:
         material = await asyncio.to_thread(self.material, self.workspace, moment.date())
         if not material.strip():
             return None
-        digest = content_hash(material)
+        digest = hashlib.sha256(material.encode("utf-8")).hexdigest()
         if digest == await asyncio.to_thread(self._last_hash):
             return None
         summarise = self.summarise

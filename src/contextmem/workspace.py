@@ -1,13 +1,19 @@
-"""The memory workspace of one namespace (SPEC M1, M6), confined by :class:`~contextmem.safefs.Confined`.
+"""The workspace's directory layout, owned here and nowhere else, and the files of one namespace.
 
 Layout under the ``workspace`` root (default ``~/.contextmem``)::
 
     ROOT/                       namespace "default" lives at the root, as in CowAgent
         system.md  user.md  MEMORY.md
         memory/YYYY-MM-DD.md    daily memory, created on first write
-        dialog/  tool_results/
+        dialog/YYYY-MM-DD.jsonl the dialog archive (:mod:`contextmem.archive`)
+        tool_results/           offloaded tool results (:mod:`contextmem.engine.files`)
         namespaces/<name>/      every other namespace: the same layout, one directory each
+        sessions.sqlite         the default session store (all namespaces; every row carries its namespace)
         memory-index.sqlite     the derived index (all namespaces; every row carries its namespace)
+
+:func:`namespace_tree` is the one function that turns a path into a namespace's tree; everything that
+reads or writes a namespace's files (the engine, the archive, the memory writer and index, the adapters)
+gets its tree from it, usually through :class:`Workspace`.
 
 Isolation invariant: every file of a namespace that contextmem opens for a caller or a model is opened
 through :attr:`Workspace.files` (``namespace_tree(root, namespace)``): component by component with
@@ -26,34 +32,69 @@ import stat
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
+from typing import Protocol
 
-from ..errors import PathEscapeError
-from ..namespace import DEFAULT_NAMESPACE, NAMESPACES_DIR, check_namespace, namespace_tree
-from ..safefs import Confined, WalkResult
+from .errors import PathEscapeError
+from .namespace import DEFAULT_NAMESPACE, check_namespace
+from .safefs import Confined, WalkResult
 
 __all__ = [
     "CORE_FILE",
     "DAILY_DIR",
-    "DEFAULT_NAMESPACE",
     "DIALOG_DIR",
     "INDEX_FILE",
     "NAMESPACES_DIR",
+    "SESSIONS_FILE",
+    "SYSTEM_FILE",
     "TOOL_RESULTS_DIR",
+    "USER_FILE",
     "Workspace",
-    "check_namespace",
     "daily_date",
+    "daily_relative",
+    "dialog_relative",
     "memory_kind",
+    "namespace_tree",
 ]
 
+NAMESPACES_DIR = "namespaces"
+SESSIONS_FILE = "sessions.sqlite"
 INDEX_FILE = "memory-index.sqlite"
+SYSTEM_FILE = "system.md"
+USER_FILE = "user.md"
 CORE_FILE = "MEMORY.md"
 DAILY_DIR = "memory"
 DIALOG_DIR = "dialog"
 TOOL_RESULTS_DIR = "tool_results"
 
-logger = logging.getLogger("contextmem.memory")
+logger = logging.getLogger("contextmem.memory")  # its warnings are about memory files
 
 _DAILY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
+
+
+def namespace_tree(path: str | os.PathLike[str], namespace: str, *, own_dir: bool = False) -> Confined:
+    """The confined file tree of ``namespace`` (see :mod:`contextmem.safefs`).
+
+    ``path`` is the workspace root, under which the layout places the namespace's directory; with
+    ``own_dir`` it is the namespace's directory itself (a caller that keeps a namespace's files
+    elsewhere). ``namespaces/<name>`` is walked without following links, and the default namespace may
+    not reach into ``namespaces/``, where the other tenants live.
+    """
+    name = check_namespace(namespace)
+    if name == DEFAULT_NAMESPACE:
+        return Confined(path, reserved=(NAMESPACES_DIR,))
+    if own_dir:
+        return Confined(path)
+    return Confined(path, prefix=(NAMESPACES_DIR, name))
+
+
+class Placed(Protocol):
+    """Where a namespace's files live: what :class:`~contextmem.settings.Settings` says."""
+
+    @property
+    def workspace_path(self) -> Path: ...
+
+    @property
+    def namespace(self) -> str: ...
 
 
 class Workspace:
@@ -69,6 +110,11 @@ class Workspace:
         self.dir = self.files.dir
         self._warned: set[str] = set()  # badly named files already logged
 
+    @classmethod
+    def of(cls, settings: Placed) -> Workspace:
+        """The workspace ``settings`` name: ``settings.workspace_path`` and ``settings.namespace``."""
+        return cls(settings.workspace_path, settings.namespace)
+
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, namespace={self.namespace!r})"
 
@@ -80,11 +126,11 @@ class Workspace:
 
     @property
     def system_file(self) -> Path:
-        return self.dir / "system.md"
+        return self.dir / SYSTEM_FILE
 
     @property
     def user_file(self) -> Path:
-        return self.dir / "user.md"
+        return self.dir / USER_FILE
 
     @property
     def daily_dir(self) -> Path:
@@ -206,6 +252,11 @@ def shown_name(name: str) -> str:
 def daily_relative(day: date) -> str:
     """The relative path of ``day``'s daily memory file: ``memory/YYYY-MM-DD.md``."""
     return f"{DAILY_DIR}/{day.isoformat()}.md"
+
+
+def dialog_relative(day: date) -> str:
+    """The relative path of ``day``'s dialog archive file: ``dialog/YYYY-MM-DD.jsonl``."""
+    return f"{DIALOG_DIR}/{day.isoformat()}.jsonl"
 
 
 def daily_date(relative: str) -> date | None:
