@@ -257,6 +257,42 @@ def _namespaces(tmp_path: Path, *, store: Any = None, allowed: tuple[str, ...] =
     )
 
 
+async def test_namespaces_share_what_the_first_open_made_and_keep_their_files_apart(tmp_path: Path) -> None:
+    """The server's wiring: every namespace's runtime comes from ContextMem.open; the first opens the
+    store, the LLM and the embedder from the settings, the others share them; close closes the store."""
+    from contextmem.errors import StoreError
+
+    settings = Settings(workspace=tmp_path, namespace="alice")
+    namespaces = Namespaces(settings, store=None, llm="none", embedder="hash:64", allowed=("alice", "bob"))
+    alice = await namespaces.get("alice")
+    bob = await namespaces.get("bob")
+    assert bob.store is alice.store and bob.llm is alice.llm is None
+    assert alice.memory is not None and bob.memory is not None
+    assert bob.memory.embedder is alice.memory.embedder
+    assert (alice.workspace.dir, bob.workspace.dir) == (
+        tmp_path / "namespaces" / "alice",
+        tmp_path / "namespaces" / "bob",
+    )
+    assert (alice.memory.namespace, bob.memory.namespace) == ("alice", "bob")
+    assert await namespaces.get("bob") is bob
+    await namespaces.close()
+    with pytest.raises(StoreError, match="closed"):
+        await alice.store.list_sessions("alice")
+
+
+async def test_namespaces_share_parts_given_opened(tmp_path: Path) -> None:
+    from contextmem.testing import ScriptedLLM
+
+    llm, store, embedder = ScriptedLLM(default="ok"), MemoryStore(), HashEmbedder(64)
+    settings = Settings(workspace=tmp_path, namespace="alice", context_window=2000, max_tokens=300)
+    namespaces = Namespaces(settings, store=store, llm=llm, embedder=embedder, allowed=("alice", "bob"))
+    for name in ("bob", "alice"):
+        runtime = await namespaces.get(name)
+        assert (runtime.store, runtime.llm, runtime.settings.namespace) == (store, llm, name)
+        assert runtime.memory is not None and runtime.memory.embedder is embedder
+    await namespaces.close()
+
+
 async def _stored(tmp_path: Path) -> Namespaces:
     store = MemoryStore()
     turns = [

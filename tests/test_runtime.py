@@ -131,3 +131,50 @@ async def test_the_local_model_writes_summaries_only_with_summary_local_model(
     assert "5433" in daily
     assert bool(llm.requests) is asked
     await runtime.close()
+
+
+async def test_runtimes_on_a_shared_store_leave_it_open_and_an_owner_closes_its_own(tmp_path):
+    """``owns_store=False``: an adapter's runtimes share one store, and closing them leaves it open."""
+    from contextmem.errors import StoreError
+    from contextmem.store.open import open_store
+
+    url = f"sqlite:///{tmp_path / 'sessions.sqlite'}"
+    settings = Settings(workspace=tmp_path / "ws", model="none")
+    store = open_store(url, settings)
+    alice = await ContextMem.open(settings, store=store, memory=False, owns_store=False)
+    bob = await ContextMem.open(
+        settings.with_value("namespace", "bob"), store=store, memory=False, owns_store=False
+    )
+    await (await alice.session("s")).add(UserMessage("hello"))
+    await alice.close()
+    await bob.close()
+    assert [i.session_id for i in await store.list_sessions("default")] == ["s"]  # still open
+    assert alice.workspace.dir != bob.workspace.dir
+    await store.close()
+
+    owner = await ContextMem.open(settings, store=url, memory=False)
+    await owner.close()
+    with pytest.raises(StoreError, match="closed"):
+        await owner.store.list_sessions("default")
+
+
+class _DiscoveringLLM(ScriptedLLM):
+    """An OpenAI-compatible server's adapter: asked for its window when nobody set one."""
+
+    asked = 0
+
+    async def discover_window(self) -> int | None:
+        self.asked += 1
+        return None
+
+
+async def test_fitted_settings_are_not_fitted_again(tmp_path):
+    llm = _DiscoveringLLM(default="ok")
+    settings = Settings(workspace=tmp_path / "ws", store="")
+    first = await ContextMem.open(settings, llm=llm, store=MemoryStore(), memory=False)
+    assert llm.asked == 1
+    second = await ContextMem.open(first.settings, llm=llm, store=MemoryStore(), memory=False, fitted=True)
+    assert llm.asked == 1  # the server is asked once per adapter, not once per runtime
+    assert second.settings == first.settings
+    await first.close()
+    await second.close()

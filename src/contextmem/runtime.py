@@ -48,6 +48,7 @@ class ContextMem:
     workspace: Workspace
     llm: LLM | None
     memory: MemoryIndex | None
+    owns_store: bool = True  # close() closes the store; False when an adapter shares one store
     _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
     _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
@@ -65,6 +66,8 @@ class ContextMem:
         store: SessionStore | str | None = None,
         embedder: Embedder | str | None = None,
         memory: bool = True,
+        owns_store: bool = True,
+        fitted: bool = False,
     ) -> ContextMem:
         """Build every part from ``settings`` (``Settings.load()`` when omitted); any part may be given.
 
@@ -73,8 +76,11 @@ class ContextMem:
         :func:`~contextmem.llm.discovery.fit_to_llm`), so every session, adapter and integration plans
         against what the model can take.
 
-        ``memory=False`` needs the core dependencies only: the memory index (the ``memory`` extra) is
-        not imported.
+        Adapters that serve many namespaces open one runtime each on shared parts: ``store`` and ``llm``
+        already opened (``llm="none"``: no model), ``embedder`` as an object, ``owns_store=False`` so
+        :meth:`close` leaves the shared store open, and ``fitted=True`` when ``settings`` were already
+        fitted to ``llm`` (the server is not asked again). ``memory=False`` needs the core dependencies
+        only: the memory index (the ``memory`` extra) is not imported.
         """
         from .llm.discovery import fit_to_llm
         from .llm.registry import llm_from_settings
@@ -87,14 +93,15 @@ class ContextMem:
             store = open_store(url, settings)
         if llm is None or isinstance(llm, str):
             llm = llm_from_settings(settings, llm)
-        settings = await fit_to_llm(settings, llm)  # a local model's 8192 tokens, a server's own n_ctx
+        if not fitted:
+            settings = await fit_to_llm(settings, llm)  # a local model's 8192 tokens, a server's own n_ctx
         index: MemoryIndex | None = None
         if memory:
             from .memory import embedder_from_spec, open_memory_index  # the memory extra
 
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
             index = open_memory_index(settings, emb, settings.store)  # postgresql://: one database for both
-        return cls(settings, store=store, workspace=workspace, llm=llm, memory=index)
+        return cls(settings, store=store, workspace=workspace, llm=llm, memory=index, owns_store=owns_store)
 
     @property
     def tools(self) -> MemoryTools:
@@ -199,9 +206,10 @@ class ContextMem:
                 await asyncio.wait_for(stop.wait(), timeout=3600)
 
     async def close(self) -> None:
-        """Stop the jobs, wait for the memory writes and close the store. Any event loop may call it: when
-        the sessions run on another loop, still running in another thread (a framework's sync path runs
-        them on a private loop), the work is done there, where its futures and connections belong."""
+        """Stop the jobs, wait for the memory writes and close the store (unless ``owns_store`` is false:
+        an adapter's shared store). Any event loop may call it: when the sessions run on another loop,
+        still running in another thread (a framework's sync path runs them on a private loop), the work
+        is done there, where its futures and connections belong."""
         loop = self._loop
         if loop is not None and loop.is_running() and loop is not asyncio.get_running_loop():
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), loop))
@@ -213,4 +221,5 @@ class ContextMem:
             self._stop.set()
             await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.flush()
-        await self.store.close()
+        if self.owns_store:
+            await self.store.close()

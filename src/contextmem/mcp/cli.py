@@ -78,11 +78,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
-    """Open the store, the LLM and the embedder once, and serve."""
-    from ..llm.discovery import fit_to_llm
-    from ..llm.registry import llm_from_settings
-    from ..memory import embedder_from_spec
-    from ..store.open import open_store
+    """Open the default namespace (its store, LLM and embedder, shared by every namespace), and serve."""
+    from ..llm.registry import NO_MODEL
     from .namespaces import Namespaces
     from .server import check_host, serve_http, serve_stdio
 
@@ -93,16 +90,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
         raise ConfigError("a stdio server serves one namespace. Fix: give --namespace once")
     if args.transport == "http":
         check_host(args.host, allow_remote=args.allow_remote)
-    url = settings.store_url
-    llm = None if args.no_llm else llm_from_settings(settings)
-    settings = await fit_to_llm(settings, llm)  # as ContextMem.open does: the window fitted to the model
     namespaces = Namespaces(
         settings,
-        store=open_store(url, settings),
-        llm=llm,
-        embedder=embedder_from_spec(args.mcp_embedder),
+        store=None,
+        llm=NO_MODEL if args.no_llm else settings.model,
+        embedder=args.mcp_embedder,
         allowed=names,
     )
+    await namespaces.get(namespaces.default)  # a store, model or window that cannot open fails here
     if args.transport == "stdio":
         await serve_stdio(namespaces)
     else:

