@@ -1,4 +1,4 @@
-"""Writing the memory files (SPEC M2): locked, fsynced appends through the gate, and the daily summary job.
+"""Writing the memory files: locked, fsynced appends through the gate, and the daily summary job.
 
 The engine's compactions land in the daily file through here with the core dependencies alone; the
 memory index (:mod:`contextmem.memory`, the ``memory`` extra) reads them.

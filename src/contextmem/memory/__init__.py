@@ -1,4 +1,4 @@
-"""Long-term memory search (SPEC M3–M6): the derived hybrid index over the markdown memory files, and
+"""Long-term memory search: the derived hybrid index over the markdown memory files, and
 the agent's memory tools.
 
 The files are the truth, laid out by :mod:`contextmem.workspace` and written by
