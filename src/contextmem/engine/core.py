@@ -6,7 +6,7 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 
 * :mod:`.session` — the live state (history with counts, seqs, cut originals, summary), mirroring the store;
 * :mod:`.apply` — applying a plan, the one path by which messages leave: archive, summarise, remove;
-* :mod:`.offload` and :mod:`.files` — old tool results to ``tool_results/``, and their expiry;
+* :mod:`.apply_offload` and :mod:`.files` — old tool results to ``tool_results/``, and their expiry;
 * :mod:`.rounds` and :mod:`.background` — the LLM summary, caught up off the request path, one round at
   a time, applied at once or held;
 * :mod:`.inspect` — ``/context`` stats and :meth:`ContextEngine.verify`;
@@ -38,11 +38,11 @@ from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
 from .apply import PlanApplier, blocked_by_archive
+from .apply_offload import offload_results
 from .background import NoLLM, summarize_plan
 from .door import check_call_ids, read_input
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
-from .offload import offload_results
 from .removal import pop_newest
 from .request import Fixed, Regions, assemble, history_budget
 from .rounds import SummaryRounds
