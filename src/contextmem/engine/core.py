@@ -26,7 +26,7 @@ from typing import Any, Unpack
 
 from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
-from ..compaction.plans import Plan, plan_restore
+from ..compaction.plans import plan_restore
 from ..errors import BudgetExceededError, CompactionError
 from ..formats.inputs import MessageInput
 from ..llm.base import Usage
@@ -169,7 +169,7 @@ class ContextEngine:
         engine.cleanup_offloads()
         if restore:
             plan = plan_restore(engine.history.messages, engine.settings.agent_max_context_turns)
-            await engine._apply(plan, "restore")
+            await engine._applier.apply(plan, "restore")
             engine._emit("restored", kept=len(engine.history))
         return engine
 
@@ -355,18 +355,12 @@ class ContextEngine:
 
     # --- removals: every one is a plan applied by PlanApplier --------------------------------------
 
-    async def _apply(
-        self, plan: Plan, reason: str, *, summarize: bool = True, keep_open: bool = True
-    ) -> bool:
-        """Apply a plan; the caller holds ``_lock``. False (everything kept) if it could not."""
-        return await self._applier.apply(plan, reason, summarize=summarize, keep_open=keep_open)
-
     async def pop_newest(self) -> Message | None:
         """Remove the newest live message (an undo, e.g. a framework session's ``pop_item``): archived
         first, never summarised; returns its original form, ``None`` for an empty history. Never waits
         for a background summary (a round that folded the message is discarded). See
         :func:`contextmem.engine.removal.pop_newest`."""
-        return await pop_newest(self)
+        return await pop_newest(self._applier, self._lock)
 
     async def fold_turn(self) -> int:
         """C14: once the newest turn ended in a reply, its tool steps leave the context (archived first,
