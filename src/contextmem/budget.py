@@ -233,22 +233,18 @@ class CountedHistory:
         return dropped
 
 
-def learned_window(window: Window, limit: object) -> Window | None:
-    """The window to plan against once a provider stated ``limit`` in an overflow, or ``None`` if it says
-    nothing new (no limit, or not smaller). The output reserve is kept if it leaves the prompt half the
-    window, else it becomes an eighth of it (as :func:`fit_window` sizes it)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < window.context_window:
-        return None
-    reserve = window.max_tokens if window.max_tokens < limit // 2 else limit // 8
-    return Window(limit, reserve)
-
-
 # --- fitting the window to the model --------------------------------------------------------------
 
 FITTED = "fitted to "
 """How :attr:`Settings.sources` marks a value :func:`fit_window` chose (``fitted to local:x (8192)``)."""
 
 _FIT_KEYS = ("context_window", "max_tokens", "summary_max_tokens", "summary_chunk_tokens")
+
+
+def output_reserve(window: int, reply: int | None) -> int:
+    """The output reserve in a model's ``window``: its ``reply`` size if that leaves the prompt more than
+    half the window, else an eighth of the window. The one statement of the rule."""
+    return reply if reply is not None and 0 < reply < window // 2 else window // 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +272,11 @@ def is_explicit(settings: Settings, key: str) -> bool:
 
 
 def fit_window(
-    settings: Settings, model_window: int | None = None, model_reply: int | None = None
+    settings: Settings,
+    model_window: int | None = None,
+    model_reply: int | None = None,
+    *,
+    proven: bool = False,
 ) -> WindowFit:
     """The one place the window and the summary sizes are fitted to the model (SPEC C1).
 
@@ -294,6 +294,10 @@ def fit_window(
     merged in without the model), so the summary is bounded by half the window and the chunk by what
     1.5 summaries leave.
     ``agent_max_context_tokens`` still caps the window.
+
+    ``proven``: the provider stated ``model_window`` while refusing a request (an overflow, see
+    :meth:`~contextmem.engine.core.ContextEngine.handle_overflow`). Then it bounds what the user set too:
+    a larger ``context_window`` becomes it, and the output reserve follows :func:`output_reserve`.
     """
     s = settings
     model = "" if s.model == "local" else s.model
@@ -311,8 +315,11 @@ def fit_window(
     w = model_window
     own = {key: not is_explicit(s, key) for key in _FIT_KEYS}
     context_window = w if own["context_window"] else s.context_window
-    reply = model_reply if model_reply is not None and 0 < model_reply < w // 2 else w // 8
+    reply = output_reserve(w, model_reply)
     max_tokens = reply if own["max_tokens"] else s.max_tokens
+    if proven:
+        context_window = w if context_window is None else min(context_window, w)
+        max_tokens = output_reserve(w, max_tokens)
     share = int(w * s.summary_window_share)
     summary_max = min(s.summary_max_tokens, share) if own["summary_max_tokens"] else s.summary_max_tokens
     summary_max = max(200, min(summary_max, w // 2))

@@ -217,6 +217,15 @@ def plan_fold_task(history: Sequence[Message]) -> Plan:
     return Plan(keep, drop, steps=("fold_task",))
 
 
+def plan_pop(history: Sequence[Message]) -> Plan:
+    """Pure: an undo. Everything but the newest message stays; the newest leaves (an empty plan for an
+    empty history). Its tool pair is the caller's to keep whole: an undo pops one message at a time."""
+    n = len(history)
+    if n == 0:
+        return Plan((), ())
+    return Plan(tuple(range(n - 1)), (n - 1,), steps=("pop",))
+
+
 def plan_restore(history: Sequence[Message], max_turns: int) -> Plan:
     """S1: after a restart keep the newest ``max(3, max_turns // 6)`` turns: user text and final reply."""
     turns = _turns(history, range(len(history)))

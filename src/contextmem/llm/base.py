@@ -164,6 +164,15 @@ class LLM(Protocol):
     ) -> AsyncIterator[StreamEvent]: ...
 
 
+@runtime_checkable
+class LearnsWindow(Protocol):
+    """An LLM that can be told its window after the fact: its provider stated it in an overflow
+    (llama.cpp's ``n_ctx``), and from then on the LLM states it as its ``context_window``, so every session
+    fitted to it plans against it. A model whose window is its own (the local model's) has no such method."""
+
+    def learn_window(self, context_window: int) -> None: ...
+
+
 class CallOptions(TypedDict, total=False):
     """The keywords of :meth:`LLM.complete` and :meth:`LLM.stream`, as :class:`BaseLLM` takes them."""
 

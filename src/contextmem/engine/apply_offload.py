@@ -1,4 +1,5 @@
-"""Offloading old tool results (SPEC C5): the full text to ``tool_results/``, a head + tail in the context.
+"""Applying an offload plan (SPEC C5): an old tool result's full text to ``tool_results/``, a head +
+tail in the context.
 
 The plan comes from the pure :func:`contextmem.compaction.offload.plan_offload`; this applies it in the
 fixed order: the full text written and the original archived, the path recorded in the store, *then* the
