@@ -3,7 +3,8 @@
 Each "turn" appends one user message and one reply to a history of N messages, then asks: what must be
 kept to fit the budget? Both sides use the same real tokenizer (o200k_base) per message. contextmem keeps
 counts, prefix sums and turn starts incrementally (CountedHistory); trim_messages re-counts the history on
-every call. Run: python bench/bench_budget.py [--sizes 100,1000,...] [--json]
+every call. Writes ``bench/results/budget.md``.
+Run: python bench/bench_budget.py [--sizes 100,1000,...] [--json]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import report
 from conversation import conversation
 
 from contextmem.budget import CountedHistory
@@ -90,6 +92,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,500,1000,2000,5000,10000")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    started = time.perf_counter()
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         msgs = conversation(n + 200)
@@ -116,12 +119,23 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'messages':>9} {'contextmem ms/turn':>19} {'trim_messages ms/turn':>22} {'ratio':>9}")
-    for r in rows:
-        print(
-            f"{r['messages']:>9} {r['contextmem_ms']:>19.4f} "
-            f"{r['trim_messages_ms']:>22.2f} {r['ratio']:>8.0f}x"
-        )
+    table = [
+        "| history (messages) | contextmem ms/turn | `trim_messages` ms/turn | ratio |",
+        "|---:|---:|---:|---:|",
+        *(
+            f"| {r['messages']:,} | {r['contextmem_ms']:.3f} | {r['trim_messages_ms']:,.1f} "
+            f"| {r['ratio']:,.0f}x |"
+            for r in rows
+        ),
+    ]
+    print("\n".join(table))
+    report.write(
+        "budget",
+        "Counting + the budget check per agent turn: contextmem vs langchain-core's trim_messages",
+        "Each turn appends a user message and a reply and asks what to keep to fit half the history's "
+        "tokens; both sides count with o200k_base. Median ms per turn.\n\n" + "\n".join(table),
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 2. Tokens sent: a long transcript replayed through the engine (extractive summaries, no model): tokens
    sent per turn vs sending the whole history every turn.
 
-Run: python bench/bench_compaction.py [--sizes 1000,10000,50000] [--turns 1500]
+Writes ``bench/results/compaction.md``. Run: python bench/bench_compaction.py [--sizes 1000,10000,50000]
+[--turns 1500]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import report
 from conversation import conversation
 
 from contextmem.budget import Window, turn_starts
@@ -83,9 +85,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--turns", type=int, default=1500)
     args = ap.parse_args()
+    started = time.perf_counter()
     counter = MessageCounter(TiktokenCounter())
     settings = Settings()
-    print(f"{'messages':>9} {'contextmem plan ms':>19} {'QwenPaw-style split ms':>23} {'ratio':>8}")
+    table = ["| history (messages) | contextmem ms | QwenPaw-style ms | ratio |", "|---:|---:|---:|---:|"]
     for n in [int(s) for s in args.sizes.split(",")]:
         history = conversation(n)[:n]
         counts = counter.count_messages(history)
@@ -94,13 +97,26 @@ def main() -> None:
         if n <= 10_000:
             counter.count_messages(history)
             theirs = qwenpaw_style(history, counter, reserve=int(window * 0.1))
-            print(f"{n:>9} {mine * 1e3:>19.2f} {theirs * 1e3:>23.0f} {theirs / mine:>7.0f}x")
+            table.append(f"| {n:,} | {mine * 1e3:.2f} | {theirs * 1e3:,.0f} | {theirs / mine:,.0f}x |")
         else:
-            print(f"{n:>9} {mine * 1e3:>19.2f} {'(skipped: quadratic)':>23} {'':>8}")
+            table.append(f"| {n:,} | {mine * 1e3:.2f} | quadratic, not run | |")
+        print(table[-1], flush=True)
     mean_sent, mean_full, lost = asyncio.run(tokens_sent(args.turns))
-    print(
-        f"\ntokens per request over {args.turns} turns: sent {mean_sent:,.0f} on average vs full history "
-        f"{mean_full:,.0f} ({mean_full / mean_sent:.1f}x less), lost: {lost}"
+    sent = (
+        f"Tokens per request over {args.turns} turns (window 50,000, extractive summaries): sent "
+        f"{mean_sent:,.0f} on average vs the full history's {mean_full:,.0f} "
+        f"({mean_full / mean_sent:.1f}x fewer), lost: {lost}."
+    )
+    print(sent)
+    report.write(
+        "compaction",
+        "Compaction planning cost, and tokens sent per turn",
+        "Planning: offload + budget trim + summary split on a history at 100% of its window, median of 5, "
+        "against a QwenPaw-style split (walks back from the tail re-counting the kept part).\n\n"
+        + "\n".join(table)
+        + "\n\n"
+        + sent,
+        seconds=time.perf_counter() - started,
     )
 
 
