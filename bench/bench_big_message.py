@@ -1,4 +1,4 @@
-"""A huge message at the door (issue 31, attack 7): what ``add`` and the next turns cost, and how long the
+"""A huge message at the door: what ``add`` and the next turns cost, and how long the
 event loop stalls meanwhile.
 
 For each size (5 MB and 50 MB) and kind (a user message, a tool result), one session on a real SQLite file
