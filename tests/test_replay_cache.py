@@ -1,8 +1,6 @@
 """Prompt-cache metrics of a replay (issue 15): the prefix a request shares with the previous one."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +12,7 @@ from contextmem.formats.openai import from_openai
 from contextmem.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from contextmem.settings import Settings
 from contextmem.tokens import MessageCounter, get_counter
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-import agent_transcript
+from evals.datasets import agent_transcript
 
 COUNTER = MessageCounter(get_counter("auto"))
 TOOLS = (

@@ -39,6 +39,7 @@ from contextmem.summarize.salience import (
 from contextmem.summarize.tool_outcome import TOOL_ERROR_LINES
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
+from evals.datasets.compaction import synthetic_conversation
 
 COUNTER = MessageCounter(get_counter("auto"))
 CHAT = [
@@ -148,7 +149,7 @@ def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, 
 def test_an_event_is_told_with_a_shared_subject_or_as_how_it_felt(sentence: str, told: bool) -> None:
     """A subject the speaker shares ("Jimmy and I went") and how the speaker felt at something ("I was
     thrilled to see") tell an event as "I went" does (the English MADial draws: 61.4% -> 72.1% of the
-    answers kept over five draws, ``bench/results/compaction_facts.md``). A Chinese 了 after a verb of
+    answers kept over five draws, ``evals/results/compaction_facts.md``). A Chinese 了 after a verb of
     knowing (我明白了) or a degree (太好看了) tells none; taking part (我参加), something done for the
     speaker (妈妈送给我) and what made the speaker feel (让我感到) tell one (Chinese 58.7% -> 61.8%)."""
     assert bool(EVENT.search(sentence)) is told
@@ -171,7 +172,7 @@ def test_a_later_clause_that_says_what_every_story_says_goes() -> None:
     """MADial's memories each end in how the teller felt (", and felt very happy", "，感到非常开心"); the
     synthetic friends add ", wish me luck": words the rest of the conversation uses too. Dropping such
     clauses kept 1.9-2.5 more answers in the view of each MADial-derived draw
-    (``bench/results/compaction_facts.md``)."""
+    (``evals/results/compaction_facts.md``)."""
     corpus = [
         "I saw the red pandas at the zoo, and felt very happy.",
         "We flew a kite at the beach, and felt very happy.",
@@ -600,10 +601,13 @@ def test_secrets_never_reach_the_facts() -> None:
     assert "Tr0ub4dor&3" not in text and "sk-proj-Zx81kQm2Lw9Pq7Rt5Vy3Nb6Hc4Jd0Fg" not in text
 
 
-def test_a_compaction_does_not_depend_on_the_string_hash_seed() -> None:
+def test_a_compaction_does_not_depend_on_the_string_hash_seed(tmp_path: Path) -> None:
     """The compactor is deterministic across processes: a sum over a set of words once followed the hash
-    seed's order, and its last bits broke ties differently (29 or 30 of 36 answers on this conversation)."""
-    conversation = Path(__file__).parents[1] / "bench" / "data" / "compaction" / "synthetic" / "zh_friends_21"
+    seed's order, and its last bits broke ties differently (29 or 30 of 36 answers on this conversation,
+    the synthetic dev set's ``zh_friends_21``, generated here as the evals generate it)."""
+    synthetic_conversation(21, zh=True).write(tmp_path)
+    conversation = tmp_path / "zh_friends_21"
+    assert len((tmp_path / "zh_friends_21.qa.jsonl").read_text(encoding="utf-8").splitlines()) == 36
     command = [sys.executable, "-m", "contextmem.cli.main", "eval", "compaction", f"{conversation}.jsonl"]
     command += ["--questions", f"{conversation}.qa.jsonl", "--json"]
     outputs = {

@@ -285,7 +285,7 @@ def fit_window(
     reply size. Without one, the settings and the model table decide (:func:`resolve_window`), and the
     summary (unless the user sized it) takes at most ``summary_window_share`` of that window: 35%, at
     8,000 tokens a 2,800-token fact list in a view of ~3,200-3,500 tokens (where a quarter kept 6 points
-    fewer answers on the MADial dev set: ``bench/results/compaction_facts.md``). With one, each
+    fewer answers on the MADial dev set: ``evals/results/compaction_facts.md``). With one, each
     key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
     output reserve its reply (an eighth of the window if the reply would take half), the summary at most
     ``summary_window_share`` of the window and a summarised chunk at most half. Whatever the user set, a

@@ -9,7 +9,7 @@ Thresholds depend on recency, in UTF-8 bytes of a result's text:
   The agent asked for these results and has not read them yet, so they are never cut to a share of
   the budget: at a 50,000-token window a 33.8 KB log stays whole (17,203 bytes under the share), at an
   8,192-token one it keeps 13,598 bytes, what fits (2,677 under the share). Measured in
-  ``bench/bench_current_turn.py``: below 128k the agent makes 32-53% fewer calls (it need not
+  ``evals/current_turn.py``: below 128k the agent makes 32-53% fewer calls (it need not
   ``read_file`` what it was just given) and sends 27-47% fewer tokens, at a lower cache ratio;
 * **the newest ``pruning_recent_n`` results of past turns**: ``pruning_recent_msg_max_bytes``, and
   **older ones** ``pruning_old_msg_max_bytes`` (3,000); both at most CowAgent's

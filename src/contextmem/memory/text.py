@@ -2,8 +2,8 @@
 
 FTS5's ``unicode61`` tokenizer keeps a run of Chinese characters as one token, and ``trigram`` never matches
 two-character words, so Chinese is split here, before it reaches SQLite: each CJK run becomes its character
-bigrams (default; measured better than jieba on MADial-Bench Chinese, see ``bench/results/memory.md``) or
-jieba words. Other scripts pass through for ``porter unicode61`` to fold case and stem.
+bigrams (default; measured better than jieba on MADial-Bench Chinese: ``evals/results/memory_madial.md``)
+or jieba words. Other scripts pass through for ``porter unicode61`` to fold case and stem.
 """
 
 from __future__ import annotations

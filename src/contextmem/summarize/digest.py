@@ -40,7 +40,7 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     session date, sessions in the order they were held (undated facts first, under their section's
     title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
     identifier block: short chunks like those outranked the bullet holding the answer
-    (``bench/results/compaction_facts.md``).
+    (``evals/results/compaction_facts.md``).
 
     Facts said before the first session header of ``summary`` took place on the session date that
     ``previous`` (the summary before them) ends on. Pure; ``""`` when ``summary`` holds no fact.

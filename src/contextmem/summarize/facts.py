@@ -76,7 +76,7 @@ NEW_SHARE = 0.05
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score
 (~140 tokens of a 2,800-token summary). A quarter kept 0.5-3.7 points fewer answers on each of the four
 dev sets; a tenth kept 0-2.2 fewer than a twentieth on those four (level on one) and 0.5-2.0 fewer on a
-third draw of both sets built only to settle this (``bench/results/compaction_facts.md``)."""
+third draw of both sets built only to settle this (``evals/results/compaction_facts.md``)."""
 MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
@@ -85,7 +85,7 @@ RELATED_DF = 3
 at most this many facts use: a name, a place, a number — not "work" or "today"."""
 LENGTH_DISCOUNT = 0.5
 """A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT`` (0.3 was no better once lead-ins were
-stripped: ``bench/results/compaction_facts.md``)."""
+stripped: ``evals/results/compaction_facts.md``)."""
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
 TOOL_WEIGHT = 0.5
 """What a tool printed counts this much of what a person said: it can be read again (the archive, the

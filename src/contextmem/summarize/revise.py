@@ -24,7 +24,7 @@ with the previous summary:
 4. **Fitted**: a result over its budget is re-compressed without another model call, by
    :func:`~.facts.compact_facts` over it — the least salient whole facts go, the model's or the draft's,
    never the middle of one. (Keeping the model's items first and filling the room with the draft kept
-   fewer answers: bench/results/local_llm.md.)
+   fewer answers: evals/results/local_llm.md.)
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ KEPT = 0.5
 of its own instead of correcting the draft: the 1.5B and 0.5B models summarised the new messages alone in
 six to eight items, keeping 2 of 41 answers the draft held 25 of. Such a reply is no judgement of what is
 stale: every draft fact it dropped comes back, and its own items compete with them for the budget
-(bench/results/local_llm.md: answers kept then match or beat the draft's; rejecting it outright tied or
+(evals/results/local_llm.md: answers kept then match or beat the draft's; rejecting it outright tied or
 lost one)."""
 
 _FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*$")

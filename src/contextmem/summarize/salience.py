@@ -116,7 +116,7 @@ EVENT_WEIGHT = 3.0
 ask what people did. At 1.0 such a sentence, made of everyday words (happy, park, friends), lost to
 remarks and advice holding a rare or capitalised word; at 3.0 (with the Chinese ``我在/我和…`` opening)
 the MADial-derived dev set kept 54.4% of its answers, not 42.6%, its held-out draw 54.4%, not 45.8%, the
-synthetic sets one answer fewer and as many (``bench/results/compaction_facts.md``)."""
+synthetic sets one answer fewer and as many (``evals/results/compaction_facts.md``)."""
 
 ADVICE = cue(
     r"you (?:can|could|should|might|may want to) (?:try|consider|ask|talk to|find|think about|look for)|"
