@@ -3,11 +3,11 @@
 For each seed, a long agent transcript (``evals/datasets/agent_transcript.py``: tool calls, outputs up to
 200 KB, English and Chinese, ~20 facts planted in the first 30 turns) is replayed through three
 strategies, and every request is compared with the previous one as it is sent
-(:mod:`contextmem.agent.cache_metrics`: tool definitions, then OpenAI-form messages, message granularity;
+(:mod:`contextmem.eval.cache`: tool definitions, then OpenAI-form messages, message granularity;
 tokens of the o200k counter):
 
 * **contextmem**: a ``ContextMem`` session with default settings at the window, replayed as
-  ``contextmem replay`` replays it (:func:`contextmem.agent.replay.replay`; a fresh workspace and SQLite
+  ``contextmem replay`` replays it (:func:`contextmem.eval.replay.replay`; a fresh workspace and SQLite
   store; no LLM, so summaries are extractive);
 * **trim_messages**: a sliding window, langchain-core's real ``trim_messages`` (``strategy="last"``,
   ``start_on="human"``, system kept) with the same counter and the same history budget
@@ -41,8 +41,8 @@ from bench_budget import to_langchain
 from report import run_line
 
 from contextmem import ContextMem, Settings
-from contextmem.agent.cache_metrics import CallCache, WireRequest, compare, tally, wire_request
-from contextmem.agent.replay import ReplayReport, load_tools, load_transcript, replay
+from contextmem.eval.cache import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.eval.replay import ReplayReport, load_tools, load_transcript, replay
 from contextmem.messages import AssistantMessage, Message, SystemMessage, ToolSpec
 from contextmem.tokens import MessageCounter, get_counter
 from contextmem.tokens.counter import REPLY_PRIMING

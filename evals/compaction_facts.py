@@ -29,8 +29,8 @@ import json
 import time
 from pathlib import Path
 
-from contextmem.agent.replay import load_transcript
-from contextmem.cli.eval_compaction import CompactionEval, evaluate, load_questions
+from contextmem.eval.compaction import CompactionEval, evaluate, load_questions
+from contextmem.eval.replay import load_transcript
 from contextmem.settings import Settings
 from evals.datasets import compaction_sets
 

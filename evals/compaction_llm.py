@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextmem.agent.replay import load_transcript
-from contextmem.cli.eval_compaction import CompactionEval, evaluate, load_questions
+from contextmem.eval.compaction import CompactionEval, evaluate, load_questions
+from contextmem.eval.recall import normalise
+from contextmem.eval.replay import load_transcript
 from contextmem.messages import Message, text_of
 from contextmem.settings import Settings
-from contextmem.summarize.recall import normalise
 from contextmem.tokens import get_counter
 from evals.datasets import compaction_sets
 

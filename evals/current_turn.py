@@ -2,7 +2,7 @@
 
 A tool-heavy agent session (file reads, logs, JSON, test output, Chinese prose: results of 5-60 KB, some
 steps with two results, some turns with three steps; generators of ``evals/datasets/agent_transcript.py``) is
-replayed through the engine (:func:`contextmem.agent.replay.replay`: one ``build`` before each assistant
+replayed through the engine (:func:`contextmem.eval.replay.replay`: one ``build`` before each assistant
 message, no LLM, so summaries are extractive) at several windows, once per cut rule:
 
 * **share** (main before this change): every result, the current turn's too, at most
@@ -16,7 +16,7 @@ message, no LLM, so summaries are extractive) at several windows, once per cut r
 
 Every result of 5 KB or more has an answer-bearing line (``ANSWER-<n>: ...``) at 2%, 25%, 50%, 75% or
 98% of its text. Reported per window and rule: calls; cache ratio (prefix shared with the previous
-request / prompt tokens, :mod:`contextmem.agent.cache_metrics`); prompt tokens sent over all calls and
+request / prompt tokens, :mod:`contextmem.eval.cache`); prompt tokens sent over all calls and
 their billed-equivalent (misses + 0.1 x cached); of the answers, how many are in the very next request
 (the one that reads the result), how many only in the offloaded file (``read_file`` away: one more call
 at least) or nowhere; how many results of 5 KB+ that request keeps whole, and the median bytes it keeps;
@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import revision
-from contextmem.agent.cache_metrics import CallCache, WireRequest, compare, tally, wire_request
-from contextmem.agent.replay import load_tools
 from contextmem.compaction import offload
 from contextmem.engine import ContextEngine, EngineEvent, Request
+from contextmem.eval.cache import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.eval.replay import load_tools
 from contextmem.messages import (
     AssistantMessage,
     Message,

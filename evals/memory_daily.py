@@ -4,7 +4,7 @@ Each conversation of :func:`evals.datasets.memory_sets` is a workspace of daily 
 ``## HH:MM`` entries) with its questions labelled by their evidence lines, in the format
 ``contextmem memory eval`` reads. The index runs with the shipped defaults; its "today" is the day after
 the conversation's last file, so older days decay as they would for a user. Scored with
-:func:`contextmem.memory.evaluate.score` (recall@k: share of a query's evidence lines that a top-k hit
+:func:`contextmem.eval.memory.score` (recall@k: share of a query's evidence lines that a top-k hit
 covers; MRR@10), pooled over each set's queries in each language.
 
 Sets: ``madial`` and ``synthetic`` (an entry per three exchanges), and the ``-turns`` sets (every turn its
@@ -23,9 +23,9 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+from contextmem.eval.memory import EvalReport, QueryResult, labelled_query, score
 from contextmem.memory import SqliteMemoryIndex, Workspace, embedder_from_spec
 from contextmem.memory.embedders import Embedder
-from contextmem.memory.evaluate import EvalReport, QueryResult, labelled_query, score
 from evals.datasets import memory_sets
 
 SETS = (

@@ -15,7 +15,8 @@ CONTRIBUTING.md draws the same picture.
 5. ``memory`` — long-term memory: markdown files, the index, the agent's memory tools.
 6. ``engine`` — one session's context: applies plans, the only assembler of requests.
 7. ``runtime`` — ``ContextMem``: store, workspace, LLM, memory and engines wired together from settings.
-8. ``agent`` — the reference tool-calling loop, opened on a runtime.
+8. ``agent``, ``eval`` — the reference tool-calling loop, opened on a runtime; the evaluations users run
+   on their own data (memory search, compaction, replay), which open one. Only ``cli`` imports ``eval``.
 9. ``contextmem`` (the package itself) — the curated public API re-exporting the floors below.
 10. ``integrations``, ``mcp``, ``testing`` — adapters (framework sessions, the MCP server) and the fakes
     tests and users run; nothing below imports them.
@@ -52,7 +53,7 @@ FLOORS: list[set[str]] = [
     {"memory"},
     {"engine"},
     {"runtime"},
-    {"agent"},
+    {"agent", "eval"},
     {""},  # the package itself: contextmem/__init__.py, the public API
     {"integrations", "mcp", "testing"},
     {"cli"},
@@ -175,6 +176,16 @@ def test_no_import_runs_up_a_floor() -> None:
         if floor(i.imported) > floor(i.importer)
     )
     assert not upward, "imports up a floor:\n" + "\n".join(upward)
+
+
+def test_the_product_does_not_import_its_evaluation() -> None:
+    """``eval`` measures the product; only ``cli`` (its adapter) and ``eval`` itself may import it."""
+    users = sorted(
+        f"{i.importer} imports {i.imported} at line {i.line}"
+        for i in IMPORTS
+        if component(i.imported) == "eval" and component(i.importer) not in ("eval", "cli")
+    )
+    assert not users, "the product imports its evaluation:\n" + "\n".join(users)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from contextmem.agent.cache_metrics import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
-from contextmem.agent.replay import load_tools
 from contextmem.cli.main import main
 from contextmem.errors import MessageFormatError
+from contextmem.eval.cache import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
+from contextmem.eval.replay import load_tools
 from contextmem.formats.openai import from_openai
 from contextmem.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from contextmem.settings import Settings

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextmem.eval.recall import every_nth, kept_answers, most_recent
 from contextmem.messages import Message, UserMessage, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.extractive import extractive_summary
@@ -22,7 +23,6 @@ from contextmem.summarize.facts import (
     merge_facts,
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
-from contextmem.summarize.recall import every_nth, kept_answers, most_recent
 from contextmem.summarize.salience import (
     ADVICE,
     EVENT,
@@ -705,7 +705,7 @@ def test_kept_answers_and_the_baselines() -> None:
 
 
 async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     texts = [f"A: [Session {i} · 2023-05-{i + 1:02d}]\nWe adopted a puppy named Pup{i}." for i in range(25)]
@@ -716,7 +716,7 @@ async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> No
 
 
 async def test_eval_compaction_with_a_model_summarises_with_it() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     from .engine_helpers import correcting
@@ -732,7 +732,7 @@ async def test_eval_compaction_with_a_model_summarises_with_it() -> None:
 
 
 async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d}" for i in range(90)]
@@ -755,8 +755,8 @@ def test_a_sentence_with_a_date_is_a_fact_not_a_session_header() -> None:
 
 
 def test_a_question_set_line_without_an_answer_is_named_by_file_and_line(tmp_path: Path) -> None:
-    from contextmem.cli.eval_compaction import load_questions
     from contextmem.errors import JsonlLineError
+    from contextmem.eval.compaction import load_questions
 
     qa = tmp_path / "qa.jsonl"
     qa.write_text('{"question": "q", "answer": "a"}\n{"question": "no answer"}\n', encoding="utf-8")

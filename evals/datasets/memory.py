@@ -10,7 +10,7 @@ Each conversation becomes one workspace laid out as contextmem's memory writer l
 exchanges, its body the turns as ``speaker: text`` lines, entries separated by a blank line.
 
 Each question becomes one labelled query (the question verbatim) in the format ``contextmem memory eval``
-reads (:mod:`contextmem.memory.evaluate`): ``{"id", "query", "relevant": ["PATH:LINE", ...]}``, relevant =
+reads (:mod:`contextmem.eval.memory`): ``{"id", "query", "relevant": ["PATH:LINE", ...]}``, relevant =
 the lines holding the evidence:
 
 * ``madial`` "What happened to X on DATE?" (answer: a span of the event): the line of that day's file

@@ -1,4 +1,4 @@
-"""Measuring what a compacted view keeps (issue 17): answers still present, and the baselines to beat.
+"""What a compacted view keeps: answers still present, and the baselines to beat at the same cost.
 
 Pure functions over texts and messages. A question is *kept* when its answer string is in the view,
 case-insensitively, with whitespace normalised (so a line break in the summary does not hide an answer).
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..messages import Message, text_of
-from .ledger import TextCounter
+from ..summarize.ledger import TextCounter
 
 __all__ = ["KeptAnswers", "every_nth", "found_answers", "kept_answers", "most_recent", "normalise"]
 

@@ -1,4 +1,4 @@
-"""How much of each request a provider's prompt cache could serve (issue 15). Pure functions, no I/O.
+"""How much of each request a provider's prompt cache could serve: the replay's cache metrics. Pure, no I/O.
 
 Providers bill the longest prefix a request shares with an earlier one as a cache read. A request is
 compared, *as it is sent*, with the previous request of the same session: the tool definitions first

@@ -29,10 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ..errors import MessageFormatError
-from .base import MemoryHit, MemoryIndex, SearchMode
+from ..errors import MessageFormatError, MissingExtraError
+from ..memory.base import MemoryHit, MemoryIndex, SearchMode
 
 __all__ = [
     "EvalReport",
@@ -172,6 +170,11 @@ def _reciprocal_rank(hits: Sequence[MemoryHit], relevant: Sequence[Relevant]) ->
 
 def score(results: Sequence[QueryResult], ks: Sequence[int] = DEFAULT_KS) -> EvalReport:
     """Recall@k for each of ``ks``, MRR within the top ``max(ks)``, latency percentiles (pure)."""
+    try:  # the memory extra, as the index scored needs; importing contextmem.eval does not need it
+        import numpy as np
+    except ImportError:
+        raise MissingExtraError("numpy", "memory") from None
+
     if not results:
         return EvalReport(0, dict.fromkeys(ks, 0.0), 0.0, 0.0, 0.0)
     depth = max(ks)

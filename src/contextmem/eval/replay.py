@@ -1,11 +1,11 @@
-"""Replay a recorded conversation through the engine, exactly as an agent would have sent it (issue 4).
+"""Replay a recorded conversation through the engine, exactly as an agent would have sent it.
 
 Every assistant message in the transcript marks one model call: before it, the engine builds the request
 (offloading, trimming and summarising as needed) and the request's regions are measured; then the
 assistant message and its tool results are appended. After each turn ``end_turn`` runs, as in the agent.
 
 Every call's request is also compared with the previous one, as it is sent, for the prompt cache
-(:mod:`.cache_metrics`): shared prefix tokens, append-only or why the prefix broke, billed-equivalent
+(:mod:`.cache`): shared prefix tokens, append-only or why the prefix broke, billed-equivalent
 tokens; per turn (``TurnReport.cache``) and in total (``ReplayReport.cache``). ``on_request`` sees each
 request as sent, e.g. to dump it (``contextmem replay --dump-requests``).
 
@@ -27,7 +27,7 @@ from ..engine import ContextEngine, EngineEvent
 from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
-from .cache_metrics import CacheTally, CallCache, WireRequest, canonical, compare, tally, wire_request
+from .cache import CacheTally, CallCache, WireRequest, canonical, compare, tally, wire_request
 
 __all__ = ["ReplayReport", "TurnReport", "count_lost", "load_tools", "load_transcript", "replay"]
 
