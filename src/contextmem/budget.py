@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
-from .errors import BudgetExceededError
+from .errors import BudgetExceededError, ConfigError, UsageError
 from .messages import Message, UserMessage
 from .models import lookup_model
 from .settings import DEFAULT_OUTPUT_RESERVE, Settings
@@ -64,7 +64,10 @@ def resolve_window(
     elif cap is not None:
         window = cap
     else:
-        raise ValueError("resolve_window needs context_window, a known model, max_tokens or cap")
+        raise ConfigError(
+            "no window: resolve_window needs context_window, a known model, max_tokens or cap. "
+            "Fix: set context_window"
+        )
     if cap is not None:
         window = min(window, cap)
     if max_tokens is not None:
@@ -168,7 +171,9 @@ def cut_for_budget(prefix: Sequence[int], starts: Sequence[int], budget: int) ->
 def fit_cut(messages: Sequence[Message], counts: Sequence[int], budget: int) -> int:
     """The smallest allowed cut that brings ``messages`` within ``budget`` tokens (see cut_for_budget)."""
     if len(counts) != len(messages):
-        raise ValueError(f"counts has {len(counts)} entries for {len(messages)} messages")
+        raise UsageError(
+            f"counts has {len(counts)} entries for {len(messages)} messages. Fix: one count per message"
+        )
     return cut_for_budget(prefix_sums(counts), turn_starts(messages), budget)
 
 
@@ -223,7 +228,7 @@ class CountedHistory:
     def drop_before(self, cut: int) -> list[Message]:
         """Remove and return ``messages[:cut]``; ``cut`` must be an allowed cut."""
         if cut not in (0, len(self.messages)) and cut not in self._starts:
-            raise ValueError(f"cut {cut} is not a turn start; use safe_cut() to find one")
+            raise UsageError(f"cut {cut} is not a turn start. Fix: use safe_cut() to find one")
         dropped = self.messages[:cut]
         base = self._prefix[cut]
         self.messages = self.messages[cut:]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..errors import ConfigError
 from ..llm.base import ToolSpec
 from ..messages import ToolCall
 
@@ -90,7 +91,7 @@ class Toolbox:
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
-            raise ValueError(f"two tools are named {tool.name!r}. Fix: give each tool a unique name")
+            raise ConfigError(f"two tools are named {tool.name!r}. Fix: give each tool a unique name")
         self._tools[tool.name] = tool
 
     def __len__(self) -> int:

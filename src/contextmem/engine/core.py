@@ -26,7 +26,7 @@ from typing import Any, Unpack
 from ..archive import DialogArchive
 from ..budget import CountedHistory, RequestEstimate, Window, WindowFit, fit_to_model, fit_window
 from ..compaction.plans import plan_restore
-from ..errors import BudgetExceededError, CompactionError
+from ..errors import BudgetExceededError, CompactionError, InternalError
 from ..formats.inputs import MessageInput
 from ..llm.base import LearnsWindow, Usage
 from ..messages import Message, ToolInput, ToolSpec
@@ -287,7 +287,7 @@ class ContextEngine:
                     # Another writer moved the session while this one compacted: plan again on its state,
                     # after a jittered pause (10 ms doubling), so busy writers stop colliding in step.
                     await asyncio.sleep(0.01 * 2**attempt * random.uniform(0.5, 1.0))
-            raise AssertionError("unreachable")
+            raise InternalError("a build attempt neither returned nor raised")
 
     async def _prepare(self, fixed: Fixed) -> None:
         """Offload, then compact when due (the caller holds ``_lock``)."""

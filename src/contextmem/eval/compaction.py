@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import JsonlLineError
+from ..errors import JsonlLineError, UsageError
 from ..jsonl import read_jsonl, source_name
 from ..llm.registry import NO_MODEL
 from ..messages import Message, SystemMessage, text_of
@@ -119,7 +119,7 @@ async def evaluate(
         settings = settings.with_value("context_window", DEFAULT_WINDOW)
     memory = questions is not None and embedder is not None
     if memory and len(questions or ()) != len(answers):
-        raise ValueError(f"{len(answers)} answers but {len(questions or ())} questions. Fix: one per answer")
+        raise UsageError(f"{len(answers)} answers but {len(questions or ())} questions. Fix: one per answer")
     with tempfile.TemporaryDirectory(prefix="contextmem-eval-") as tmp:
         settings = settings.with_value("workspace", tmp).with_value("store", "")  # all in tmp
         runtime = await ContextMem.open(

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from ..budget import turn_starts
 from ..engine import ContextEngine, EngineEvent
+from ..errors import UsageError
 from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
@@ -135,7 +136,7 @@ async def replay(
     """Replay ``transcript`` into ``engine`` (a new, empty session); see the module docstring.
     ``on_request(call, turn, request)`` (both numbered from 1) runs for each request before it is used."""
     if engine.history.messages or (await engine.verify()).appended:
-        raise ValueError(f"session {engine.session_id!r} is not empty. Fix: replay into a new session id")
+        raise UsageError(f"session {engine.session_id!r} is not empty. Fix: replay into a new session id")
     counts: dict[str, int] = {"offload": 0, "compaction": 0, "archived": 0}
 
     def listen(event: EngineEvent) -> None:

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
-from ..errors import MessageFormatError
+from ..errors import MessageFormatError, UsageError
 from ..messages import AssistantMessage, Message, wire_form
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 from .scheduler import EndpointGate, gate_for
@@ -258,4 +258,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     coro.close()
-    raise RuntimeError("run_sync() called from a running event loop. Fix: await the async method instead.")
+    raise UsageError("run_sync() called from a running event loop. Fix: await the async method instead.")

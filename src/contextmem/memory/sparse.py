@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 __all__ = ["MAX_SPARSE_DIM", "SparseEncoder", "Terms", "dot", "pack", "sparse_encoder", "unpack"]
 
@@ -64,7 +64,9 @@ def pack(terms: Mapping[int, float]) -> bytes:
     """
     ids = np.fromiter(sorted(terms), dtype=np.int64, count=len(terms))
     if ids.size and (ids[0] < 0 or ids[-1] >= MAX_SPARSE_DIM):
-        raise ValueError(f"sparse term ids must be in [0, {MAX_SPARSE_DIM})")
+        raise UsageError(
+            f"sparse term ids must be in [0, {MAX_SPARSE_DIM}). Fix: use the embedder's own term ids"
+        )
     values = np.asarray([terms[int(i)] for i in ids], dtype="<f2")
     keep = values > 0
     return ids[keep].astype("<u2").tobytes() + values[keep].tobytes()
@@ -73,7 +75,10 @@ def pack(terms: Mapping[int, float]) -> bytes:
 def unpack(blob: bytes) -> tuple[NDArray[np.uint16], NDArray[np.float16]]:
     """The ``(ids, weights)`` of a :func:`pack` blob."""
     if len(blob) % 4:
-        raise ValueError(f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes")
+        raise UsageError(
+            f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes. "
+            "Fix: rebuild the index (contextmem memory index)"
+        )
     n = len(blob) // 4
     return np.frombuffer(blob, dtype="<u2", count=n), np.frombuffer(blob, dtype="<f2", offset=2 * n)
 
