@@ -1,4 +1,4 @@
-"""The pure budget core (SPEC C1, C3): regions, turns, safe cuts, fitting. No I/O, no clock, no globals.
+"""The pure budget core (C1, C3): regions, turns, safe cuts, fitting. No I/O, no clock, no globals.
 
 Regions of the window::
 
@@ -283,7 +283,7 @@ def fit_window(
     *,
     proven: bool = False,
 ) -> WindowFit:
-    """The one place the window and the summary sizes are fitted to the model (SPEC C1).
+    """The one place the window and the summary sizes are fitted to the model (C1).
 
     ``model_window`` is what one call to the model may hold, prompt and reply (the LLM's
     ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own

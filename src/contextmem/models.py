@@ -1,4 +1,4 @@
-"""Known models and their real context windows (SPEC C1), overridable by settings.
+"""Known models and their real context windows (C1), overridable by settings.
 
 Looked up by the longest matching prefix of the model name, after dropping a provider prefix
 (``openai:``, ``anthropic:``) and any ``org/`` path, case-insensitively, so ``openai:gpt-4o-2024-08-06``

@@ -1,4 +1,4 @@
-"""The reference agent loop (SPEC A1): any LLM, tool calling, every model call assembled by the engine.
+"""The reference agent loop (A1): any LLM, tool calling, every model call assembled by the engine.
 
 One turn::
 

@@ -1,4 +1,4 @@
-"""Tools the agent can call: a small protocol, a function adapter, and the memory tools (SPEC M5).
+"""Tools the agent can call: a small protocol, a function adapter, and the memory tools (M5).
 
 A tool is a name, a description, a JSON schema of its arguments and an async ``call`` returning text.
 :class:`Toolbox` is the one dispatcher: unknown tools, bad JSON and tools that raise come back to the

@@ -1,4 +1,4 @@
-"""Chat commands (SPEC C13): each is a few lines over one engine, runtime or settings call.
+"""Chat commands (C13): each is a few lines over one engine, runtime or settings call.
 
 ``/context`` · ``/context clear`` · ``/compact [instruction]`` · ``/config [KEY VALUE]`` ·
 ``/memory QUERY`` · ``/help``. :meth:`ChatCommands.dispatch` returns the text to print.

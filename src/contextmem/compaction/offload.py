@@ -1,4 +1,4 @@
-"""Tool-result offload (SPEC C5), pure: which results to cut, and the head + tail that stays.
+"""Tool-result offload (C5), pure: which results to cut, and the head + tail that stays.
 
 Thresholds depend on recency, in UTF-8 bytes of a result's text:
 

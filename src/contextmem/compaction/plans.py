@@ -1,4 +1,4 @@
-"""Compaction plans (SPEC C6, C7, C9, C11, S1): pure functions of ``(history, counts, budget, settings)``.
+"""Compaction plans (C6, C7, C9, C11, S1): pure functions of ``(history, counts, budget, settings)``.
 
 A plan says which messages stay (``keep``, ascending indices into the history), which leave
 (``drop``: the engine archives them, then summarises them, then removes them), and which stay with a

@@ -1,4 +1,4 @@
-"""Applying a compaction plan: the one path by which messages leave the context (SPEC C4, C8, C11).
+"""Applying a compaction plan: the one path by which messages leave the context (C4, C8, C11).
 
 The order is fixed: **archive** (fsynced JSONL + store), **summarise**, **remove**. A failure at any step
 leaves the messages where they were. Plans come from the pure :mod:`contextmem.compaction.plans`; every

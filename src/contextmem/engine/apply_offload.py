@@ -1,4 +1,4 @@
-"""Applying an offload plan (SPEC C5): an old tool result's full text to ``tool_results/``, a head +
+"""Applying an offload plan (C5): an old tool result's full text to ``tool_results/``, a head +
 tail in the context.
 
 The plan comes from the pure :func:`contextmem.compaction.offload.plan_offload`; this applies it in the

@@ -1,4 +1,4 @@
-"""Background summarisation (SPEC C8, C9): the LLM summary catches up off the request path.
+"""Background summarisation (C8, C9): the LLM summary catches up off the request path.
 
 When messages leave on the synchronous path (the proactive check before a call), the summary is
 updated at once by the deterministic extractive summariser and the messages are queued

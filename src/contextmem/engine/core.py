@@ -1,4 +1,4 @@
-"""The context engine (SPEC C4–C13): one session, and the only assembler of what a model sees.
+"""The context engine (C4–C13): one session, and the only assembler of what a model sees.
 
 :class:`ContextEngine` is the shell around the pure core. It decides *when*; the pure functions decide
 *what*: :mod:`contextmem.budget` sizes the window (:func:`~contextmem.budget.fit_to_model`) and its

@@ -1,4 +1,4 @@
-"""Adapters for agent frameworks (SPEC A4): thin shells over the public engine, one module per framework.
+"""Adapters for agent frameworks (A4): thin shells over the public engine, one module per framework.
 
 * :mod:`contextmem.integrations.openai_agents` — ``ContextMemSession``, an OpenAI Agents SDK ``Session``
   (extra ``openai-agents``);

@@ -1,4 +1,4 @@
-"""Pure hybrid ranking (SPEC M4): no I/O, no clock — the caller passes scores, ages and ``now``.
+"""Pure hybrid ranking (M4): no I/O, no clock — the caller passes scores, ages and ``now``.
 
 Every component is min-max normalised over the candidate set (the union of the vector and keyword top
 lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the model's cosine range or

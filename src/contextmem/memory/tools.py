@@ -1,4 +1,4 @@
-"""The agent's memory tools (SPEC M5), with JSON schemas ready to hand to a model.
+"""The agent's memory tools (M5), with JSON schemas ready to hand to a model.
 
 :meth:`MemoryTools.call` is the single dispatcher, for models and for MCP. Invariants:
 

@@ -1,4 +1,4 @@
-"""What the model's reply is worth (C8, issue 17): cleaned, checked, and reconciled with the draft.
+"""What the model's reply is worth (C8): cleaned, checked, and reconciled with the draft.
 
 The model is shown an extractive draft — of the new messages' facts and the previous facts they may make
 stale (:func:`~.facts.fresh_draft`), or the whole summary to reshape on ``/compact`` — and asked to
