@@ -55,7 +55,7 @@ URL_SCHEMES = ("http", "https")
 
 
 class Settings(BaseModel):
-    """All of contextmem's settings. Field docs are the reference; defaults are listed in docs/configuration.md."""
+    """All of contextmem's settings. Field docs are the reference; docs/configuration.md lists defaults."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
