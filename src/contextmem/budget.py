@@ -25,6 +25,27 @@ from .models import lookup_model
 from .settings import DEFAULT_OUTPUT_RESERVE, Settings
 from .tokens.counter import MessageCounter
 
+__all__ = [
+    "FITTED",
+    "CountedHistory",
+    "RequestEstimate",
+    "Window",
+    "WindowFit",
+    "allowed_cuts",
+    "cut_for_budget",
+    "fit_cut",
+    "fit_settings",
+    "fit_to_model",
+    "fit_window",
+    "is_explicit",
+    "is_over_budget",
+    "output_reserve",
+    "prefix_sums",
+    "resolve_window",
+    "safe_cut",
+    "turn_starts",
+]
+
 # --- the window and its regions -------------------------------------------------------------------
 
 

@@ -47,6 +47,45 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Sequence
 
+__all__ = [
+    "BRIEF_CHARS",
+    "MAX_PROBLEM_CHARS",
+    "ArchiveError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BudgetExceededError",
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "ContextmemError",
+    "HistoryError",
+    "IncompleteReplyError",
+    "InternalError",
+    "JsonlLineError",
+    "LLMError",
+    "LLMTimeoutError",
+    "MessageFormatError",
+    "MessageStateError",
+    "MessageTooLargeError",
+    "MissingExtraError",
+    "NotFoundError",
+    "PathEscapeError",
+    "RateLimitError",
+    "SessionBusyError",
+    "SessionConflictError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoreURLError",
+    "StoreUnavailableError",
+    "TokenizerError",
+    "ToolArgumentError",
+    "ToolCallExpiredError",
+    "TransientLLMError",
+    "UsageError",
+    "brief",
+]
+
 BRIEF_CHARS = 80
 MAX_PROBLEM_CHARS = 600
 

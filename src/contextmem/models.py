@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["MODEL_TABLE", "ModelInfo", "lookup_model"]
+
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:

@@ -30,6 +30,18 @@ from pydantic import (
 from .errors import ConfigError
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 
+__all__ = [
+    "DEFAULT_OUTPUT_RESERVE",
+    "ENV_PREFIX",
+    "OTHER_VARIABLES",
+    "UNSET_WORDS",
+    "URL_SCHEMES",
+    "Settings",
+    "check_key",
+    "unknown_key_message",
+    "unknown_variables",
+]
+
 ENV_PREFIX = "CONTEXTMEM_"
 DEFAULT_OUTPUT_RESERVE = 4096
 

@@ -19,6 +19,8 @@ from .render import context_report, hits_table, table
 if TYPE_CHECKING:
     from ..runtime import ContextMem
 
+__all__ = ["HELP", "RESTART_KEYS", "ChatCommands"]
+
 HELP = """commands:
   /context                  tokens by region (gauge), messages, roles, characters
   /context clear            archive the whole conversation and start afresh (memory keeps it)

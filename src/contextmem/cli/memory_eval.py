@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from ..eval.memory import EvalReport, LabelledQuery
     from ..memory import MemoryHit, MemoryIndex
 
+__all__ = [
+    "EVAL_HELP",
+    "HIT_KEYS",
+    "eval_report_text",
+    "hit_record",
+    "parse_ks",
+    "read_labelled",
+    "read_queries",
+    "run_eval",
+    "search_batch",
+]
+
 HIT_KEYS = ("path", "start_line", "end_line", "score", "snippet")
 
 EVAL_HELP = """\

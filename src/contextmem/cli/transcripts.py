@@ -17,6 +17,8 @@ from ..tokens import MessageCounter, get_counter
 from . import state
 from .render import gauge, table, use_color
 
+__all__ = ["cmd_count", "cmd_replay", "reserve_line"]
+
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(_replay(settings, args))

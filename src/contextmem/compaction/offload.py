@@ -33,6 +33,21 @@ from ..messages import Message, ToolMessage, text_of
 from ..namespace import DEFAULT_NAMESPACE
 from ..settings import Settings
 
+__all__ = [
+    "FIT_MARGIN",
+    "MIN_CUT_BYTES",
+    "NOTICE",
+    "Offload",
+    "OffloadLimit",
+    "current_turn_caps",
+    "fits",
+    "head_tail",
+    "offload_limits",
+    "offload_path",
+    "past_cap",
+    "plan_offload",
+]
+
 NOTICE = (
     "\n\n[... {omitted} of {total} characters omitted. The full output is saved at {path} — "
     "read it with read_file(path, offset, limit). ...]\n\n"

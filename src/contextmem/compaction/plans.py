@@ -22,6 +22,20 @@ from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text
 from ..textcut import cut_middle
 from .pairs import broken, open_group
 
+__all__ = [
+    "Plan",
+    "keep_open_group",
+    "no_change",
+    "plan_budget_trim",
+    "plan_emergency",
+    "plan_fold_task",
+    "plan_pop",
+    "plan_repair",
+    "plan_restore",
+    "plan_summarize",
+    "plan_turn_trim",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:

@@ -49,6 +49,8 @@ from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
 from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
+__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
+
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3

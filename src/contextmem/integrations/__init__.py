@@ -8,3 +8,5 @@
 Each module imports its framework on import and raises :class:`~contextmem.errors.MissingExtraError`
 naming the extra when it is missing; importing this package costs nothing.
 """
+
+__all__: list[str] = []

@@ -18,6 +18,18 @@ from ..messages import AssistantMessage, Message, wire_form
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 from .scheduler import EndpointGate, gate_for
 
+__all__ = [
+    "LLM",
+    "BaseLLM",
+    "CallOptions",
+    "ChatResponse",
+    "LearnsWindow",
+    "ModelCall",
+    "StreamEvent",
+    "Usage",
+    "run_sync",
+]
+
 T = TypeVar("T")
 
 

@@ -28,6 +28,17 @@ from typing import NotRequired, TypedDict, Unpack
 import numpy as np
 from numpy.typing import NDArray
 
+__all__ = [
+    "Candidate",
+    "Ranking",
+    "combine",
+    "decay_factor",
+    "fuse",
+    "mmr",
+    "passes_min_score",
+    "top_k_indices",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Calibration"]
+
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
