@@ -37,14 +37,14 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict, Unpack
 
+from ..lang import TablePattern
+from ..lang.scripts import HAN_CHAR
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
+from .cues import NOTED, REQUEST, SPEAKER_NAME
 from .ledger import Ledger, TextCounter
 from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections, without_labels
 from .salience import (
-    NOTED,
-    REQUEST,
-    SPEAKER_NAME,
     compress,
     content_tokens,
     header_date,
@@ -107,7 +107,7 @@ TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are b
 _NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
-_SPEAKER_TURN = re.compile(rf"(?<=[.!?…。！？])\s*(?=(?:{SPEAKER_NAME})[:：])")
+_SPEAKER_TURN = TablePattern(lambda langs: rf"(?<=[.!?…。！？])\s*(?=(?:{SPEAKER_NAME.build(langs)})[:：])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +219,7 @@ def _says_what(request: str) -> bool:
     it asks (请记下来, "Please find out why"): two content words besides the request's own, or four
     Chinese characters."""
     rest = REQUEST.sub(" ", request)
-    chinese = sum("\u4e00" <= c <= "\u9fff" for c in rest)
+    chinese = len(HAN_CHAR.findall(rest))
     return chinese >= 4 if chinese else len(content_tokens(rest)) >= 2
 
 
