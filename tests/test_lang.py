@@ -25,6 +25,7 @@ from contextmem.summarize.salience import (
     compress,
     content_tokens,
     header_date,
+    is_question,
     names_something,
     salience,
     section_of,
@@ -178,8 +179,12 @@ def test_the_english_word_tables_are_read(registered: None) -> None:
     assert not names_something("Anyway it rained")
     assert compress("Oh, the build passed haha") == "The build passed"
     assert header_date("Session 3, 8 May 2023") == "8 May 2023"
+    assert is_question("Where did it go?")
+    assert trim_clauses("We met Anna, it was fun, it was fun", {"fun": 0.5}) == "We met Anna."
     _replace(
         "en",
+        question_mark="",
+        full_stop="!",
         stop_words=_without(en.ENGLISH.stop_words, "the"),
         not_names=_without(en.ENGLISH.not_names, "Anyway"),
         fillers=(),
@@ -192,18 +197,31 @@ def test_the_english_word_tables_are_read(registered: None) -> None:
     assert compress("Oh, the build passed haha") == "Oh, the build passed haha"
     assert header_date("Session 3, 2023-05-08") is None
     assert not DATE.search("8 May 2023")
+    assert not is_question("Where did it go?")
+    assert trim_clauses("We met Anna, it was fun, it was fun", {"fun": 0.5}) == "We met Anna!"
 
 
 def test_the_chinese_tables_are_read(registered: None) -> None:
     assert compress("哈哈，我到家了哈哈") == "我到家了"
     assert names_something("下周三见")  # a weekday of zh.WEEKDAYS, as a partial date
     assert speaker_prefix("王磊：我到了")[0] == "王磊"
+    assert is_question("你去哪里了？")
     assert sentences("我到了。你呢？") == ["我到了。", "你呢？"]
     assert trim_clauses("我到了，很开心，很开心", {"很开": 0.5, "开心": 0.5}) == "我到了。"
-    _replace("zh", fillers=(), laughter="", partial_dates=(), speaker_name="", sentence_end="", clause_end="")
+    _replace(
+        "zh",
+        fillers=(),
+        laughter="",
+        partial_dates=(),
+        speaker_name="",
+        sentence_end="",
+        clause_end="",
+        question_mark="",
+    )
     assert compress("哈哈，我到家了哈哈") == "哈哈，我到家了哈哈"
     assert not names_something("下周三见")
     assert speaker_prefix("王磊：我到了")[0] is None
+    assert not is_question("你去哪里了？")
     assert sentences("我到了。你呢？") == ["我到了。你呢？"]
     assert trim_clauses("我到了，很开心，很开心", {"很开": 0.5, "开心": 0.5}) == "我到了，很开心，很开心"
 

@@ -139,6 +139,10 @@ ENGLISH = Language(
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
     sentence_end=r"(?<=[.!?;…])\s+(?=\S)",
     clause_end=r"[,;]\s+",  # before a space: "1,200" is a number
+    question_mark="?",
+    sentence_marks=".!?…",
+    clause_marks=",;",
+    full_stop=".",
     # Its words are bounded, so a run of "A.A.A.…" is not scanned again from every letter.
     speaker_name=r"[A-Z][\w.'’-]{0,31}(?: [A-Z][\w.'’-]{0,31}){0,2}",
     header_words=frozenset(

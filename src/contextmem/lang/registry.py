@@ -1,7 +1,7 @@
 """The languages the algorithms read, and the patterns derived from their tables.
 
-A language is registered once (:func:`register`); the summariser, the date reader and the save-claim
-check iterate over :func:`languages`. What an algorithm derives from the tables (a compiled pattern, a
+A language is registered once (:func:`register`); the summariser and the save-claim check iterate over
+:func:`languages`. What an algorithm derives from the tables (a compiled pattern, a
 set of stop words) is built through :func:`derived` or :class:`TablePattern`, so it is rebuilt when a
 language is registered or removed, never edited by hand in the algorithm.
 """

@@ -69,6 +69,10 @@ CHINESE = Language(
     quotes=r"《[^》]{1,30}》|「[^」]{1,30}」",
     sentence_end=r"(?<=[。！？；])",
     clause_end=r"[，；]\s*",
+    question_mark="？",
+    sentence_marks="。！？",
+    clause_marks="，；",
+    full_stop="。",
     speaker_name=rf"[{HAN}]{{1,4}}",
     save_claim=re.compile(
         r"(?:已|已经|我会|我将|我已|会|将)(?:经)?(?:帮你|为你|替你|帮您|为您)?"

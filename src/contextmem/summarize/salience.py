@@ -28,6 +28,7 @@ from ..lang.scripts import HAN_RUN
 from .cues import (
     ADVICE,
     CLAUSE_END,
+    CLAUSE_STOPS,
     COMMAND,
     CONSTRAINT,
     DATE,
@@ -44,9 +45,11 @@ from .cues import (
     PLAN,
     PREFERENCE,
     PROGRESS,
+    QUESTION_MARKS,
     QUOTED,
     REQUEST,
     SENTENCE_END,
+    SENTENCE_MARKS,
     SPEAKER,
     STOP_WORDS,
 )
@@ -57,6 +60,7 @@ __all__ = [
     "compress",
     "content_tokens",
     "header_date",
+    "is_question",
     "names_something",
     "only_instructs",
     "rarity",
@@ -166,9 +170,10 @@ def trim_clauses(sentence: str, rare: dict[str, float]) -> str:
     if len(kept) == len(clauses):
         return sentence
     text = "".join(kept).rstrip()
-    if text[-1] in "，,；;":
+    stops = CLAUSE_STOPS()
+    if text[-1] in stops:
         end = sentence.rstrip()[-1]
-        text = text[:-1] + (end if end in "。！？.!?…" else "。" if text[-1] in "，；" else ".")
+        text = text[:-1] + (end if end in SENTENCE_MARKS() else stops[text[-1]])
     return text
 
 
@@ -287,13 +292,18 @@ def salience(
     score += w.error * bool(ERROR.search(sentence)) + w.noted * bool(NOTED.search(sentence))
     score += w.identifier * min(w.identifiers, len(_IDENTIFIER.findall(sentence)))
     score += w.known_identifier * min(w.known_identifiers, sum(1 for i in identifiers if i in sentence))
-    if sentence.rstrip().endswith(("?", "？")):
+    if is_question(sentence):
         score *= w.question
     if ADVICE.search(sentence):
         score *= w.advice
     if len(tokens) < w.few_tokens:
         score *= w.short
     return float(score)
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` ends with a question mark of any language."""
+    return text.rstrip().endswith(QUESTION_MARKS())
 
 
 def only_instructs(sentence: str) -> bool:
