@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from contextmem.eval.recall import every_nth, kept_answers, most_recent
 from contextmem.messages import Message, UserMessage, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
+from contextmem.summarize.cues import ADVICE, EVENT
 from contextmem.summarize.extractive import extractive_summary
 from contextmem.summarize.facts import (
     compact_facts,
@@ -24,8 +25,6 @@ from contextmem.summarize.facts import (
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
 from contextmem.summarize.salience import (
-    ADVICE,
-    EVENT,
     compress,
     content_tokens,
     header_date,

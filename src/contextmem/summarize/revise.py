@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from ..redaction import redact_secrets
+from .cues import QUOTED
 from .facts import Fact, Sizing, compact_facts, facts_from_summary
 from .prompts import (
     SECTION_KEYS,
@@ -45,7 +46,7 @@ from .prompts import (
     section_has_content,
     unflatten,
 )
-from .salience import QUOTED, content_tokens
+from .salience import content_tokens
 
 __all__ = ["COVERED", "Revision", "carries_exact", "clean_reply", "copies_previous", "revise"]
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from .salience import ERROR, NOTED, PROGRESS
+from .cues import ERROR, NOTED, PROGRESS
 
 __all__ = ["TOOL_ERROR_LINES", "TOOL_SHORT_LINES", "tool_outcome"]
 
