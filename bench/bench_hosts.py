@@ -1,12 +1,12 @@
 """Agent turns per second on PostgreSQL against SQLite, in one run: N worker processes, whole turns.
 
-Each worker is the issue-30 drill worker (``tests/drill_worker.py``, a fresh interpreter) without its
+Each worker is the drill worker (``tests/drill_worker.py``, a fresh interpreter) without its
 faults: ``ContextMem.open(model="none")`` at a 4,000-token window, turns of user → build → assistant with
 1–2 tool calls → results up to ~20 KB → build → reply → ``end_turn``, so every turn offloads and compacts
 as an agent's would. Two layouts, each on both stores:
 
 * **single-writer**: each worker has a session of its own (the usual deployment);
-* **shared**: every worker drives the same two sessions (issue 30's case: conditional appends conflict
+* **shared**: every worker drives the same two sessions (conditional appends conflict
   and reload, a writer waits on another's open tool call).
 
 PostgreSQL runs each worker as a host of its own (its own workspace); SQLite is one host, one workspace,

@@ -13,6 +13,8 @@ steps / Critical context) over a ~2k-token English agent session and a Chinese o
     python bench/bench_local_llm.py                     # the packaged default ("local")
     python bench/bench_local_llm.py --model local:qwen2.5-coder-0.5b --model /path/to/model.gguf
     python bench/bench_local_llm.py --all --show        # every packaged model, printing the summaries
+
+Writes ``bench/results/local_llm.md``; which model is the default, and why, is ``evals/results/local_llm.md``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import report
 
 from contextmem.llm.local import PACKAGED_MODELS, LocalLLM
 from contextmem.messages import Message, assistant, system, text_of, tool_call, tool_result, user
@@ -427,9 +434,18 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--show", action="store_true", help="print the summaries")
     args = parser.parse_args()
+    started = time.perf_counter()
     models = [f"local:{name}" for name in PACKAGED_MODELS] if args.all else (args.model or ["local"])
     rows = asyncio.run(run(models, args.lang or ["en", "zh"], args.max_tokens, args.show))
-    print(table(rows))
+    text = table(rows)
+    print(text)
+    report.write(
+        "local_llm",
+        "Summary latency and prompt / generation speed of the local model",
+        "A structured summary of a ~2k-token agent session (English, Chinese), streamed, 2 threads.\n\n"
+        + text,
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

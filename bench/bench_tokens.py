@@ -1,7 +1,8 @@
 """Error of the heuristic counter against the real o200k_base tokenizer, and counting throughput.
 
 Samples: English and Chinese dialogue (MADial-Bench, ../shared/data), Python code (this repo's src/),
-JSON (MADial-Bench memory records), plus the bundled agent transcript. Run: python bench/bench_tokens.py
+JSON (MADial-Bench memory records), plus the bundled agent transcript. Writes ``bench/results/tokens.md``.
+Run: python bench/bench_tokens.py
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import report
 from conversation import conversation
 
 from contextmem.messages import text_of
@@ -44,9 +46,11 @@ def samples() -> dict[str, list[str]]:
 def main() -> None:
     real, heur = TiktokenCounter(), HeuristicCounter()
     real.count_text("warm up: load the encoding once")
-    print(
-        f"{'sample':>17} {'texts':>6} {'o200k tokens':>13} {'heuristic':>10} {'error':>8} {'MB/s real':>10}"
-    )
+    started = time.perf_counter()
+    table = [
+        "| sample | texts | o200k tokens | heuristic | error | MB/s o200k |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
     for name, texts in samples().items():
         if not texts:
             continue
@@ -55,7 +59,15 @@ def main() -> None:
         secs = time.perf_counter() - t
         h = sum(heur.count_text(x) for x in texts)
         mb = sum(len(x.encode()) for x in texts) / 1e6
-        print(f"{name:>17} {len(texts):>6} {r:>13} {h:>10} {100 * (h - r) / r:>+7.1f}% {mb / secs:>10.1f}")
+        error = 100 * (h - r) / r
+        table.append(f"| {name} | {len(texts)} | {r:,} | {h:,} | {error:+.1f}% | {mb / secs:.1f} |")
+        print(table[-1], flush=True)
+    report.write(
+        "tokens",
+        "The heuristic counter against o200k_base: error and counting throughput",
+        "\n".join(table),
+        seconds=time.perf_counter() - started,
+    )
 
 
 if __name__ == "__main__":

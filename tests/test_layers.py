@@ -5,9 +5,10 @@ CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
 1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``,
-   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut`` — values and pure checks:
-   what a message is, which names and paths are allowed and where a namespace's files lie, what a
-   secret looks like, what a model's window is, what the settings are, how a long text is cut.
+   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut``, ``lang`` — values and pure
+   checks: what a message is, which names and paths are allowed and where a namespace's files lie, what
+   a secret looks like, what a model's window is, what the settings are, how a long text is cut, each
+   language's tables.
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
@@ -15,16 +16,17 @@ CONTRIBUTING.md draws the same picture.
 5. ``memory`` — long-term memory search: the index over the memory files, the agent's memory tools.
 6. ``engine`` — one session's context: applies plans, the only assembler of requests.
 7. ``runtime`` — ``ContextMem``: store, workspace, LLM, memory and engines wired together from settings.
-8. ``agent`` — the reference tool-calling loop, opened on a runtime.
+8. ``agent``, ``eval`` — the reference tool-calling loop, opened on a runtime; the evaluations users run
+   on their own data (memory search, compaction, replay), which open one. Only ``cli`` imports ``eval``.
 9. ``contextmem`` (the package itself) — the curated public API re-exporting the floors below.
 10. ``integrations``, ``mcp``, ``testing`` — adapters (framework sessions, the MCP server) and the fakes
     tests and users run; nothing below imports them.
 11. ``cli`` — the command line and the demo: launches the adapters (``contextmem mcp``) and may use the
     fakes (the offline demo); no adapter imports it.
 
-Imports counted: module-level and inside functions, absolute (``contextmem.x``) and relative, and those
-under ``if TYPE_CHECKING:`` for the floors (a type still couples the layers). The cycle check uses the
-module-level graph without ``TYPE_CHECKING`` imports: what really runs on import.
+Imports counted, by the floors and by the cycle check alike: module-level and inside functions, absolute
+(``contextmem.x``) and relative, and those under ``if TYPE_CHECKING:``. A type or a deferred import still
+couples two modules: a circle hidden under ``TYPE_CHECKING`` or in a function is still a circle.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -44,18 +47,21 @@ SRC = Path(contextmem.__file__).parent
 FLOORS: list[set[str]] = [
     {"errors"},
     {"messages", "namespace", "safefs", "redaction", "secret_rules", "secret_tables", "message_checks"}
-    | {"models", "settings", "textcut", "workspace"},
+    | {"models", "settings", "textcut", "workspace", "lang"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
     {"store", "archive", "memory_files"},
     {"memory"},
     {"engine"},
     {"runtime"},
-    {"agent"},
+    {"agent", "eval"},
     {""},  # the package itself: contextmem/__init__.py, the public API
     {"integrations", "mcp", "testing"},
     {"cli"},
 ]
+
+
+When = Literal["on_import", "type_checking", "in_function"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class Import:
     importer: str
     imported: str
     line: int
-    module_level: bool  # executed on import (not inside a function, not under TYPE_CHECKING)
+    when: When  # runs when the module is imported; only for the type checker; when a function runs
 
 
 def _module_name(path: Path) -> str:
@@ -82,51 +88,55 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _walk(node: ast.AST, *, runs: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import under ``node``, with whether it runs when the module is imported."""
+def _walk(node: ast.AST, *, when: When) -> Iterator[tuple[ast.Import | ast.ImportFrom, When]]:
+    """Every import under ``node``, with when it runs."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
-            yield child, runs
+            yield child, when
         elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            yield from _walk(child, runs=False)
+            yield from _walk(child, when="in_function" if when == "on_import" else when)
         elif isinstance(child, ast.If) and _is_type_checking(child.test):
             for stmt in child.body:
-                yield from _walk(ast.Module(body=[stmt], type_ignores=[]), runs=False)
+                yield from _walk(ast.Module(body=[stmt], type_ignores=[]), when="type_checking")
             for stmt in child.orelse:
-                yield from _walk(ast.Module(body=[stmt], type_ignores=[]), runs=runs)
+                yield from _walk(ast.Module(body=[stmt], type_ignores=[]), when=when)
         else:
-            yield from _walk(child, runs=runs)
+            yield from _walk(child, when=when)
 
 
-def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+def _targets(
+    module: str, node: ast.Import | ast.ImportFrom, modules: dict[str, Path], package_name: str
+) -> list[str]:
     """The modules of ours an import statement loads (a name that is a submodule counts as that module)."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name == PACKAGE or a.name.startswith(PACKAGE + ".")]
+        return [a.name for a in node.names if a.name == package_name or a.name.startswith(package_name + ".")]
     if node.level:
-        package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        package = module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
         for _ in range(node.level - 1):
             package = package.rpartition(".")[0]
         base = f"{package}.{node.module}" if node.module else package
     else:
         base = node.module or ""
-    if base != PACKAGE and not base.startswith(PACKAGE + "."):
+    if base != package_name and not base.startswith(package_name + "."):
         return []
-    found = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
+    found = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
     if len(found) < len(node.names):
         found.append(base)
     return found
 
 
-def _imports() -> list[Import]:
+def _imports(modules: dict[str, Path], package_name: str = PACKAGE) -> list[Import]:
+    """Every import of one of ``modules`` by another (or itself), from their source."""
     out = []
-    for module, path in MODULES.items():
+    for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node, runs in _walk(tree, runs=True):
-            out.extend(Import(module, target, node.lineno, runs) for target in _targets(module, node))
+        for node, when in _walk(tree, when="on_import"):
+            targets = _targets(module, node, modules, package_name)
+            out.extend(Import(module, target, node.lineno, when) for target in targets)
     return out
 
 
-IMPORTS = _imports()
+IMPORTS = _imports(MODULES)
 
 
 def component(module: str) -> str:
@@ -151,13 +161,12 @@ def test_every_module_is_on_a_floor() -> None:
 
 def test_the_import_parser_sees_every_kind_of_import() -> None:
     """Guards the test itself: relative, absolute, function-level and TYPE_CHECKING imports are all seen."""
-    by = {(i.importer, i.imported): i for i in IMPORTS}
+    seen = {(i.importer, i.imported, i.when) for i in IMPORTS}
     engine_core = "contextmem.engine.core"
-    assert by[(engine_core, "contextmem.errors")].module_level  # from ..errors import ...
-    assert by[(engine_core, "contextmem.engine.types")].module_level  # from .types import ...
-    runtime = by[("contextmem.runtime", "contextmem.memory")]  # TYPE_CHECKING and inside functions
-    assert not runtime.module_level
-    assert ("contextmem.runtime", "contextmem.llm.registry") in by  # function-level
+    assert (engine_core, "contextmem.errors", "on_import") in seen  # from ..errors import ...
+    assert (engine_core, "contextmem.engine.types", "on_import") in seen  # from .types import ...
+    assert ("contextmem.runtime", "contextmem.memory", "type_checking") in seen
+    assert ("contextmem.runtime", "contextmem.llm.registry", "in_function") in seen
 
 
 def test_no_import_runs_up_a_floor() -> None:
@@ -168,6 +177,16 @@ def test_no_import_runs_up_a_floor() -> None:
         if floor(i.imported) > floor(i.importer)
     )
     assert not upward, "imports up a floor:\n" + "\n".join(upward)
+
+
+def test_the_product_does_not_import_its_evaluation() -> None:
+    """``eval`` measures the product; only ``cli`` (its adapter) and ``eval`` itself may import it."""
+    users = sorted(
+        f"{i.importer} imports {i.imported} at line {i.line}"
+        for i in IMPORTS
+        if component(i.imported) == "eval" and component(i.importer) not in ("eval", "cli")
+    )
+    assert not users, "the product imports its evaluation:\n" + "\n".join(users)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -210,13 +229,45 @@ def test_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycles() -> None:
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for i in IMPORTS:
-        if i.module_level and i.imported != i.importer:
+def _graph(modules: dict[str, Path], imports: list[Import]) -> dict[str, set[str]]:
+    """Who imports whom: every kind of import (on import, for the type checker, in a function)."""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for i in imports:
+        if i.imported != i.importer:
             graph[i.importer].add(i.imported)
-    cycles = _cycles(graph)
-    assert not cycles, "module-level import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    return graph
+
+
+@pytest.mark.parametrize("when", ["type_checking", "in_function"])
+def test_a_circle_hidden_from_the_import_system_is_still_found(tmp_path: Path, when: When) -> None:
+    """Guards the check: ``engine.core`` imports ``engine.removal``, which imports the engine back only
+    for its type (or only inside a function): Python runs it, the layers are still tied in a circle."""
+    back = {
+        "type_checking": "if TYPE_CHECKING:\n    from .core import Engine\n",
+        "in_function": "def pop():\n    from .core import Engine\n",
+    }[when]
+    package = tmp_path / "pkg"
+    package.mkdir()
+    files = {
+        "__init__.py": "",
+        "core.py": "from .removal import pop\nfrom . import base\n",
+        "removal.py": "from typing import TYPE_CHECKING\nfrom pkg.base import X\n" + back,
+        "base.py": "X = 1\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
+    modules = {
+        "pkg" if name == "__init__.py" else f"pkg.{name[:-3]}": package / name for name in sorted(files)
+    }
+    imports = _imports(modules, "pkg")
+    assert ("pkg.removal", "pkg.core", when) in {(i.importer, i.imported, i.when) for i in imports}
+    assert _cycles(_graph(modules, imports)) == [["pkg.core", "pkg.removal"]]
+
+
+def test_no_import_cycles() -> None:
+    """No circle among our modules, counting imports for the type checker and inside functions too."""
+    cycles = _cycles(_graph(MODULES, IMPORTS))
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if component(m) == "integrations"))

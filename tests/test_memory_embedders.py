@@ -23,9 +23,9 @@ from contextmem.memory import (
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
     SqliteMemoryIndex,
-    Workspace,
     embedder_from_spec,
 )
+from contextmem.workspace import Workspace
 
 
 class _EmbeddingsHandler(BaseHTTPRequestHandler):

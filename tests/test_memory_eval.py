@@ -9,8 +9,7 @@ import pytest
 
 from contextmem.cli.main import main
 from contextmem.errors import MessageFormatError
-from contextmem.memory import MemoryHit
-from contextmem.memory.evaluate import (
+from contextmem.eval.memory import (
     LabelledQuery,
     QueryResult,
     Relevant,
@@ -18,6 +17,7 @@ from contextmem.memory.evaluate import (
     parse_relevant,
     score,
 )
+from contextmem.memory import MemoryHit
 
 
 def _hit(path: str, start: int, end: int) -> MemoryHit:

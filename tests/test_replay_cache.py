@@ -1,22 +1,18 @@
 """Prompt-cache metrics of a replay (issue 15): the prefix a request shares with the previous one."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-from contextmem.agent.cache_metrics import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
-from contextmem.agent.replay import load_tools
 from contextmem.cli.main import main
 from contextmem.errors import MessageFormatError
+from contextmem.eval.cache import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
+from contextmem.eval.replay import load_tools
 from contextmem.formats.openai import from_openai
 from contextmem.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from contextmem.settings import Settings
 from contextmem.tokens import MessageCounter, get_counter
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-import agent_transcript
+from evals.datasets import agent_transcript
 
 COUNTER = MessageCounter(get_counter("auto"))
 TOOLS = (

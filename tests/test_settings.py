@@ -157,14 +157,14 @@ def test_a_misspelled_variable_is_named_with_the_closest_one_and_known_switches_
 
 
 def test_every_contextmem_variable_the_repository_reads_is_known():
-    """A new CONTEXTMEM_* switch read somewhere (tests, tools, bench) must join OTHER_VARIABLES, or every
-    run with it set would warn."""
+    """A new CONTEXTMEM_* switch read somewhere (tests, tools, bench, evals) must join OTHER_VARIABLES, or
+    every run with it set would warn."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     names = set()
-    for folder in ("src", "tests", "tools", "bench", "examples", ".ci"):
+    for folder in ("src", "tests", "tools", "bench", "evals", "examples", ".ci"):
         for path in (root / folder).rglob("*"):
             if path.is_file() and path.suffix in (".py", "") and "__pycache__" not in path.parts:
                 names |= set(re.findall(r"CONTEXTMEM_[A-Z0-9_]*[A-Z0-9]", path.read_text(errors="ignore")))

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextmem.eval.recall import every_nth, kept_answers, most_recent
 from contextmem.messages import Message, UserMessage, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
+from contextmem.summarize.cues import ADVICE, EVENT
 from contextmem.summarize.extractive import extractive_summary
 from contextmem.summarize.facts import (
     compact_facts,
@@ -22,10 +24,7 @@ from contextmem.summarize.facts import (
     merge_facts,
 )
 from contextmem.summarize.prompts import SECTION_TITLES, detect_language
-from contextmem.summarize.recall import every_nth, kept_answers, most_recent
 from contextmem.summarize.salience import (
-    ADVICE,
-    EVENT,
     compress,
     content_tokens,
     header_date,
@@ -39,6 +38,7 @@ from contextmem.summarize.salience import (
 from contextmem.summarize.tool_outcome import TOOL_ERROR_LINES
 from contextmem.testing import ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
+from evals.datasets.compaction import synthetic_conversation
 
 COUNTER = MessageCounter(get_counter("auto"))
 CHAT = [
@@ -148,7 +148,7 @@ def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, 
 def test_an_event_is_told_with_a_shared_subject_or_as_how_it_felt(sentence: str, told: bool) -> None:
     """A subject the speaker shares ("Jimmy and I went") and how the speaker felt at something ("I was
     thrilled to see") tell an event as "I went" does (the English MADial draws: 61.4% -> 72.1% of the
-    answers kept over five draws, ``bench/results/compaction_facts.md``). A Chinese 了 after a verb of
+    answers kept over five draws, ``evals/results/compaction_facts.md``). A Chinese 了 after a verb of
     knowing (我明白了) or a degree (太好看了) tells none; taking part (我参加), something done for the
     speaker (妈妈送给我) and what made the speaker feel (让我感到) tell one (Chinese 58.7% -> 61.8%)."""
     assert bool(EVENT.search(sentence)) is told
@@ -171,7 +171,7 @@ def test_a_later_clause_that_says_what_every_story_says_goes() -> None:
     """MADial's memories each end in how the teller felt (", and felt very happy", "，感到非常开心"); the
     synthetic friends add ", wish me luck": words the rest of the conversation uses too. Dropping such
     clauses kept 1.9-2.5 more answers in the view of each MADial-derived draw
-    (``bench/results/compaction_facts.md``)."""
+    (``evals/results/compaction_facts.md``)."""
     corpus = [
         "I saw the red pandas at the zoo, and felt very happy.",
         "We flew a kite at the beach, and felt very happy.",
@@ -600,10 +600,13 @@ def test_secrets_never_reach_the_facts() -> None:
     assert "Tr0ub4dor&3" not in text and "sk-proj-Zx81kQm2Lw9Pq7Rt5Vy3Nb6Hc4Jd0Fg" not in text
 
 
-def test_a_compaction_does_not_depend_on_the_string_hash_seed() -> None:
+def test_a_compaction_does_not_depend_on_the_string_hash_seed(tmp_path: Path) -> None:
     """The compactor is deterministic across processes: a sum over a set of words once followed the hash
-    seed's order, and its last bits broke ties differently (29 or 30 of 36 answers on this conversation)."""
-    conversation = Path(__file__).parents[1] / "bench" / "data" / "compaction" / "synthetic" / "zh_friends_21"
+    seed's order, and its last bits broke ties differently (29 or 30 of 36 answers on this conversation,
+    the synthetic dev set's ``zh_friends_21``, generated here as the evals generate it)."""
+    synthetic_conversation(21, zh=True).write(tmp_path)
+    conversation = tmp_path / "zh_friends_21"
+    assert len((tmp_path / "zh_friends_21.qa.jsonl").read_text(encoding="utf-8").splitlines()) == 36
     command = [sys.executable, "-m", "contextmem.cli.main", "eval", "compaction", f"{conversation}.jsonl"]
     command += ["--questions", f"{conversation}.qa.jsonl", "--json"]
     outputs = {
@@ -701,7 +704,7 @@ def test_kept_answers_and_the_baselines() -> None:
 
 
 async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     texts = [f"A: [Session {i} · 2023-05-{i + 1:02d}]\nWe adopted a puppy named Pup{i}." for i in range(25)]
@@ -712,7 +715,7 @@ async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> No
 
 
 async def test_eval_compaction_with_a_model_summarises_with_it() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     from .engine_helpers import correcting
@@ -728,7 +731,7 @@ async def test_eval_compaction_with_a_model_summarises_with_it() -> None:
 
 
 async def test_eval_compaction_with_memory_finds_answers_the_view_lost() -> None:
-    from contextmem.cli.eval_compaction import evaluate
+    from contextmem.eval.compaction import evaluate
     from contextmem.settings import Settings
 
     days = [f"2023-{1 + i // 28:02d}-{1 + i % 28:02d}" for i in range(90)]
@@ -751,8 +754,8 @@ def test_a_sentence_with_a_date_is_a_fact_not_a_session_header() -> None:
 
 
 def test_a_question_set_line_without_an_answer_is_named_by_file_and_line(tmp_path: Path) -> None:
-    from contextmem.cli.eval_compaction import load_questions
     from contextmem.errors import JsonlLineError
+    from contextmem.eval.compaction import load_questions
 
     qa = tmp_path / "qa.jsonl"
     qa.write_text('{"question": "q", "answer": "a"}\n{"question": "no answer"}\n', encoding="utf-8")

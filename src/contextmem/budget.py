@@ -1,4 +1,4 @@
-"""The pure budget core (SPEC C1, C3): regions, turns, safe cuts, fitting. No I/O, no clock, no globals.
+"""The pure budget core (C1, C3): regions, turns, safe cuts, fitting. No I/O, no clock, no globals.
 
 Regions of the window::
 
@@ -19,11 +19,32 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
-from .errors import BudgetExceededError
+from .errors import BudgetExceededError, ConfigError, UsageError
 from .messages import Message, UserMessage
 from .models import lookup_model
 from .settings import DEFAULT_OUTPUT_RESERVE, Settings
 from .tokens.counter import MessageCounter
+
+__all__ = [
+    "FITTED",
+    "CountedHistory",
+    "RequestEstimate",
+    "Window",
+    "WindowFit",
+    "allowed_cuts",
+    "cut_for_budget",
+    "fit_cut",
+    "fit_settings",
+    "fit_to_model",
+    "fit_window",
+    "is_explicit",
+    "is_over_budget",
+    "output_reserve",
+    "prefix_sums",
+    "resolve_window",
+    "safe_cut",
+    "turn_starts",
+]
 
 # --- the window and its regions -------------------------------------------------------------------
 
@@ -64,7 +85,10 @@ def resolve_window(
     elif cap is not None:
         window = cap
     else:
-        raise ValueError("resolve_window needs context_window, a known model, max_tokens or cap")
+        raise ConfigError(
+            "no window: resolve_window needs context_window, a known model, max_tokens or cap. "
+            "Fix: set context_window"
+        )
     if cap is not None:
         window = min(window, cap)
     if max_tokens is not None:
@@ -168,7 +192,9 @@ def cut_for_budget(prefix: Sequence[int], starts: Sequence[int], budget: int) ->
 def fit_cut(messages: Sequence[Message], counts: Sequence[int], budget: int) -> int:
     """The smallest allowed cut that brings ``messages`` within ``budget`` tokens (see cut_for_budget)."""
     if len(counts) != len(messages):
-        raise ValueError(f"counts has {len(counts)} entries for {len(messages)} messages")
+        raise UsageError(
+            f"counts has {len(counts)} entries for {len(messages)} messages. Fix: one count per message"
+        )
     return cut_for_budget(prefix_sums(counts), turn_starts(messages), budget)
 
 
@@ -223,7 +249,7 @@ class CountedHistory:
     def drop_before(self, cut: int) -> list[Message]:
         """Remove and return ``messages[:cut]``; ``cut`` must be an allowed cut."""
         if cut not in (0, len(self.messages)) and cut not in self._starts:
-            raise ValueError(f"cut {cut} is not a turn start; use safe_cut() to find one")
+            raise UsageError(f"cut {cut} is not a turn start. Fix: use safe_cut() to find one")
         dropped = self.messages[:cut]
         base = self._prefix[cut]
         self.messages = self.messages[cut:]
@@ -233,22 +259,18 @@ class CountedHistory:
         return dropped
 
 
-def learned_window(window: Window, limit: object) -> Window | None:
-    """The window to plan against once a provider stated ``limit`` in an overflow, or ``None`` if it says
-    nothing new (no limit, or not smaller). The output reserve is kept if it leaves the prompt half the
-    window, else it becomes an eighth of it (as :func:`fit_window` sizes it)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < window.context_window:
-        return None
-    reserve = window.max_tokens if window.max_tokens < limit // 2 else limit // 8
-    return Window(limit, reserve)
-
-
 # --- fitting the window to the model --------------------------------------------------------------
 
 FITTED = "fitted to "
 """How :attr:`Settings.sources` marks a value :func:`fit_window` chose (``fitted to local:x (8192)``)."""
 
 _FIT_KEYS = ("context_window", "max_tokens", "summary_max_tokens", "summary_chunk_tokens")
+
+
+def output_reserve(window: int, reply: int | None) -> int:
+    """The output reserve in a model's ``window``: its ``reply`` size if that leaves the prompt more than
+    half the window, else an eighth of the window. The one statement of the rule."""
+    return reply if reply is not None and 0 < reply < window // 2 else window // 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,16 +298,20 @@ def is_explicit(settings: Settings, key: str) -> bool:
 
 
 def fit_window(
-    settings: Settings, model_window: int | None = None, model_reply: int | None = None
+    settings: Settings,
+    model_window: int | None = None,
+    model_reply: int | None = None,
+    *,
+    proven: bool = False,
 ) -> WindowFit:
-    """The one place the window and the summary sizes are fitted to the model (SPEC C1).
+    """The one place the window and the summary sizes are fitted to the model (C1).
 
     ``model_window`` is what one call to the model may hold, prompt and reply (the LLM's
     ``context_window``: a local model's 8192, far below the 50,000-token cap); ``model_reply`` its own
     reply size. Without one, the settings and the model table decide (:func:`resolve_window`), and the
     summary (unless the user sized it) takes at most ``summary_window_share`` of that window: 35%, at
     8,000 tokens a 2,800-token fact list in a view of ~3,200-3,500 tokens (where a quarter kept 6 points
-    fewer answers on the MADial dev set: ``bench/results/compaction_facts.md``). With one, each
+    fewer answers on the MADial dev set: ``evals/results/compaction_facts.md``). With one, each
     key the user did not set (:func:`is_explicit`) follows the model: the window is the model's, the
     output reserve its reply (an eighth of the window if the reply would take half), the summary at most
     ``summary_window_share`` of the window and a summarised chunk at most half. Whatever the user set, a
@@ -294,6 +320,10 @@ def fit_window(
     merged in without the model), so the summary is bounded by half the window and the chunk by what
     1.5 summaries leave.
     ``agent_max_context_tokens`` still caps the window.
+
+    ``proven``: the provider stated ``model_window`` while refusing a request (an overflow, see
+    :meth:`~contextmem.engine.core.ContextEngine.handle_overflow`). Then it bounds what the user set too:
+    a larger ``context_window`` becomes it, and the output reserve follows :func:`output_reserve`.
     """
     s = settings
     model = "" if s.model == "local" else s.model
@@ -311,8 +341,11 @@ def fit_window(
     w = model_window
     own = {key: not is_explicit(s, key) for key in _FIT_KEYS}
     context_window = w if own["context_window"] else s.context_window
-    reply = model_reply if model_reply is not None and 0 < model_reply < w // 2 else w // 8
+    reply = output_reserve(w, model_reply)
     max_tokens = reply if own["max_tokens"] else s.max_tokens
+    if proven:
+        context_window = w if context_window is None else min(context_window, w)
+        max_tokens = output_reserve(w, max_tokens)
     share = int(w * s.summary_window_share)
     summary_max = min(s.summary_max_tokens, share) if own["summary_max_tokens"] else s.summary_max_tokens
     summary_max = max(200, min(summary_max, w // 2))

@@ -11,6 +11,8 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     │   └── MessageTooLargeError    a message is over max_message_bytes: refused at the door
     ├── HistoryError                a history breaks an invariant (orphan tool call/result, ...)
     │   └── ToolCallExpiredError    results for calls already closed because their lease ran out
+    ├── UsageError                  called against its contract: mismatched arguments, a sync call in a loop
+    ├── InternalError               an invariant of contextmem itself broke: a bug to report, not an input
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
     ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
     ├── TokenizerError              a tokenizer's data is missing or corrupt
@@ -23,6 +25,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     │   ├── SessionBusyError        another writer's tool calls stayed open too long to append after them
     │   └── MessageStateError       a seq is unknown, or archived where a live one is needed
     ├── PathEscapeError             a path leaves the workspace (.., absolute, symlink): refused
+    ├── NotFoundError               a file the caller named does not exist (also FileNotFoundError)
     ├── ArchiveError                the archive could not be written durably (nothing was removed)
     ├── CompactionError             a compaction could not shrink the request: no loop, a clear stop
     └── LLMError                    a model call failed; translated at the provider edge
@@ -30,6 +33,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
         ├── RateLimitError          429 / quota: transient, retried with backoff
         ├── TransientLLMError       5xx, timeouts, connection resets: retried with backoff
         ├── AuthenticationError     bad or missing key: never retried
+        ├── LLMTimeoutError         a call ran or queued past its deadline (also TimeoutError)
         ├── IncompleteReplyError    an empty reply, or a stream that ended unfinished: never stored
         └── BadRequestError         any other 4xx the caller must fix: never retried
 
@@ -42,6 +46,45 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Sequence
+
+__all__ = [
+    "BRIEF_CHARS",
+    "MAX_PROBLEM_CHARS",
+    "ArchiveError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BudgetExceededError",
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "ContextmemError",
+    "HistoryError",
+    "IncompleteReplyError",
+    "InternalError",
+    "JsonlLineError",
+    "LLMError",
+    "LLMTimeoutError",
+    "MessageFormatError",
+    "MessageStateError",
+    "MessageTooLargeError",
+    "MissingExtraError",
+    "NotFoundError",
+    "PathEscapeError",
+    "RateLimitError",
+    "SessionBusyError",
+    "SessionConflictError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoreURLError",
+    "StoreUnavailableError",
+    "TokenizerError",
+    "ToolArgumentError",
+    "ToolCallExpiredError",
+    "TransientLLMError",
+    "UsageError",
+    "brief",
+]
 
 BRIEF_CHARS = 80
 MAX_PROBLEM_CHARS = 600
@@ -122,6 +165,15 @@ class ToolCallExpiredError(HistoryError):
             f"after their lease of {seconds:g} s ran out; these results came too late and were not stored. "
             "Fix: raise tool_call_lease_seconds above your slowest tool's run time."
         )
+
+
+class UsageError(ContextmemError, ValueError):
+    """contextmem was called in a way its contract does not allow: arguments that contradict each other, a
+    part that was not opened, a synchronous facade called inside a running event loop."""
+
+
+class InternalError(ContextmemError, AssertionError):
+    """An invariant of contextmem itself broke: a bug in contextmem, never in the caller's input."""
 
 
 class BudgetExceededError(ContextmemError):
@@ -256,6 +308,10 @@ class PathEscapeError(ContextmemError, PermissionError):
     """A path names something outside the namespace's workspace (``..``, absolute, escaping symlink)."""
 
 
+class NotFoundError(ContextmemError, FileNotFoundError):
+    """A file the caller named (a memory path, an offloaded tool result) does not exist."""
+
+
 class ArchiveError(ContextmemError, OSError):
     """Writing the archive failed (disk full, read-only, permissions). The messages it was meant to
     hold were not removed from the session: nothing is lost, the context just did not shrink."""
@@ -304,6 +360,10 @@ class TransientLLMError(LLMError):
 
 class AuthenticationError(LLMError):
     """The API key is missing, wrong or lacks permission: never retried."""
+
+
+class LLMTimeoutError(LLMError, TimeoutError):
+    """A model call ran, or waited at the endpoint's queue, past its deadline; it was cancelled."""
 
 
 class IncompleteReplyError(LLMError):

@@ -22,6 +22,8 @@ from typing import Any, TypeAlias
 from .errors import MessageFormatError, brief
 from .messages import AssistantMessage, Content, ImagePart, Message, TextPart, ToolCall, ToolMessage
 
+__all__ = ["MAX_NESTING", "check_arguments", "check_json_value", "check_message_text", "check_text"]
+
 MAX_NESTING = 64
 """The deepest a message may nest containers, counting the message itself (in OpenAI dict form) as level 1:
 its ``extra`` values may nest 63 levels, tool-call ``arguments`` (parsed) 64. Far beyond any real message,

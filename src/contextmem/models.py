@@ -1,4 +1,4 @@
-"""Known models and their real context windows (SPEC C1), overridable by settings.
+"""Known models and their real context windows (C1), overridable by settings.
 
 Looked up by the longest matching prefix of the model name, after dropping a provider prefix
 (``openai:``, ``anthropic:``) and any ``org/`` path, case-insensitively, so ``openai:gpt-4o-2024-08-06``
@@ -9,6 +9,8 @@ context sizes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+__all__ = ["MODEL_TABLE", "ModelInfo", "lookup_model"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The one gate for every path contextmem opens for a caller or a model (SPEC M5, M6; issue 12).
+"""The one gate for every path contextmem opens for a caller or a model (M5, M6).
 
 A :class:`Confined` is a directory tree the library owns: a namespace's directory. Every file in it is
 reached component by component from directory file descriptors, each component opened with

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from .lang.scripts import HAN_WITH_SYMBOLS
 from .secret_tables import CHINESE, PROVIDER_TOKENS
 
 __all__ = ["RULES", "VALUE_CAP", "Check", "Rule", "looks_secret", "plain_word", "value_end"]
@@ -465,7 +466,7 @@ RULES: tuple[Rule, ...] = (
         "chinese-secret",  # 密码是 …、口令：…、密钥为 …、令牌=…、私钥 改成 … (words: secret_tables.CHINESE)
         rf"(?:{'|'.join(CHINESE.nouns)})[ \t\u3000]*"
         rf"(?:(?:{'|'.join(CHINESE.verbs)})[ \t\u3000]*[:：]?|[:：=])[ \t\u3000]*[\"'“「]?"
-        r"(?P<value>[^\s，。；、,;：:“”「」'\"（）()\u3400-\u9fff\uff01-\uff0f]+)",
+        rf"(?P<value>[^\s，。；、,;：:“”「」'\"（）(){HAN_WITH_SYMBOLS}\uff01-\uff0f]+)",
         sorted({noun[-1] for noun in CHINESE.nouns}),
         target="value",
         check=lambda text, m: _strong(text, m) and not _quantity(text, m, CHINESE.units),

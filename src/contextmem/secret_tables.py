@@ -7,7 +7,7 @@ Each row is a token format with a fixed, documented shape: ``(rule id, pattern, 
 ``check`` being ``"edge"`` (the token does not continue a word on its left) or ``"digit"`` (the same,
 and it carries a digit: random keys do, slugs do not). The comment on each row names the public
 document the shape comes from. None was written from the held-out samples of
-``bench/data/secrets/heldout.json``, which measure these rows rather than define them.
+``evals/data/secrets/heldout.json``, which measure these rows rather than define them.
 
 Words of each language
 ----------------------

@@ -31,6 +31,18 @@ from .errors import ConfigError
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 from .workspace import SESSIONS_FILE
 
+__all__ = [
+    "DEFAULT_OUTPUT_RESERVE",
+    "ENV_PREFIX",
+    "OTHER_VARIABLES",
+    "UNSET_WORDS",
+    "URL_SCHEMES",
+    "Settings",
+    "check_key",
+    "unknown_key_message",
+    "unknown_variables",
+]
+
 ENV_PREFIX = "CONTEXTMEM_"
 DEFAULT_OUTPUT_RESERVE = 4096
 
@@ -56,7 +68,7 @@ URL_SCHEMES = ("http", "https")
 
 
 class Settings(BaseModel):
-    """All of contextmem's settings. Field docs are the reference; defaults follow SPEC "Settings"."""
+    """All of contextmem's settings. Field docs are the reference; docs/configuration.md lists defaults."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -216,22 +228,26 @@ class Settings(BaseModel):
     @classmethod
     def _check_time(cls, value: str) -> str:
         if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
-            raise ValueError("must be a 24-hour time HH:MM, e.g. '23:55'")
+            raise ConfigError(f"got {_cut(repr(value))}: not a 24-hour time. Fix: give HH:MM, e.g. '23:55'")
         return value
 
     @field_validator("tokenizer")
     @classmethod
     def _check_tokenizer(cls, value: str) -> str:
         if value not in ("auto", "heuristic", "o200k_base", "cl100k_base"):
-            raise ValueError("must be 'auto', 'heuristic', 'o200k_base' or 'cl100k_base'")
+            raise ConfigError(
+                f"got {_cut(repr(value))}: not a tokenizer. "
+                "Fix: use 'auto', 'heuristic', 'o200k_base' or 'cl100k_base'"
+            )
         return value
 
     @model_validator(mode="after")
     def _check_ratios(self) -> Settings:
         if self.reserve_threshold_ratio >= self.compact_threshold_ratio:
-            raise ValueError(
+            raise ConfigError(
                 f"reserve_threshold_ratio ({self.reserve_threshold_ratio}) must be below "
-                f"compact_threshold_ratio ({self.compact_threshold_ratio}), or compaction frees nothing"
+                f"compact_threshold_ratio ({self.compact_threshold_ratio}), or compaction frees nothing. "
+                "Fix: change one of the values"
             )
         return self
 
@@ -403,7 +419,8 @@ def _describe(exc: ValidationError) -> str:
         if err["type"] == "extra_forbidden":
             lines.append(unknown_key_message(key))
         elif err["type"] == "value_error" and isinstance(ctx.get("error"), ConfigError):
-            lines.append(f"{key}: {ctx['error']}")  # already says what was wrong and the Fix
+            error = str(ctx["error"])  # already says what was wrong and the Fix
+            lines.append(error if key == "settings" else f"{key}: {error}")
         elif key == "settings":  # a rule across keys (the model validator)
             lines.append(f"{err['msg'].removeprefix('Value error, ')}. Fix: change one of the values")
         else:

@@ -63,6 +63,10 @@ class ScriptedLLM(BaseLLM):
     def of(cls, *entries: Script, default: Script | None = None) -> ScriptedLLM:
         return cls(list(entries), default)
 
+    def learn_window(self, context_window: int) -> None:
+        """Told its window by an overflow, it states it from then on, as a server's adapter does."""
+        self.context_window = context_window
+
     async def _next(self, messages: Sequence[Message]) -> Reply:
         entry: Script | Awaitable[Reply | str]
         if self.script:

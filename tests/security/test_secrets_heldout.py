@@ -1,6 +1,6 @@
 """Attack 4 of issue 31: secrets in forms our rules were not written from reach no derived sink.
 
-The samples are ``bench/data/secrets/heldout.json``: texts copied verbatim from sources we did not write
+The samples are ``evals/data/secrets/heldout.json``: texts copied verbatim from sources we did not write
 (the documented examples of another rule set's rules, a provider's and curl's documentation), each with
 the credential values in it. One conversation carries all of them, in user messages and tool outputs, and
 also a memory file a person typed by hand; then every derived sink is read back and searched for each
@@ -27,7 +27,7 @@ from contextmem.settings import Settings
 from contextmem.testing import ScriptedLLM
 
 HELDOUT: list[dict[str, Any]] = json.loads(
-    (Path(__file__).resolve().parents[2] / "bench/data/secrets/heldout.json").read_text(encoding="utf-8")
+    (Path(__file__).resolve().parents[2] / "evals/data/secrets/heldout.json").read_text(encoding="utf-8")
 )["samples"]
 
 # Forms we knowingly do not catch, each with why; the last test checks each still leaks, so an entry

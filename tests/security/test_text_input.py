@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.agent.replay import load_transcript
 from contextmem.errors import JsonlLineError, MessageFormatError
+from contextmem.eval.replay import load_transcript
 from contextmem.formats.anthropic import from_anthropic, to_anthropic
 from contextmem.formats.openai import from_openai, messages_from_openai, to_openai
 from contextmem.jsonl import messages_from_jsonl, read_jsonl

@@ -1,4 +1,4 @@
-"""The reference agent (SPEC A1, C14, M1): a tool-calling loop over any LLM, built on the context engine.
+"""The reference agent (A1, C14, M1): a tool-calling loop over any LLM, built on the context engine.
 
 runtime = await ContextMem.open(settings)
 agent = await Agent.open(runtime, "chat")           # memory tools included

@@ -1,4 +1,4 @@
-"""The reference agent loop (SPEC A1): any LLM, tool calling, every model call assembled by the engine.
+"""The reference agent loop (A1): any LLM, tool calling, every model call assembled by the engine.
 
 One turn::
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from ..engine import ContextEngine, Request
-from ..errors import ConfigError
+from ..errors import ConfigError, IncompleteReplyError
 from ..llm.base import LLM, ChatResponse, StreamEvent, ToolSpec
 from ..llm.cache import keyed, session_cache_key
 from ..llm.overflow import is_overflow
@@ -142,7 +142,10 @@ class Agent:
                     request = await engine.handle_overflow(exc, self.system_prompt, specs)
             requests.append(request)
             if response is None:
-                raise RuntimeError(f"{self.llm.name} ended its stream without a final response")
+                raise IncompleteReplyError(
+                    f"{self.llm.name} ended its stream without a final response. "
+                    "Fix: retry the turn; if it recurs, check the server's logs"
+                )
             engine.record_usage(request, response.usage)
             message = response.message
             if message.tool_calls and not last_step:

@@ -1,6 +1,6 @@
 """The agent's standing context: its system prompt (``system.md``) and what it knows of the user.
 
-First launch (SPEC M1): when ``user.md`` is empty the agent asks the user a few key facts — name,
+First launch (M1): when ``user.md`` is empty the agent asks the user a few key facts — name,
 preferences, goals — and saves the answers there, so every later session starts knowing them.
 """
 

@@ -1,4 +1,4 @@
-"""Task memory (SPEC C14): the working steps of one task, folded to its outcome when the task ends.
+"""Task memory (C14): the working steps of one task, folded to its outcome when the task ends.
 
 The conversation memory is what the user and the agent *said*; a task's working memory is how the agent
 got there — assistant tool calls and their results. While a task runs its steps live in the session like

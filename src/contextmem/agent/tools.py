@@ -1,4 +1,4 @@
-"""Tools the agent can call: a small protocol, a function adapter, and the memory tools (SPEC M5).
+"""Tools the agent can call: a small protocol, a function adapter, and the memory tools (M5).
 
 A tool is a name, a description, a JSON schema of its arguments and an async ``call`` returning text.
 :class:`Toolbox` is the one dispatcher: unknown tools, bad JSON and tools that raise come back to the
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..errors import ConfigError
 from ..llm.base import ToolSpec
 from ..messages import ToolCall
 
@@ -90,7 +91,7 @@ class Toolbox:
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
-            raise ValueError(f"two tools are named {tool.name!r}. Fix: give each tool a unique name")
+            raise ConfigError(f"two tools are named {tool.name!r}. Fix: give each tool a unique name")
         self._tools[tool.name] = tool
 
     def __len__(self) -> int:

@@ -25,6 +25,8 @@ from .render import describe_event, paint
 if TYPE_CHECKING:
     from ..runtime import ContextMem
 
+__all__ = ["BLOCK", "FAILED_NOTE", "HISTORY_FILE", "Chat", "ReadLine", "close_failed_turn", "enable_history"]
+
 ReadLine = Callable[[str], str]
 BLOCK = '"""'
 HISTORY_FILE = ".chat_history"

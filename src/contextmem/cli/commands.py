@@ -1,4 +1,4 @@
-"""Chat commands (SPEC C13): each is a few lines over one engine, runtime or settings call.
+"""Chat commands (C13): each is a few lines over one engine, runtime or settings call.
 
 ``/context`` · ``/context clear`` · ``/compact [instruction]`` · ``/config [KEY VALUE]`` ·
 ``/memory QUERY`` · ``/help``. :meth:`ChatCommands.dispatch` returns the text to print.
@@ -18,6 +18,8 @@ from .render import context_report, hits_table, table
 
 if TYPE_CHECKING:
     from ..runtime import ContextMem
+
+__all__ = ["HELP", "RESTART_KEYS", "ChatCommands"]
 
 HELP = """commands:
   /context                  tokens by region (gauge), messages, roles, characters

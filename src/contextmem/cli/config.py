@@ -14,6 +14,19 @@ from typing import Any
 
 from ..settings import Settings
 
+__all__ = [
+    "CONFIG_FILE",
+    "OPTION_KEYS",
+    "cli_overrides",
+    "config_path",
+    "load_settings",
+    "save_setting",
+    "setting_rows",
+    "setting_values",
+    "unset_message",
+    "unset_setting",
+]
+
 CONFIG_FILE = "config.json"
 
 # command-line option -> setting

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent, Toolbox, memory_tools
-from ..agent.replay import count_lost
 from ..engine import ContextEngine, EngineEvent
+from ..eval.replay import count_lost
 from ..llm.base import LLM
 from ..messages import AssistantMessage, Message, UserMessage
 from ..settings import Settings

@@ -22,6 +22,20 @@ from ..llm.base import LLM, BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
 from ..messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage, text_of
 from ..testing import Reply, Script
 
+__all__ = [
+    "ANSWER_SYSTEM",
+    "NO_USAGE",
+    "BoundedLLM",
+    "ScriptedTools",
+    "extractive_answer",
+    "generate_output",
+    "load_conversation",
+    "memory_answer",
+    "question_script",
+    "turn_messages",
+    "turn_script",
+]
+
 ANSWER_SYSTEM = (
     "Answer the question in one short sentence, using only the memory excerpts given. "
     "Quote names, hosts, ports and numbers exactly. Answer in the question's language."

@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(func=cmd_replay)
 
-    from .eval_compaction import add_arguments as eval_arguments
+    from .evals import add_arguments as eval_arguments
 
     eval_arguments(sub)
 

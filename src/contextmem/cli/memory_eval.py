@@ -2,7 +2,7 @@
 
 Both read JSON Lines (``-``: stdin) through :func:`contextmem.jsonl.read_jsonl`, so a bad line is reported
 as ``file:line: field: problem. Fix: ...``. The scoring is the library's
-(:mod:`contextmem.memory.evaluate`); this module only reads, calls and prints.
+(:mod:`contextmem.eval.memory`); this module only reads, calls and prints.
 """
 
 from __future__ import annotations
@@ -16,8 +16,20 @@ from ..jsonl import read_jsonl, source_name
 from .render import hits_table, table
 
 if TYPE_CHECKING:
+    from ..eval.memory import EvalReport, LabelledQuery
     from ..memory import MemoryHit, MemoryIndex
-    from ..memory.evaluate import EvalReport, LabelledQuery
+
+__all__ = [
+    "EVAL_HELP",
+    "HIT_KEYS",
+    "eval_report_text",
+    "hit_record",
+    "parse_ks",
+    "read_labelled",
+    "read_queries",
+    "run_eval",
+    "search_batch",
+]
 
 HIT_KEYS = ("path", "start_line", "end_line", "score", "snippet")
 
@@ -53,8 +65,8 @@ def read_queries(source: str) -> list[tuple[str, str]]:
 
 
 def read_labelled(source: str) -> list[LabelledQuery]:
-    """The labelled queries of ``source`` (format: :mod:`contextmem.memory.evaluate`)."""
-    from ..memory.evaluate import labelled_query  # the memory extra
+    """The labelled queries of ``source`` (format: :mod:`contextmem.eval.memory`)."""
+    from ..eval.memory import labelled_query
 
     out = []
     for number, entry in read_jsonl(source, what="labelled query"):
@@ -103,7 +115,7 @@ def eval_report_text(report: EvalReport) -> str:
 
 
 def run_eval(index: MemoryIndex, args: argparse.Namespace) -> int:
-    from ..memory.evaluate import evaluate
+    from ..eval.memory import evaluate
 
     queries = read_labelled(args.labelled)
     with index:

@@ -16,6 +16,18 @@ from ..engine import ContextStats, EngineEvent
 if TYPE_CHECKING:
     from ..memory import MemoryHit
 
+__all__ = [
+    "REGIONS",
+    "ProgressBar",
+    "context_report",
+    "describe_event",
+    "gauge",
+    "hits_table",
+    "paint",
+    "table",
+    "use_color",
+]
+
 # region label, glyph, ANSI colour
 REGIONS: tuple[tuple[str, str, str], ...] = (
     ("system", "▓", "34"),

@@ -17,6 +17,8 @@ from ..workspace import namespace_tree
 from . import state
 from .render import gauge, table, use_color
 
+__all__ = ["cmd_count", "cmd_replay", "reserve_line"]
+
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(_replay(settings, args))
@@ -24,9 +26,9 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     """Replay a transcript into a fresh session (a temporary workspace unless --workspace is given)."""
-    from ..agent.cache_metrics import CACHE_READ_PRICE, WireRequest
-    from ..agent.replay import TurnReport, load_tools, load_transcript, replay
     from ..engine import ContextEngine
+    from ..eval.cache import CACHE_READ_PRICE, WireRequest
+    from ..eval.replay import TurnReport, load_tools, load_transcript, replay
     from ..store.open import open_store
 
     system, transcript = load_transcript(args.transcript)

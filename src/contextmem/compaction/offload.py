@@ -1,4 +1,4 @@
-"""Tool-result offload (SPEC C5), pure: which results to cut, and the head + tail that stays.
+"""Tool-result offload (C5), pure: which results to cut, and the head + tail that stays.
 
 Thresholds depend on recency, in UTF-8 bytes of a result's text:
 
@@ -9,7 +9,7 @@ Thresholds depend on recency, in UTF-8 bytes of a result's text:
   The agent asked for these results and has not read them yet, so they are never cut to a share of
   the budget: at a 50,000-token window a 33.8 KB log stays whole (17,203 bytes under the share), at an
   8,192-token one it keeps 13,598 bytes, what fits (2,677 under the share). Measured in
-  ``bench/bench_current_turn.py``: below 128k the agent makes 32-53% fewer calls (it need not
+  ``evals/current_turn.py``: below 128k the agent makes 32-53% fewer calls (it need not
   ``read_file`` what it was just given) and sends 27-47% fewer tokens, at a lower cache ratio;
 * **the newest ``pruning_recent_n`` results of past turns**: ``pruning_recent_msg_max_bytes``, and
   **older ones** ``pruning_old_msg_max_bytes`` (3,000); both at most CowAgent's
@@ -33,6 +33,21 @@ from ..messages import Message, ToolMessage, text_of
 from ..namespace import DEFAULT_NAMESPACE
 from ..settings import Settings
 from ..workspace import TOOL_RESULTS_DIR
+
+__all__ = [
+    "FIT_MARGIN",
+    "MIN_CUT_BYTES",
+    "NOTICE",
+    "Offload",
+    "OffloadLimit",
+    "current_turn_caps",
+    "fits",
+    "head_tail",
+    "offload_limits",
+    "offload_path",
+    "past_cap",
+    "plan_offload",
+]
 
 NOTICE = (
     "\n\n[... {omitted} of {total} characters omitted. The full output is saved at {path} — "

@@ -1,4 +1,4 @@
-"""Compaction plans (SPEC C6, C7, C9, C11, S1): pure functions of ``(history, counts, budget, settings)``.
+"""Compaction plans (C6, C7, C9, C11, S1): pure functions of ``(history, counts, budget, settings)``.
 
 A plan says which messages stay (``keep``, ascending indices into the history), which leave
 (``drop``: the engine archives them, then summarises them, then removes them), and which stay with a
@@ -21,6 +21,20 @@ from ..budget import turn_starts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..textcut import cut_middle
 from .pairs import broken, open_group
+
+__all__ = [
+    "Plan",
+    "keep_open_group",
+    "no_change",
+    "plan_budget_trim",
+    "plan_emergency",
+    "plan_fold_task",
+    "plan_pop",
+    "plan_repair",
+    "plan_restore",
+    "plan_summarize",
+    "plan_turn_trim",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +229,15 @@ def plan_fold_task(history: Sequence[Message]) -> Plan:
     )
     keep = tuple(i for i in range(len(history)) if i not in set(drop))
     return Plan(keep, drop, steps=("fold_task",))
+
+
+def plan_pop(history: Sequence[Message]) -> Plan:
+    """Pure: an undo. Everything but the newest message stays; the newest leaves (an empty plan for an
+    empty history). Its tool pair is the caller's to keep whole: an undo pops one message at a time."""
+    n = len(history)
+    if n == 0:
+        return Plan((), ())
+    return Plan(tuple(range(n - 1)), (n - 1,), steps=("pop",))
 
 
 def plan_restore(history: Sequence[Message], max_turns: int) -> Plan:

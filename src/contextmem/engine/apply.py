@@ -1,4 +1,4 @@
-"""Applying a compaction plan: the one path by which messages leave the context (SPEC C4, C8, C11).
+"""Applying a compaction plan: the one path by which messages leave the context (C4, C8, C11).
 
 The order is fixed: **archive** (fsynced JSONL + store), **summarise**, **remove**. A failure at any step
 leaves the messages where they were. Plans come from the pure :mod:`contextmem.compaction.plans`; every
@@ -219,6 +219,17 @@ class PlanApplier:
         if plan.empty:
             return 0
         return len(plan.drop) if await self.apply(plan, "fold_task", summarize=False) else 0
+
+    async def undo(self, plan: Plan, reason: str) -> bool:
+        """Apply ``plan`` as an undo (the caller holds the session lock): what leaves is archived, never
+        summarised (an undo is not history worth remembering), may be this writer's own open group, and
+        is marked undone so no background summary folds it in. False as :meth:`apply`."""
+        live = self.session
+        leaving = [live.seqs[i] for i in plan.drop]
+        if not await self.apply(plan, reason, summarize=False, keep_open=False):
+            return False
+        live.undone.update(leaving)
+        return True
 
     async def clear(self) -> int:
         """Everything leaves (archived first, not summarised) and the summary is reset; the summary of it

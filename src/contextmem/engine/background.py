@@ -1,4 +1,4 @@
-"""Background summarisation (SPEC C8, C9): the LLM summary catches up off the request path.
+"""Background summarisation (C8, C9): the LLM summary catches up off the request path.
 
 When messages leave on the synchronous path (the proactive check before a call), the summary is
 updated at once by the deterministic extractive summariser and the messages are queued
@@ -25,6 +25,7 @@ from typing import Any
 
 from ..budget import CountedHistory, Window
 from ..compaction.plans import Plan, plan_summarize
+from ..errors import InternalError
 from ..messages import Message
 from ..settings import Settings
 from ..summarize import Summarizer, Summary
@@ -207,7 +208,7 @@ class NoLLM:
     name = "none"
 
     async def complete(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the extractive summariser called a model")
+        raise InternalError("the extractive summariser called a model")
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("the extractive summariser called a model")
+        raise InternalError("the extractive summariser called a model")

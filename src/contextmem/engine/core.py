@@ -1,4 +1,4 @@
-"""The context engine (SPEC C4–C13): one session, and the only assembler of what a model sees.
+"""The context engine (C4–C13): one session, and the only assembler of what a model sees.
 
 :class:`ContextEngine` is the shell around the pure core. It decides *when*; the pure functions decide
 *what*: :mod:`contextmem.budget` sizes the window (:func:`~contextmem.budget.fit_to_model`) and its
@@ -6,7 +6,7 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 
 * :mod:`.session` — the live state (history with counts, seqs, cut originals, summary), mirroring the store;
 * :mod:`.apply` — applying a plan, the one path by which messages leave: archive, summarise, remove;
-* :mod:`.offload` and :mod:`.files` — old tool results to ``tool_results/``, and their expiry;
+* :mod:`.apply_offload` and :mod:`.files` — old tool results to ``tool_results/``, and their expiry;
 * :mod:`.rounds` and :mod:`.background` — the LLM summary, caught up off the request path, one round at
   a time, applied at once or held;
 * :mod:`.inspect` — ``/context`` stats and :meth:`ContextEngine.verify`;
@@ -17,7 +17,6 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -25,11 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 from ..archive import DialogArchive
-from ..budget import CountedHistory, RequestEstimate, Window, fit_to_model, learned_window
-from ..compaction.plans import Plan, plan_restore
-from ..errors import BudgetExceededError, CompactionError
+from ..budget import CountedHistory, RequestEstimate, Window, WindowFit, fit_to_model, fit_window
+from ..compaction.plans import plan_restore
+from ..errors import BudgetExceededError, CompactionError, InternalError
 from ..formats.inputs import MessageInput
-from ..llm.base import Usage
+from ..llm.base import LearnsWindow, Usage
 from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
 from ..settings import Settings
@@ -38,17 +37,19 @@ from ..summarize import Summarizer, Summary
 from ..tokens import Calibration, MessageCounter, get_counter
 from ..tokens.counter import REPLY_PRIMING
 from .apply import PlanApplier, blocked_by_archive
+from .apply_offload import offload_results
 from .background import NoLLM, summarize_plan
 from .door import check_call_ids, read_input
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
-from .offload import offload_results
 from .removal import pop_newest
 from .request import Fixed, Regions, assemble, history_budget
 from .rounds import SummaryRounds
 from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
 from .writer import BUSY_TIMEOUT, Lease, append_after_tail
+
+__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
 
 logger = logging.getLogger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
@@ -169,7 +170,7 @@ class ContextEngine:
         engine.cleanup_offloads()
         if restore:
             plan = plan_restore(engine.history.messages, engine.settings.agent_max_context_turns)
-            await engine._apply(plan, "restore")
+            await engine._applier.apply(plan, "restore")
             engine._emit("restored", kept=len(engine.history))
         return engine
 
@@ -181,7 +182,9 @@ class ContextEngine:
 
     def _fit(self, window: Window | None) -> None:
         """Window and summary sizes for these settings and this model; an explicit ``window`` wins."""
-        fit = fit_to_model(self.settings, self.llm)
+        self._use(fit_to_model(self.settings, self.llm), window)
+
+    def _use(self, fit: WindowFit, window: Window | None = None) -> None:
         self.window = window or fit.window
         self._chunk_tokens = fit.summary_chunk_tokens
         for summarizer in (self.summarizer, self._extractor):
@@ -286,7 +289,7 @@ class ContextEngine:
                     # Another writer moved the session while this one compacted: plan again on its state,
                     # after a jittered pause (10 ms doubling), so busy writers stop colliding in step.
                     await asyncio.sleep(0.01 * 2**attempt * random.uniform(0.5, 1.0))
-            raise AssertionError("unreachable")
+            raise InternalError("a build attempt neither returned nor raised")
 
     async def _prepare(self, fixed: Fixed) -> None:
         """Offload, then compact when due (the caller holds ``_lock``)."""
@@ -355,18 +358,12 @@ class ContextEngine:
 
     # --- removals: every one is a plan applied by PlanApplier --------------------------------------
 
-    async def _apply(
-        self, plan: Plan, reason: str, *, summarize: bool = True, keep_open: bool = True
-    ) -> bool:
-        """Apply a plan; the caller holds ``_lock``. False (everything kept) if it could not."""
-        return await self._applier.apply(plan, reason, summarize=summarize, keep_open=keep_open)
-
     async def pop_newest(self) -> Message | None:
         """Remove the newest live message (an undo, e.g. a framework session's ``pop_item``): archived
         first, never summarised; returns its original form, ``None`` for an empty history. Never waits
         for a background summary (a round that folded the message is discarded). See
         :func:`contextmem.engine.removal.pop_newest`."""
-        return await pop_newest(self)
+        return await pop_newest(self._applier, self._lock)
 
     async def fold_turn(self) -> int:
         """C14: once the newest turn ended in a reply, its tool steps leave the context (archived first,
@@ -404,16 +401,17 @@ class ContextEngine:
 
     def _learn_window(self, error: BaseException) -> None:
         """A provider that states its window in an overflow (llama.cpp's ``n_ctx``, Anthropic's maximum)
-        is planned against from now on: this session and, through the LLM's ``context_window``, every
-        session fitted to it later — so the next turn does not overflow again."""
-        window = learned_window(self.window, getattr(error, "limit", None))
-        if window is None:
+        is planned against from now on, so the next turn does not overflow again: this session refits to
+        it (:func:`~contextmem.budget.fit_window`, ``proven``: window, output reserve and summary sizes),
+        and an LLM that can learn it (:class:`~contextmem.llm.base.LearnsWindow`) states it to every
+        session fitted to it later. A limit that is not smaller than the window says nothing new."""
+        limit, now = getattr(error, "limit", None), self.window
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < now.context_window:
             return
-        if self.llm is not None:
-            with contextlib.suppress(AttributeError):  # a model whose window is its own (read-only) keeps it
-                setattr(self.llm, "context_window", window.context_window)  # noqa: B010 - not every LLM has it
-        self.window = window
-        self._emit("window_learned", context_window=window.context_window, max_tokens=window.max_tokens)
+        if isinstance(self.llm, LearnsWindow):
+            self.llm.learn_window(limit)
+        self._use(fit_window(self.settings, limit, now.max_tokens, proven=True))
+        self._emit("window_learned", context_window=limit, max_tokens=self.window.max_tokens)
 
     async def clear(self) -> int:
         """``/context clear``: everything leaves (archived first); the summary goes to memory and is reset.

@@ -3,7 +3,7 @@
 * **Size.** A message whose text (content, parts, tool-call arguments, reasoning, extra keys) is over
   ``max_message_bytes`` is a :class:`~contextmem.errors.MessageTooLargeError` before any pass over it; a
   dict's string content is measured before it is even parsed. A tool result may be
-  :data:`TOOL_RESULT_FACTOR` times larger: its full text goes to a file (SPEC C5) and the context keeps a
+  :data:`TOOL_RESULT_FACTOR` times larger: its full text goes to a file (C5) and the context keeps a
   head and tail, while user and assistant text is sent whole and cut only in an emergency.
 * **Off the event loop.** What is left to do over a large accepted message, the UTF-8 and nesting checks
   and its token count (slow on long text: BPE over one long word is far from linear), runs in a worker

@@ -32,7 +32,7 @@ def context_stats(
 
 
 async def verify_session(live: LiveSession, archive: DialogArchive | None) -> VerifyReport:
-    """Every appended message is live, or archived *and* in the archive (SPEC C4): the dialog files, or
+    """Every appended message is live, or archived *and* in the archive (C4): the dialog files, or
     with ``archive=None`` (a store every host shares) the store's rows, which hold every original. A seq
     the store no longer has (a gap below its newest) is missing too."""
     every = await live.store.messages(live.namespace, live.session_id)

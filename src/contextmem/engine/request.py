@@ -1,4 +1,4 @@
-"""Estimating and assembling one request (SPEC C4, C7): what goes to the model, in the request's order.
+"""Estimating and assembling one request (C4, C7): what goes to the model, in the request's order.
 
 :func:`assemble` is the one assembler: system prompt + summary + history + tools. It reads the session
 and never changes it. :class:`Regions` keeps a pass over a request cheap: the system prompt and tools

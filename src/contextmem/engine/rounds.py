@@ -1,4 +1,4 @@
-"""When the LLM summary runs, and where a finished round goes: applied at once, or held (SPEC C8, C9).
+"""When the LLM summary runs, and where a finished round goes: applied at once, or held (C8, C9).
 
 :class:`SummaryRounds` owns one session's background rounds (:mod:`.background` does the work of one):
 it starts a round when one is due, runs one at a time (a trigger while it runs is coalesced), and decides

@@ -17,6 +17,19 @@ from ..safefs import Confined
 from ..summarize import Ledger, LedgerEntry, Summary
 from ..tokens import MessageCounter
 
+__all__ = [
+    "CompactResult",
+    "ContextStats",
+    "EngineEvent",
+    "EngineParts",
+    "EventKind",
+    "Request",
+    "UsageTotals",
+    "VerifyReport",
+    "summary_from_json",
+    "summary_to_json",
+]
+
 EventKind = Literal[
     "offload",
     "offload_failed",

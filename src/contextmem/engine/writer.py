@@ -1,4 +1,4 @@
-"""Appending to a session other processes may write too (issue 12, point 7): one writer at a time.
+"""Appending to a session other processes may write too: one writer at a time.
 
 Every append is conditional (``expected_next_seq``): it lands only on the exact tail it was validated
 against. When another writer went first (:class:`~contextmem.errors.SessionConflictError`), the session

@@ -13,10 +13,22 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
-from ..errors import MessageFormatError
+from ..errors import MessageFormatError, UsageError
 from ..messages import AssistantMessage, Message, wire_form
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 from .scheduler import EndpointGate, gate_for
+
+__all__ = [
+    "LLM",
+    "BaseLLM",
+    "CallOptions",
+    "ChatResponse",
+    "LearnsWindow",
+    "ModelCall",
+    "StreamEvent",
+    "Usage",
+    "run_sync",
+]
 
 T = TypeVar("T")
 
@@ -164,6 +176,15 @@ class LLM(Protocol):
     ) -> AsyncIterator[StreamEvent]: ...
 
 
+@runtime_checkable
+class LearnsWindow(Protocol):
+    """An LLM that can be told its window after the fact: its provider stated it in an overflow
+    (llama.cpp's ``n_ctx``), and from then on the LLM states it as its ``context_window``, so every session
+    fitted to it plans against it. A model whose window is its own (the local model's) has no such method."""
+
+    def learn_window(self, context_window: int) -> None: ...
+
+
 class CallOptions(TypedDict, total=False):
     """The keywords of :meth:`LLM.complete` and :meth:`LLM.stream`, as :class:`BaseLLM` takes them."""
 
@@ -249,4 +270,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     coro.close()
-    raise RuntimeError("run_sync() called from a running event loop. Fix: await the async method instead.")
+    raise UsageError("run_sync() called from a running event loop. Fix: await the async method instead.")

@@ -104,7 +104,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     )
 }
 
-#: The model ``"local"`` means; chosen in ``bench/results/local_llm.md``.
+#: The model ``"local"`` means; chosen in ``evals/results/local_llm.md``.
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 
 

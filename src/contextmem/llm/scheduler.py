@@ -39,7 +39,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, LLMTimeoutError
 
 __all__ = [
     "EndpointGate",
@@ -300,10 +300,16 @@ async def wait_running(
             queued = clock.queued
             left = timeout - (time.monotonic() - started - queued)
             if left <= 0:
-                raise TimeoutError(f"timed out after {timeout}s of running (and {queued:.1f}s queued)")
+                raise LLMTimeoutError(
+                    f"timed out after {timeout}s of running (and {queued:.1f}s queued). "
+                    "Fix: raise the timeout or use a faster model"
+                )
             if max_queue is not None:
                 if queued >= max_queue:
-                    raise TimeoutError(f"queued {queued:.1f}s for the endpoint, the limit is {max_queue}s")
+                    raise LLMTimeoutError(
+                        f"queued {queued:.1f}s for the endpoint, the limit is {max_queue}s. Fix: raise the "
+                        "queue limit, or lower the endpoint's load"
+                    )
                 left = min(left, max_queue - queued)
             await asyncio.wait({task}, timeout=left)
         return task.result()

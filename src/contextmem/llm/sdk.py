@@ -158,6 +158,11 @@ class SDKAdapter(BaseLLM):
         """Ask the endpoint for its context window; ``None`` when it does not say (the default)."""
         return None
 
+    def learn_window(self, context_window: int) -> None:
+        """The endpoint stated its window in an overflow: it states that one from now on
+        (:class:`~.base.LearnsWindow`)."""
+        self.context_window = context_window
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
 

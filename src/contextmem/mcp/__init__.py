@@ -1,4 +1,4 @@
-"""The MCP server (SPEC A4): ``contextmem mcp`` / ``python -m contextmem.mcp``. Needs the ``mcp`` extra.
+"""The MCP server (A4): ``contextmem mcp`` / ``python -m contextmem.mcp``. Needs the ``mcp`` extra.
 
 Importing this package is free; the SDK is imported when a server is built.
 """

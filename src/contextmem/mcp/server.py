@@ -1,4 +1,4 @@
-"""``contextmem mcp``: the memory tools and session controls over MCP (SPEC A4), with the official SDK.
+"""``contextmem mcp``: the memory tools and session controls over MCP (A4), with the official SDK.
 
 Tools: ``memory_search``, ``memory_get``, ``memory_write``, ``read_file`` (the agent's memory tools, under
 the same names — same schemas' limits, same :class:`~contextmem.memory.MemoryTools` dispatcher, same

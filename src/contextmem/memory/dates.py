@@ -33,7 +33,7 @@ with date words (``may`` — the month only as ``May`` —, ``march on``, ``seco
 之前天气, 提前三天前往). A phrase is read once: ``the day before yesterday`` is today - 2, not also
 today - 1. Read as a date although it may not be one: 上周到北京 ("went to Beijing last week", rather
 than 送上周到的服务), and ``on Sunday`` / 周日 in a question about a Sunday remembered from long ago (the
-cost is measured in ``bench/results/memory_variants.md``).
+cost is measured in ``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -43,49 +43,38 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from ..lang import en, zh
+
 __all__ = ["day_mentions", "relative_days"]
 
 MAX_DAYS_AGO = 9999  # "N days ago" beyond this (or before year 1) resolves to nothing
 
-_EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
-_EN_NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-_ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sept", "sep"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
+# The names are the language tables' (:mod:`contextmem.lang`); the phrase forms below are each language's
+# grammar of a relative day.
+_EN_WEEKDAYS = tuple(names[0].lower() for names in en.WEEKDAYS)
+_ZH_WEEKDAYS = {name: weekday for weekday, names in enumerate(zh.WEEKDAYS) for name in names}
+_EN_NUMBERS = en.NUMBERS
+_ZH_DIGITS = zh.DIGITS
+_MONTHS = {name.lower(): number for number, names in enumerate(en.MONTHS, start=1) for name in names}
 
 # English words are delimited by "not a letter" rather than \b: a CJK character is a \w, and mixed
 # queries ("yesterday发生了什么") are common.
 _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER = r"(?<![A-Za-z])", r"(?![A-Za-z])"
 _EN_WEEKDAY = "(" + "|".join(_EN_WEEKDAYS) + ")"
 # "May" only capitalised: "PostgreSQL 16 may break" is the verb.
+_WORD_MONTHS = {name.lower(): name for name in en.WORD_MONTHS}
 _EN_MONTH = (
-    "(" + "|".join(m if m != "may" else "(?-i:May)" for m in sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+    "("
+    + "|".join(
+        f"(?-i:{_WORD_MONTHS[m]})" if m in _WORD_MONTHS else m for m in sorted(_MONTHS, key=len, reverse=True)
+    )
+    + r")\.?"
 )
 _EN_DAY_OF_MONTH = r"(\d{1,2})(?:st|nd|rd|th)?"
-_ZH_NUMBER = "[一二两三四五六七八九十]{1,3}"
+_ZH_NUMBER = f"[{zh.NUMERALS}]{{1,3}}"
 _ZH_WEEK = "(?:周|星期|礼拜)"
-_ZH_WEEKDAY = "([一二三四五六日天])"
-_ZH_NUMERAL_BEFORE = r"(?<![一二两三四五六七八九十几\d:.])"  # "一周三次" is "three times a week"
+_ZH_WEEKDAY = "([" + "".join(_ZH_WEEKDAYS) + "])"
+_ZH_NUMERAL_BEFORE = rf"(?<![{zh.NUMERALS}几\d:.])"  # "一周三次" is "three times a week"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +190,7 @@ _EN, _ZH = _NOT_LETTER_BEFORE, ""
 # Order matters where two forms can start at the same place: the longer phrase first.
 _FORMS: tuple[_Form, ...] = (
     _Form(r"t", r"the\s+day\s+before\s+yesterday", _fixed(2), _EN, _NOT_LETTER_AFTER),
-    _Form(r"yl", r"yesterday|last\s+night", _fixed(1), _EN, _NOT_LETTER_AFTER),
+    _Form(r"yl", "|".join(w.replace(" ", r"\s+") for w in en.YESTERDAY), _fixed(1), _EN, _NOT_LETTER_AFTER),
     _Form(
         r"\dotfsen",
         rf"(\d{{1,4}}|{'|'.join(_EN_NUMBERS)})\s+days?\s+ago",
@@ -227,7 +216,7 @@ _FORMS: tuple[_Form, ...] = (
         r"(?!\d)(?![A-Za-z])",
     ),
     _Form(r"大", "大前天", _fixed(3), _ZH),
-    _Form(r"昨", "昨天|昨日|昨晚|昨夜", _fixed(1), _ZH),
+    _Form(r"昨", "|".join(zh.YESTERDAY), _fixed(1), _ZH),
     # 之前天气 ("the weather before"), 提前天数: 前 belongs to the word before it, 天 to the one after.
     _Form(
         "前",
@@ -284,20 +273,7 @@ def relative_days(query: str, today: date) -> frozenset[date]:
     return frozenset(days)
 
 
-_MONTH_NAMES = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
+_MONTH_NAMES = tuple(names[0].lower() for names in en.MONTHS)
 
 
 def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:

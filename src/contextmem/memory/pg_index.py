@@ -1,4 +1,4 @@
-"""The memory index on PostgreSQL + pgvector (SPEC S2): for many agent processes on many hosts.
+"""The memory index on PostgreSQL + pgvector (S2): for many agent processes on many hosts.
 
 The same :class:`~contextmem.memory.base.MemoryIndex` contract and the same algorithm
 (:class:`~contextmem.memory.indexing.BaseMemoryIndex`: sync planning, chunking and redaction, ranking,

@@ -1,4 +1,4 @@
-"""Pure hybrid ranking (SPEC M4): no I/O, no clock — the caller passes scores, ages and ``now``.
+"""Pure hybrid ranking (M4): no I/O, no clock — the caller passes scores, ages and ``now``.
 
 Every component is min-max normalised over the candidate set (the union of the vector and keyword top
 lists), so ``vector_weight``/``keyword_weight`` mean what they say whatever the model's cosine range or
@@ -27,6 +27,17 @@ from typing import NotRequired, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
+
+__all__ = [
+    "Candidate",
+    "Ranking",
+    "combine",
+    "decay_factor",
+    "fuse",
+    "mmr",
+    "passes_min_score",
+    "top_k_indices",
+]
 
 
 @dataclass(frozen=True, slots=True)

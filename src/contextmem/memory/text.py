@@ -2,8 +2,8 @@
 
 FTS5's ``unicode61`` tokenizer keeps a run of Chinese characters as one token, and ``trigram`` never matches
 two-character words, so Chinese is split here, before it reaches SQLite: each CJK run becomes its character
-bigrams (default; measured better than jieba on MADial-Bench Chinese, see ``bench/results/memory.md``) or
-jieba words. Other scripts pass through for ``porter unicode61`` to fold case and stem.
+bigrams (default; measured better than jieba on MADial-Bench Chinese: ``evals/results/memory_madial.md``)
+or jieba words. Other scripts pass through for ``porter unicode61`` to fold case and stem.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import date
 from typing import Any, Literal
 
 from ..errors import MissingExtraError
+from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
 from .dates import relative_days
 
@@ -34,9 +35,7 @@ MAX_QUERY_CHARS = 2_000
 MAX_QUERY_TERMS = 256  # distinct tokens ORed in a keyword query (FTS5 MATCH, to_tsquery)
 MAX_QUERY_DAYS = 8  # days named by one query whose daily files are fetched as candidates
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+(?:['’][^\W{_CJK}_]+)*")
-_CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+_TOKEN_RE = re.compile(rf"[{CJK_LETTERS}]+|[^\W{CJK_LETTERS}_]+(?:['’][^\W{CJK_LETTERS}_]+)*")
 _HEADING_RE = re.compile(r"#{1,6}\s")
 _DAY_RES = (
     re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)"),
@@ -179,7 +178,7 @@ def keyword_tokens(text: str, cjk: CjkMode = "bigram") -> list[str]:
     tokens: list[str] = []
     for match in _TOKEN_RE.finditer(text):
         token = match.group()
-        if _CJK_RUN_RE.fullmatch(token):
+        if CJK_LETTER_RUN.fullmatch(token):
             tokens.extend(_cjk_tokens(token, cjk))
         else:
             tokens.append(token.lower().replace("’", "'"))

@@ -1,4 +1,4 @@
-"""The agent's memory tools (SPEC M5), with JSON schemas ready to hand to a model.
+"""The agent's memory tools (M5), with JSON schemas ready to hand to a model.
 
 :meth:`MemoryTools.call` is the single dispatcher, for models and for MCP. Invariants:
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import ContextmemError, ToolArgumentError
+from ..errors import ContextmemError, NotFoundError, ToolArgumentError
 from ..memory_files import append_note
 from ..messages import ToolSpec
 from ..redaction import redact_secrets
@@ -353,7 +353,7 @@ class MemoryTools:
         except FileNotFoundError:
             kept = self._offloaded(path)
             if kept is None:
-                raise FileNotFoundError(
+                raise NotFoundError(
                     f"{shown!r} does not exist. Fix: use a path from memory_search results or a tool-result "
                     "reference"
                 ) from None

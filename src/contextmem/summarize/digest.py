@@ -1,4 +1,4 @@
-"""The memory entry a compaction writes (SPEC M2): the summary's facts as dated, attributed bullets.
+"""The memory entry a compaction writes (M2): the summary's facts as dated, attributed bullets.
 
 Pure: :func:`fact_digest` reads a six-section summary (as :mod:`.facts` writes it) back into facts and lays
 them out a session at a time, so a markdown index chunks the entry by session date.
@@ -35,12 +35,12 @@ def _chronological(runs: Iterable[Sequence[str]]) -> list[str]:
 
 def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str:
     """The facts of ``summary`` (six sections, as :func:`compact_facts` writes them) as a memory entry
-    (SPEC M2): a bullet per fact that stands alone, its session date and speaker written on it —
+    (M2): a bullet per fact that stands alone, its session date and speaker written on it —
     ``- [2022-01-18] Bart: I got a gold-plated pocket watch.`` — under a ``### date`` heading per
     session date, sessions in the order they were held (undated facts first, under their section's
     title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
     identifier block: short chunks like those outranked the bullet holding the answer
-    (``bench/results/compaction_facts.md``).
+    (``evals/results/compaction_facts.md``).
 
     Facts said before the first session header of ``summary`` took place on the session date that
     ``previous`` (the summary before them) ends on. Pure; ``""`` when ``summary`` holds no fact.

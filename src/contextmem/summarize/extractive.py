@@ -1,7 +1,7 @@
 """The extractive fallback (C8): a structured summary built without a model, deterministically.
 
-Used when the model fails, times out or returns junk, and whenever no model is configured. Since issue 17
-it selects *facts*, not lines (:mod:`.facts`): sentences scored by what people later ask about
+Used when the model fails, times out or returns junk, and whenever no model is configured. It selects
+*facts*, not lines (:mod:`.facts`): sentences scored by what people later ask about
 (:mod:`.salience`), de-duplicated, attributed and dated, placed in the six sections the model writes,
 and fitted to the budget by dropping the least salient whole facts — the newest keep a reserved share.
 Identifiers are not repeated here: the ledger keeps them verbatim.

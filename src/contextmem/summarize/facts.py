@@ -37,17 +37,18 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict, Unpack
 
+from ..lang import TablePattern
+from ..lang.scripts import HAN_CHAR
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
+from .cues import NOTED, REQUEST, SPEAKER_NAME
 from .ledger import Ledger, TextCounter
 from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections, without_labels
 from .salience import (
-    NOTED,
-    REQUEST,
-    SPEAKER_NAME,
     compress,
     content_tokens,
     header_date,
+    is_question,
     names_something,
     only_instructs,
     rarity,
@@ -76,7 +77,7 @@ NEW_SHARE = 0.05
 """Share of the budget the new messages' most salient facts may always take, whatever the old ones score
 (~140 tokens of a 2,800-token summary). A quarter kept 0.5-3.7 points fewer answers on each of the four
 dev sets; a tenth kept 0-2.2 fewer than a twentieth on those four (level on one) and 0.5-2.0 fewer on a
-third draw of both sets built only to settle this (``bench/results/compaction_facts.md``)."""
+third draw of both sets built only to settle this (``evals/results/compaction_facts.md``)."""
 MIN_DUPLICATE_TOKENS = 4
 ANSWERED, ANSWER_WITHIN = 0.6, 3  # a question is answered by a statement holding this share of its words
 ITEM_CHARS = 280  # one fact at most; the archive has the rest
@@ -85,7 +86,7 @@ RELATED_DF = 3
 at most this many facts use: a name, a place, a number — not "work" or "today"."""
 LENGTH_DISCOUNT = 0.5
 """A fact's value is its salience per ``tokens ** LENGTH_DISCOUNT`` (0.3 was no better once lead-ins were
-stripped: ``bench/results/compaction_facts.md``)."""
+stripped: ``evals/results/compaction_facts.md``)."""
 MIN_SALIENCE = 1.0  # below this a sentence is chit-chat, kept only if nothing else needs the room
 TOOL_WEIGHT = 0.5
 """What a tool printed counts this much of what a person said: it can be read again (the archive, the
@@ -107,7 +108,12 @@ TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are b
 _NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
-_SPEAKER_TURN = re.compile(rf"(?<=[.!?…。！？])\s*(?=(?:{SPEAKER_NAME})[:：])")
+_SPEAKER_TURN = TablePattern(
+    lambda langs: (
+        rf"(?<=[{re.escape(''.join(lang.sentence_marks for lang in langs))}])\s*"
+        rf"(?=(?:{SPEAKER_NAME.build(langs)})[:：])"
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +197,7 @@ def facts_from_messages(
             else:
                 section = section_of(s, from_user=from_user or not isinstance(m, AssistantMessage))
             asks = REQUEST.search(s) is not None
-            plain = section == "context" and not s.rstrip().endswith(("?", "？"))  # not a decision, ...
+            plain = section == "context" and not is_question(s)  # not a decision, ...
             goal = from_user and (asks or (first_user and n == 0 and plain)) and (not asks or _says_what(s))
             if from_user and not goal and section == "context" and only_instructs(s):
                 continue
@@ -219,7 +225,7 @@ def _says_what(request: str) -> bool:
     it asks (请记下来, "Please find out why"): two content words besides the request's own, or four
     Chinese characters."""
     rest = REQUEST.sub(" ", request)
-    chinese = sum("\u4e00" <= c <= "\u9fff" for c in rest)
+    chinese = len(HAN_CHAR.findall(rest))
     return chinese >= 4 if chinese else len(content_tokens(rest)) >= 2
 
 
@@ -268,8 +274,8 @@ def _answered(question: Fact, tokens: frozenset[str], answer: Fact, answer_token
     :data:`ANSWERED` of its content tokens: "Who owns rollback if the cutover goes wrong?" then "Priya
     owns rollback; the cutover window is Tuesday". The answer is the fact; the question adds nothing."""
     return (
-        question.text.rstrip().endswith(("?", "？"))
-        and not answer.text.rstrip().endswith(("?", "？"))
+        is_question(question.text)
+        and not is_question(answer.text)
         and 0 < answer.order - question.order <= ANSWER_WITHIN
         and len(tokens & answer_tokens) >= max(2, ANSWERED * len(tokens))
     )

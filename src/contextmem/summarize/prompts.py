@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from ..lang.scripts import IDEOGRAPH_CHAR
 from ..messages import (
     AssistantMessage,
     Message,
@@ -67,7 +68,6 @@ SECTION_TITLES: dict[Lang, dict[str, str]] = {
     },
 }
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 CJK_SHARE_FOR_CHINESE = 0.2
 
@@ -83,7 +83,7 @@ def detect_language(messages: Sequence[Message], previous: str = "") -> Lang:
         "".join(text_of(m.content) for m in messages if isinstance(m, UserMessage | AssistantMessage))
         or previous
     )
-    cjk = len(_CJK.findall(text))
+    cjk = len(IDEOGRAPH_CHAR.findall(text))
     latin = len(_LATIN.findall(text))
     if cjk + latin == 0:
         return "en"

@@ -1,4 +1,4 @@
-"""What the model's reply is worth (C8, issue 17): cleaned, checked, and reconciled with the draft.
+"""What the model's reply is worth (C8): cleaned, checked, and reconciled with the draft.
 
 The model is shown an extractive draft — of the new messages' facts and the previous facts they may make
 stale (:func:`~.facts.fresh_draft`), or the whole summary to reshape on ``/compact`` — and asked to
@@ -24,7 +24,7 @@ with the previous summary:
 4. **Fitted**: a result over its budget is re-compressed without another model call, by
    :func:`~.facts.compact_facts` over it — the least salient whole facts go, the model's or the draft's,
    never the middle of one. (Keeping the model's items first and filling the room with the draft kept
-   fewer answers: bench/results/local_llm.md.)
+   fewer answers: evals/results/local_llm.md.)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Unpack
 
 from ..redaction import redact_secrets
+from .cues import QUOTED
 from .facts import Fact, Sizing, compact_facts, facts_from_summary
 from .prompts import (
     SECTION_KEYS,
@@ -45,7 +46,7 @@ from .prompts import (
     section_has_content,
     unflatten,
 )
-from .salience import QUOTED, content_tokens
+from .salience import content_tokens
 
 __all__ = ["COVERED", "Revision", "carries_exact", "clean_reply", "copies_previous", "revise"]
 
@@ -58,7 +59,7 @@ KEPT = 0.5
 of its own instead of correcting the draft: the 1.5B and 0.5B models summarised the new messages alone in
 six to eight items, keeping 2 of 41 answers the draft held 25 of. Such a reply is no judgement of what is
 stale: every draft fact it dropped comes back, and its own items compete with them for the budget
-(bench/results/local_llm.md: answers kept then match or beat the draft's; rejecting it outright tied or
+(evals/results/local_llm.md: answers kept then match or beat the draft's; rejecting it outright tied or
 lost one)."""
 
 _FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*$")

@@ -1,4 +1,4 @@
-"""What a tool result says, for the compactor (:mod:`.facts`, issue 17): its outcome lines, verbatim.
+"""What a tool result says, for the compactor (:mod:`.facts`): its outcome lines, verbatim.
 
 A log dump of fifty error lines is evidence, not fifty outcomes, and a listing's last row is no outcome
 at all: the reply says what the result showed, and the archive keeps the result whole.
@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from itertools import pairwise
 
-from .salience import ERROR, NOTED, PROGRESS
+from .cues import ERROR, NOTED, PROGRESS
 
 __all__ = ["TOOL_ERROR_LINES", "TOOL_SHORT_LINES", "tool_outcome"]
 

@@ -1,4 +1,4 @@
-"""Token counting (SPEC C2): real tokenizers where available, a CJK-aware heuristic otherwise.
+"""Token counting (C2): real tokenizers where available, a CJK-aware heuristic otherwise.
 
 A :class:`TokenCounter` counts text. :class:`MessageCounter` builds on one to count whole messages —
 content, reasoning, tool calls (id, name, arguments), tool-call ids, per-message overhead, a flat cost

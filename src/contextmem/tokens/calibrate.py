@@ -1,4 +1,4 @@
-"""Calibration of the estimate against what the provider reports (SPEC C2, beyond the seeds).
+"""Calibration of the estimate against what the provider reports (C2).
 
 Our count is exact only for OpenAI encodings; Claude, Qwen, GLM… tokenise differently, and every
 provider adds its own hidden framing. After each call we know both our estimate of the prompt and
@@ -13,6 +13,8 @@ hides the prompt size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+__all__ = ["Calibration"]
 
 
 @dataclass(frozen=True, slots=True)

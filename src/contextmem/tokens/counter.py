@@ -11,6 +11,18 @@ from ..messages import AssistantMessage, Content, ImagePart, Message, TextPart, 
 from .heuristic import HeuristicCounter
 from .tiktoken_backend import ENCODINGS, TiktokenCounter
 
+__all__ = [
+    "DEFAULT_IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "NAME_OVERHEAD",
+    "REPLY_PRIMING",
+    "TOOL_CALL_OVERHEAD",
+    "TOOL_DEF_OVERHEAD",
+    "MessageCounter",
+    "TokenCounter",
+    "get_counter",
+]
+
 
 @runtime_checkable
 class TokenCounter(Protocol):

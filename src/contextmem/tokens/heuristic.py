@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+from ..lang.scripts import CJK_WIDE_CHAR
+
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
 _SPACE = re.compile(r"\s")
 _DIGIT = re.compile(r"\d")
@@ -36,7 +37,7 @@ class HeuristicCounter:
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        cjk = len(_CJK.findall(text))
+        cjk = len(CJK_WIDE_CHAR.findall(text))
         punct = len(_PUNCT.findall(text))
         space = len(_SPACE.findall(text))
         digits = len(_DIGIT.findall(text))

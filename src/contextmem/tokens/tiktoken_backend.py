@@ -18,6 +18,8 @@ from typing import Any
 
 from ..errors import TokenizerError
 
+__all__ = ["ENCODINGS", "TiktokenCounter", "load_encoding"]
+
 # The pre-tokenisation patterns of the two encodings, as published with tiktoken.
 _CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""  # noqa: E501
 _O200K_PATTERN = "|".join(

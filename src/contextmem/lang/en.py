@@ -1,0 +1,159 @@
+"""English: the tables the summariser, the date reader and the save-claim check read."""
+
+from __future__ import annotations
+
+import re
+
+from .language import Language
+
+__all__ = ["ENGLISH", "MONTHS", "NUMBERS", "WEEKDAYS", "WORD_MONTHS", "YESTERDAY"]
+
+MONTHS = (
+    ("January", "Jan"),
+    ("February", "Feb"),
+    ("March", "Mar"),
+    ("April", "Apr"),
+    ("May",),
+    ("June", "Jun"),
+    ("July", "Jul"),
+    ("August", "Aug"),
+    ("September", "Sept", "Sep"),
+    ("October", "Oct"),
+    ("November", "Nov"),
+    ("December", "Dec"),
+)
+WORD_MONTHS = frozenset({"May"})
+"""Month names that are also everyday words: a date only when capitalised ("PostgreSQL 16 may break")."""
+WEEKDAYS = (("Monday",), ("Tuesday",), ("Wednesday",), ("Thursday",), ("Friday",), ("Saturday",), ("Sunday",))
+YESTERDAY = ("yesterday", "last night")
+NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+"""Numbers written as words, one first (the date reader's "three days ago")."""
+
+
+CUES = {
+    "constraint": (
+        r"must|mustn't|should|shouldn't|don't|do not|never|always|only|without|need to|needs to|have to|"
+        r"required?|avoid|make sure|ensure|cannot|can't|no more than|at most|at least"
+    ),
+    "progress": (
+        r"done|fixed|completed?|implemented|added|created|updated|resolved|passe[sd]|passing|works now|"
+        r"merged|deployed|finished|wrote|written|removed|refactored|migrated|installed|succeeded"
+    ),
+    "decision": (
+        r"decided?|decision|chose|choose|chosen|we will|we'll|going with|go with|opted|instead of|"
+        r"agreed|let's use|settled on"
+    ),
+    "plan": (
+        r"todo|next step|next week|next month|next year|next time|tomorrow|remaining|still need|will need|"
+        r"plan to|planning|going to|gonna|I will|I'll|we're going|follow-up|afterwards|later this|"
+        r"sign(?:ed)? up|booked|scheduled|can't wait|looking forward"
+    ),
+    "preference": (
+        r"I (?:really )?(?:like|love|adore|enjoy|prefer|hate|can't stand)|favou?rite|prefer|into|"
+        r"obsessed with|fan of|go-to|comfort food"
+    ),
+    "error": r"error|exception|traceback|failed|failure|fatal|panic|denied|refused|timed out|killed",
+    "noted": (
+        r"for the record|note that|please note|notes?:|N\.?B\.?:?|FYI|keep in mind|please remember|"
+        r"don't forget|heads[- ]up|important:|worth noting"
+    ),
+    "request": r"please|can you|could you|would you|help me|I want you|I need you|let's|find out|make it",
+    "command": (
+        r"^(?:check|pull|grep|run|show|look|open|list|find|fix|write|read|tag|set|try|add|remove|delete|update|"
+        r"deploy|push|restart|test|build|summari[sz]e|tell|give|explain|describe|compare|see|get|fetch|print|send)"
+        r"(?: (?:the|a|an|my|our|your|it|this|that|these|those|me|us|them|all|out|up|again|at|for|through)\b|"
+        r"[.!]?$)"
+    ),
+    # I / we / my X / our X, or a subject the speaker shares ("Jimmy and I", "me and my cousin Oliver"),
+    # then a past-tense verb (a word between at most: "I just got"); or how the speaker felt at something
+    # ("I was thrilled to see"). The "X and I" name is Latin letters, so a long run of CJK characters
+    # (which are ``\w``) costs one pass, not one per character.
+    "event": (
+        r"(?:(?:I|we|me) and (?:\w+ ){0,3}\w+|(?:my )?[A-Za-z]+ and I|I|we|my \w+|our \w+) "
+        r"(?:\w+ )?(?:\w+ed|went|got|bought|made|took|won|lost|met|saw|ran|began|"
+        r"started|moved|adopted|finished|visited|joined|left|became|found|had|gave|built|wrote|read|flew|drove|"
+        r"rode|ate|drank|swam|sang|caught|taught|brought|spent|sent|heard|told|sold|kept|slept|fell|held|threw|"
+        r"broke|chose|spoke|forgot|paid|wore|grew|drew|hid|fed|dug|sat|stood)"
+        r"|I (?:was|felt) (?:\w+ )?\w+ (?:to \w+|\w+ing|at|when|after|because|about)"
+    ),
+    "advice": (
+        r"you (?:can|could|should|might|may want to) (?:try|consider|ask|talk to|find|think about|look for)|"
+        r"(?:maybe|perhaps) you|why don't you|how about you|don't worry"
+    ),
+}
+
+_NOT_NAMES_TEXT = (
+    "I I'm I've I'll I'd Im Ive A An The This That These Those It It's Its He She We They You Your My Our "
+    "Their His Her Me Us Him Them What When Where Why How Who Which Whose If So But And Or Also Then Yes No "
+    "Yeah Yep Nope Not Oh Ah Wow Haha Hah Lol Omg OMG Ok Okay OK Hey Hi Hello Thanks Thank Sure Well Great "
+    "Good Nice Cool Awesome Amazing Love Sorry Please Just Really Honestly Actually Anyway Maybe Perhaps "
+    "Definitely Absolutely Totally Congrats Congratulations Aww Ugh Hmm Speaking By For From In On At To "
+    "With Without After Before Since Until As Do Does Did Is Are Was Were Be Been Have Has Had Can Could "
+    "Would Should Will Shall May Might Must Let Let's Here There Now Today Tomorrow Yesterday Tonight Once "
+    "All Some Any Every Each Both Either Neither Lately Recently Finally Still Even Only Long Happy Merry "
+    "Good Morning Afternoon Evening Night Bye Take See Talk Catch Speak Gotta Mondays Fridays Ha Classic "
+    "Aw Mm Hm Guess Next Last First Of Your Tell That's There's What's Don't Didn't Can't Won't Isn't "
+    "NOTE Note NB FYI TODO Important IMPORTANT Warning WARNING Something Someone Somebody Anything Anyone "
+    "Everything Everyone Everybody Nothing Nobody None"
+)
+NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
+
+_STOP_WORDS_TEXT = (
+    "a an the and or but if then so to of in on at for with from by about as into over under after before "
+    "i me my mine we us our you your he him his she her they them their it its this that these those is am "
+    "are was were be been being have has had do does did can could would should will shall may might must "
+    "not no yes yeah oh wow haha lol just really so very too also even still already quite pretty kind sort "
+    "like get got go going went come came make made take took know think thought feel felt want wanted "
+    "say said tell told thing things stuff lot lots way much many more most some any all every one ones "
+    "what when where why how who which there here now then today time good great nice cool awesome amazing "
+    "love sure okay ok thanks thank please hey hi hello well honestly actually anyway maybe i'm i've i'll "
+    "it's that's you're don't didn't can't won't isn't doesn't let's what's there's he's she's we're "
+    "they're been day days week weeks"
+)
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+FILLERS = (
+    r"^(?:(?:oh|ah|aw+|wow|whoa|haha+|hah|lol|omg|well|so|hey|hi|hmm+|um+|uh+|ok(?:ay)?|yeah|yep|honestly|"
+    r"actually|anyway|by the way|btw|ugh|gosh|aww)\b(?![:：])[\s,!.…~-]*)+",
+    # A lead-in that announces news says nothing itself: "Guess what? ..."
+    r"^(?:guess what|you know what|fun fact|(?:there's )?something I (?:wanted|want|have) to tell you|"
+    r"I (?:just )?(?:wanted|have|had|need) to (?:tell|let) you(?: know)?|"
+    r"just wanted to (?:let you know|share|tell you))\s*[,:!?.…-]+\s*",
+    # A greeting only when punctuation closes it: "Morning meetings start at 9" keeps its first word.
+    r"^(?:(?:good )?(?:morning|afternoon|evening)|hello|hi there|hey there|greetings)"
+    r"(?:[\s,]+(?:all|everyone|team|folks))?\s*[,!.…~]+\s*",
+)
+
+ENGLISH = Language(
+    code="en",
+    cues=CUES,
+    whole_words=True,
+    stop_words=STOP_WORDS,
+    not_names=NOT_NAMES,
+    fillers=FILLERS,
+    # The spaces before a laugh go with it, from the first of them only: a long run of spaces is not
+    # scanned again from each one.
+    laughter=r"(?<!\s)\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*",
+    months=MONTHS,
+    weekdays=WEEKDAYS,
+    partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
+    sentence_end=r"(?<=[.!?;…])\s+(?=\S)",
+    clause_end=r"[,;]\s+",  # before a space: "1,200" is a number
+    question_mark="?",
+    sentence_marks=".!?…",
+    clause_marks=",;",
+    full_stop=".",
+    # Its words are bounded, so a run of "A.A.A.…" is not scanned again from every letter.
+    speaker_name=r"[A-Z][\w.'’-]{0,31}(?: [A-Z][\w.'’-]{0,31}){0,2}",
+    header_words=frozenset(
+        {"session", "date", "day", "time", "on", "at", "am", "pm", "chat", "conversation", "part", "of"}
+    ),
+    save_claim=re.compile(
+        r"\b(?:saved|stored|recorded|written|wrote|added|noted|committed)\b[^.!?\n]{0,60}"
+        r"\b(?:memory|memories)\b"
+        r"|\bi(?:'ll|\s+will|\s+shall)\s+(?:always\s+)?remember\b"
+        r"|\bi\s+(?:now\s+)?remember\s+that\s+your\b",
+        re.IGNORECASE,
+    ),
+    not_saved_note="(not saved: no memory_write call was made)",
+)

@@ -1,0 +1,83 @@
+"""What one language module provides: a :class:`Language`, its tables, read by the shared algorithms.
+
+Every field is data: words, or regex alternatives, never code. A table a language has no use for stays
+empty (Chinese has no stop words: its text is read as character bigrams; English has no counter words).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["CUE_KINDS", "Language"]
+
+CUE_KINDS = (
+    "constraint",
+    "progress",
+    "decision",
+    "plan",
+    "preference",
+    "error",
+    "noted",
+    "request",
+    "command",
+    "event",
+    "advice",
+)
+"""The kinds of cue the summariser reads (:mod:`contextmem.summarize.salience` says what each means)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    """One language's tables. Regex fields hold alternatives, joined with the other languages' by the
+    algorithms; a language that writes spaces between words sets ``whole_words``, so its cues match as
+    whole words (of Latin letters) and case-insensitively, as English does."""
+
+    code: str
+    cues: Mapping[str, str] = field(default_factory=dict)
+    """Per kind of :data:`CUE_KINDS`: regex alternatives that mark it."""
+    whole_words: bool = False
+    stop_words: frozenset[str] = frozenset()
+    """Lower-cased words that carry no content (dropped from the rare-word count)."""
+    not_names: frozenset[str] = frozenset()
+    """Words written capitalised that are not names (sentence openers, interjections, labels)."""
+    fillers: tuple[str, ...] = ()
+    """Regexes, each anchored at the start (``^``), of lead-ins that say nothing: interjections,
+    "guess what?", greetings. Matched case-insensitively."""
+    laughter: str = ""
+    """Regex: laughter anywhere in a sentence, with the spaces before it."""
+    months: tuple[tuple[str, ...], ...] = ()
+    """Per month, January first: its names as written (full name first, then abbreviations). In a
+    language with ``whole_words``, ``8 May 2023`` and ``May 8, 2023`` are read as dates and a month name
+    alone as a partial one."""
+    weekdays: tuple[tuple[str, ...], ...] = ()
+    """Per weekday, Monday first: its names as written (with ``whole_words``, a partial date)."""
+    dates: tuple[str, ...] = ()
+    """Regexes of a full date (day, month and year) in any other form this language writes one."""
+    partial_dates: tuple[str, ...] = ()
+    """Regexes of a date without a year or a relative day ("the 3rd", 去年) in any other form."""
+    numbers: str = ""
+    """Regex of a number written in words (digits are read for every language)."""
+    quotes: str = ""
+    """Regex of a quoted title in this language's quotation marks (《书名》)."""
+    sentence_end: str = ""
+    """Regex of where a sentence ends (a zero-width or whitespace match: the text is split there)."""
+    clause_end: str = ""
+    """Regex of where a clause ends inside a sentence (the punctuation and the space after it)."""
+    question_mark: str = ""
+    """A question ends with it; a question counts less than a statement (its answer is the fact)."""
+    sentence_marks: str = ""
+    """The characters that end a sentence."""
+    clause_marks: str = ""
+    """The characters that end a clause; a sentence cut after one ends with ``full_stop`` instead."""
+    full_stop: str = ""
+    """What ends a sentence in this language (``.``, ``。``)."""
+    speaker_name: str = ""
+    """Regex of a speaker's name before ``:`` in a transcript; bounded in length."""
+    header_words: frozenset[str] = frozenset()
+    """Lower-cased words a session header line may hold beside its date ("session", "date", ...)."""
+    save_claim: re.Pattern[str] | None = None
+    """A reply that claims to have kept something in memory."""
+    not_saved_note: str = ""
+    """What is appended to such a reply when nothing was saved."""

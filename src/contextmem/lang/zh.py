@@ -1,0 +1,83 @@
+"""Chinese: the tables the summariser, the date reader and the save-claim check read.
+
+Chinese writes no spaces between words, so its cues match anywhere (``whole_words`` is off), it has no
+stop words (its text is read as character bigrams) and no capitalisation.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .language import Language
+from .scripts import HAN
+
+__all__ = ["CHINESE", "DIGITS", "NUMERALS", "WEEKDAYS", "YESTERDAY"]
+
+WEEKDAYS = (("一",), ("二",), ("三",), ("四",), ("五",), ("六",), ("日", "天"))
+"""Per weekday, Monday first: the character after 周/星期/礼拜 (周日 and 周天 are both Sunday)."""
+DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+"""The digit characters and their values (两 is the "two" of counting); 十 is ten."""
+NUMERALS = "一二两三四五六七八九十"
+"""The numeral characters up to ten (两 is the "two" of counting)."""
+YESTERDAY = ("昨天", "昨日", "昨晚", "昨夜")
+
+_WEEKDAY = "".join(name for names in WEEKDAYS for name in names)
+
+CUES = {
+    "constraint": r"不要|必须|需要|只能|禁止|不能|务必|应该|别|不得|至少|最多|确保|一定要|不允许",
+    "progress": r"完成|修复|已经|实现了|添加了|通过|解决|部署了|更新了|创建了|删除了|改好",
+    "decision": r"决定|选择|采用|改用|我们将|确定|就用|方案",
+    "plan": r"接下来|下一步|待办|还需要|计划|打算|准备|之后|稍后|下周|下个月|明天|明年|报名|预约|订好",
+    "preference": r"喜欢|最爱|偏爱|讨厌|爱吃|爱看|迷上|更喜欢|最喜欢|不喜欢",
+    "error": r"错误|失败|异常|报错|超时|拒绝",
+    "noted": r"记一下|记住|注意[：:]|备注|提醒一下|别忘了|重要[：:]",
+    "request": r"请|帮我|帮忙|能不能|麻烦|你来",
+    "command": r"^(?:看|查|跑|试|测|找|改)一下|^(?:看看|查查|把)|^(?:检查|确认|总结)(?![了过完：:])",
+    # No tense: a completed action (了, but not after a verb of knowing, 我明白了, or a degree, 太好看了),
+    # one of the verbs that tell one, a sentence that opens "I with / at / went to / took part in /
+    # because / from" (我和…, 我在…, 我们去…), something done for the speaker (妈妈送给我…, 爷爷教我…) or
+    # what made the speaker feel (…让我感到难过).
+    "event": (
+        r"^我们?(?:和|跟|与|在|去|到|参加|因为|从)|我们?[^，。！？,!?]{0,12}(?<!明白|知道|想好|记住|记得|不懂|懂得|决定)(?<![太真好]\w)了"
+        r"|去了|买了|拿到|领养|搬到|参加了|认识了|获得|得到|赢了|收到|送了?给?我|教我|奖励了?我|带我去|让我(?:感到|觉得)"
+    ),
+    "advice": r"你可以试|你可以尝试|可以试着|或许你|也许你|你不妨|不妨试|试着|别担心|不要担心",
+}
+
+FILLERS = (
+    r"^(?:哈哈+|嗯+|啊+|哇+|哦+|噢+|唉+|对了|话说|其实|说实话|好吧)[，,！!。…~\s]*",
+    r"^(?:跟你说件事|告诉你一件事|告诉你个好消息|跟你说|你知道吗|猜猜怎么着|说件事)[，,：:！!？?。…~\s]+",
+    r"^(?:早上好|早安|上午好|下午好|晚上好|你好|您好|大家好)[，,！!。…~\s]*",
+    r"^(?:哈喽|哈啰|嗨)+(?:[，,！!。…~\s]+|$)",  # 嗨皮 ("happy") is no greeting
+)
+
+CHINESE = Language(
+    code="zh",
+    cues=CUES,
+    fillers=FILLERS,
+    laughter=r"(?<![\s,，])[\s,，]*哈哈+[！!。]*",
+    weekdays=WEEKDAYS,
+    dates=(r"\d{4}年\d{1,2}月\d{1,2}日",),
+    partial_dates=(
+        r"\d{1,2}月\d{1,2}[日号]",
+        rf"[上下这本]周[{_WEEKDAY}]",
+        r"[一二三四五六七八九十]{1,2}月",
+        r"\d{1,2}月",
+        r"今年|去年|明年|昨天|前天|周末",
+    ),
+    numbers=rf"[{NUMERALS}百千万]+(?:个|岁|公里|次|元|块|年|天|楼|本|只|张)",
+    quotes=r"《[^》]{1,30}》|「[^」]{1,30}」",
+    sentence_end=r"(?<=[。！？；])",
+    clause_end=r"[，；]\s*",
+    question_mark="？",
+    sentence_marks="。！？",
+    clause_marks="，；",
+    full_stop="。",
+    speaker_name=rf"[{HAN}]{{1,4}}",
+    save_claim=re.compile(
+        r"(?:已|已经|我会|我将|我已|会|将)(?:经)?(?:帮你|为你|替你|帮您|为您)?"
+        r"(?:保存|存储|储存|记录|记下|记住|写入|存入|存好|记好)"
+        r"|(?:保存|存储|记录|记|写入|存)(?:到|在|进|入)了?[^。！\n]{0,12}(?:记忆|备忘)"
+    ),
+    not_saved_note="（未保存：本轮没有调用 memory_write）",
+)

@@ -1,0 +1,259 @@
+"""Language data as data: the algorithms read the tables of :mod:`contextmem.lang`, and nothing else.
+
+A stub third language, registered through the public hook, changes what the summariser and the
+save-claim check do without an algorithm module being edited; and every table of the built-in languages
+is used (taking an entry out changes a result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from contextmem import lang
+from contextmem.agent.claims import unbacked_save_note
+from contextmem.agent.task import TaskMemory
+from contextmem.errors import ConfigError
+from contextmem.lang import en, scripts, zh
+from contextmem.messages import UserMessage
+from contextmem.summarize.cues import DATE, PREFERENCE
+from contextmem.summarize.prompts import detect_language
+from contextmem.summarize.salience import (
+    compress,
+    content_tokens,
+    header_date,
+    is_question,
+    names_something,
+    salience,
+    section_of,
+    sentences,
+    speaker_prefix,
+    trim_clauses,
+)
+from contextmem.tokens.heuristic import HeuristicCounter
+
+# A made-up language written with spaces between words, as English is.
+XX = lang.Language(
+    code="xx",
+    whole_words=True,
+    cues={"preference": r"zorba", "noted": r"kuna kuna", "constraint": r"vel"},
+    stop_words=frozenset({"blorp"}),
+    not_names=frozenset({"Yoo"}),
+    fillers=(r"^(?:ayo)\b[\s,!]*",),
+    months=(("Unomo",), ("Dumo",)),
+    weekdays=(("lundi",),),  # written lower-case: not taken for a name
+    save_claim=re.compile(r"\bmemzo\b"),
+    not_saved_note="(xx: ne memzo)",
+)
+
+
+@pytest.fixture
+def registered() -> Iterator[None]:
+    """Every test leaves the registry as it found it (the same languages, in the same order)."""
+    saved = lang.languages()
+    try:
+        yield
+    finally:
+        for language in lang.languages():
+            lang.unregister(language.code)
+        for language in saved:
+            lang.register(language)
+
+
+@pytest.fixture
+def xx(registered: None) -> None:
+    lang.register(XX)
+
+
+def _replace(code: str, **changes: object) -> None:
+    """Register a copy of the language ``code`` with ``changes``, in its place (order kept)."""
+    saved = lang.languages()
+    for language in saved:
+        lang.unregister(language.code)
+    for language in saved:
+        lang.register(dataclasses.replace(language, **changes) if language.code == code else language)  # type: ignore[arg-type]
+
+
+def _without(table: frozenset[str], entry: str) -> frozenset[str]:
+    assert entry in table
+    return table - {entry}
+
+
+# --- a third language is one module, registered -----------------------------------------------------
+
+
+def test_a_stub_language_cues_change_salience_and_sections(xx: None) -> None:
+    rare: dict[str, float] = {}
+    assert PREFERENCE.search("Mi zorba las pizzas.")
+    lang.unregister("xx")
+    before = salience("Mi zorba las pizzas kuna kuna.", rare)
+    assert not PREFERENCE.search("Mi zorba las pizzas.")
+    assert section_of("Vel tuka la porta.", from_user=True) == "context"
+    lang.register(XX)
+    assert salience("Mi zorba las pizzas kuna kuna.", rare) > before
+    assert section_of("Vel tuka la porta.", from_user=True) == "constraints"
+
+
+def test_a_stub_language_stop_words_fillers_and_not_names_are_read(xx: None) -> None:
+    assert content_tokens("blorp pizzas") == ["pizzas"]
+    assert compress("Ayo, the pizza came.") == "The pizza came."
+    assert not names_something("Yoo went there")
+    lang.unregister("xx")
+    assert content_tokens("blorp pizzas") == ["blorp", "pizzas"]
+    assert compress("Ayo, the pizza came.") == "Ayo, the pizza came."
+    assert names_something("Yoo went there")
+
+
+def test_a_stub_language_calendar_names_parse(xx: None) -> None:
+    assert header_date("[Session 2 · 8 Unomo 2023]") == "8 Unomo 2023"
+    assert DATE.search("Dumo 3, 2024")
+    assert names_something("we met on lundi")
+    lang.unregister("xx")
+    assert header_date("[Session 2 · 8 Unomo 2023]") is None
+    assert not names_something("we met on lundi")
+
+
+def test_a_stub_language_save_claim_gets_its_note(xx: None) -> None:
+    assert unbacked_save_note("Ok, memzo!", TaskMemory("keep it")) == "(xx: ne memzo)"
+    lang.unregister("xx")
+    assert unbacked_save_note("Ok, memzo!", TaskMemory("keep it")) is None
+
+
+def test_a_language_is_registered_once(xx: None) -> None:
+    with pytest.raises(ConfigError, match="'xx' is already registered"):
+        lang.register(XX)
+    lang.unregister("xx")
+    with pytest.raises(ConfigError, match="'xx' is not registered"):
+        lang.unregister("xx")
+
+
+# --- every table of the built-in languages is used ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "sentence"),
+    [
+        ("en", "preference", "I love the blue mug."),
+        ("zh", "preference", "我喜欢蓝色的杯子。"),
+        ("en", "noted", "For the record, the mug is blue."),
+        ("zh", "noted", "记一下，杯子是蓝色的。"),
+        ("en", "event", "I adopted a cat last spring."),
+        ("zh", "event", "我们参加了运动会。"),
+        ("en", "error", "The upload failed again."),
+        ("zh", "error", "上传失败了。"),
+    ],
+)
+def test_each_cue_table_is_read_by_salience(registered: None, code: str, kind: str, sentence: str) -> None:
+    rare: dict[str, float] = {}
+    before = salience(sentence, rare)
+    language = next(known for known in lang.languages() if known.code == code)
+    _replace(code, cues={k: v for k, v in language.cues.items() if k != kind})
+    assert salience(sentence, rare) < before
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "sentence", "from_user", "section"),
+    [
+        ("en", "constraint", "Never push to main.", True, "constraints"),
+        ("zh", "constraint", "不要推送到主分支。", True, "constraints"),
+        ("en", "progress", "The migration is done.", False, "progress"),
+        ("zh", "progress", "迁移已经完成。", False, "progress"),
+        ("en", "decision", "We decided on Postgres.", True, "decisions"),
+        ("zh", "plan", "下一步部署到生产。", True, "next"),
+    ],
+)
+def test_each_section_cue_table_is_read(
+    registered: None, code: str, kind: str, sentence: str, from_user: bool, section: str
+) -> None:
+    assert section_of(sentence, from_user=from_user) == section
+    language = next(known for known in lang.languages() if known.code == code)
+    _replace(code, cues={k: v for k, v in language.cues.items() if k != kind})
+    assert section_of(sentence, from_user=from_user) == "context"
+
+
+def test_the_english_word_tables_are_read(registered: None) -> None:
+    assert "the" not in content_tokens("the lanterns")
+    assert not names_something("Anyway it rained")
+    assert compress("Oh, the build passed haha") == "The build passed"
+    assert header_date("Session 3, 8 May 2023") == "8 May 2023"
+    assert is_question("Where did it go?")
+    assert trim_clauses("We met Anna, it was fun, it was fun", {"fun": 0.5}) == "We met Anna."
+    _replace(
+        "en",
+        question_mark="",
+        full_stop="!",
+        stop_words=_without(en.ENGLISH.stop_words, "the"),
+        not_names=_without(en.ENGLISH.not_names, "Anyway"),
+        fillers=(),
+        laughter="",
+        months=(),
+        header_words=_without(en.ENGLISH.header_words, "session"),
+    )
+    assert "the" in content_tokens("the lanterns")
+    assert names_something("Anyway it rained")
+    assert compress("Oh, the build passed haha") == "Oh, the build passed haha"
+    assert header_date("Session 3, 2023-05-08") is None
+    assert not DATE.search("8 May 2023")
+    assert not is_question("Where did it go?")
+    assert trim_clauses("We met Anna, it was fun, it was fun", {"fun": 0.5}) == "We met Anna!"
+
+
+def test_the_chinese_tables_are_read(registered: None) -> None:
+    assert compress("哈哈，我到家了哈哈") == "我到家了"
+    assert names_something("下周三见")  # a weekday of zh.WEEKDAYS, as a partial date
+    assert speaker_prefix("王磊：我到了")[0] == "王磊"
+    assert is_question("你去哪里了？")
+    assert sentences("我到了。你呢？") == ["我到了。", "你呢？"]
+    assert trim_clauses("我到了，很开心，很开心", {"很开": 0.5, "开心": 0.5}) == "我到了。"
+    _replace(
+        "zh",
+        fillers=(),
+        laughter="",
+        partial_dates=(),
+        speaker_name="",
+        sentence_end="",
+        clause_end="",
+        question_mark="",
+    )
+    assert compress("哈哈，我到家了哈哈") == "哈哈，我到家了哈哈"
+    assert not names_something("下周三见")
+    assert speaker_prefix("王磊：我到了")[0] is None
+    assert not is_question("你去哪里了？")
+    assert sentences("我到了。你呢？") == ["我到了。你呢？"]
+    assert trim_clauses("我到了，很开心，很开心", {"很开": 0.5, "开心": 0.5}) == "我到了，很开心，很开心"
+
+
+@pytest.mark.parametrize(
+    ("code", "reply"), [("en", "I've saved that to your memory."), ("zh", "我已经帮你记住了。")]
+)
+def test_each_save_claim_table_is_read(registered: None, code: str, reply: str) -> None:
+    language = next(known for known in lang.languages() if known.code == code)
+    assert unbacked_save_note(reply, TaskMemory("x")) == language.not_saved_note
+    _replace(code, save_claim=None)
+    assert unbacked_save_note(reply, TaskMemory("x")) is None
+
+
+# --- one definition of CJK ------------------------------------------------------------------------------
+
+
+def test_the_script_classes_are_built_from_the_one_block_table() -> None:
+    assert scripts.HAN_CHAR.fullmatch("王") and not scripts.HAN_CHAR.fullmatch("㐀")  # Extension A
+    assert scripts.HAN_RUN.fullmatch("㐀王") and not scripts.HAN_RUN.fullmatch("か")
+    assert scripts.CJK_LETTER_RUN.fullmatch("王かい한") and not scripts.CJK_LETTER_RUN.fullmatch("，")
+    assert scripts.CJK_WIDE_CHAR.fullmatch("，") and scripts.CJK_WIDE_CHAR.fullmatch("㊀")
+    assert not scripts.CJK_WIDE_CHAR.fullmatch("a")
+    everything = {chr(c) for lo, hi in scripts.BLOCKS.values() for c in range(lo, hi + 1)}
+    assert all(scripts.CJK_WIDE_CHAR.fullmatch(c) for c in everything)
+
+
+def test_readers_of_cjk_follow_the_block_table() -> None:
+    """Each reader counts by the classes of :mod:`contextmem.lang.scripts`: a character of a block the
+    reader names counts, one outside it does not."""
+    counter = HeuristicCounter()
+    assert counter.count_text("，" * 100) > counter.count_text("," * 100)  # full-width: a wide char
+    assert detect_language([UserMessage("豈" * 10)]) == "zh"  # a compatibility ideograph
+    assert detect_language([UserMessage("か" * 10 + "a")]) == "en"  # kana is not Chinese
+    assert set(zh.DIGITS) <= set(zh.NUMERALS)
