@@ -64,7 +64,7 @@ from contextmem.messages import (
     text_of,
 )
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 
 RESULTS = Path(__file__).parent / "results" / "current_turn.json"
 POSITIONS = (0.02, 0.25, 0.5, 0.75, 0.98)
@@ -240,7 +240,7 @@ async def run(
 
     with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp, rule(rule_name):
         engine = await ContextEngine.open(
-            "s", store=MemoryStore(), settings=settings_for(window), workspace_dir=tmp
+            "s", store=InMemorySessionStore(), settings=settings_for(window), workspace_dir=tmp
         )
         engine.subscribe(listen)
         agent = Run(engine, Path(tmp), tools)

@@ -20,7 +20,7 @@ from contextmem.engine import EngineEvent
 from contextmem.memory import HashEmbedder
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 from .engine_helpers import GOOD_SUMMARY
 
@@ -47,7 +47,7 @@ async def run_chat(
     runtime = await ContextMem.open(
         Settings(**{**base, **settings}),
         llm=ScriptedLLM(default=GOOD_SUMMARY),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         embedder=HashEmbedder(),
     )
     agent = await Agent.open(runtime, "chat", llm=model)
@@ -140,7 +140,7 @@ async def test_context_report_numbers_add_up(tmp_path):
     runtime = await ContextMem.open(
         Settings(workspace=tmp_path, context_window=6000, max_tokens=500),
         llm=ScriptedLLM(),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         embedder=HashEmbedder(),
     )
     agent = await Agent.open(runtime, "c", llm=ScriptedLLM())

@@ -113,7 +113,7 @@ async def evaluate(
     from ..agent.replay import replay
     from ..memory import Workspace, embedder_from_spec, open_memory_index
     from ..runtime import ContextMem
-    from ..testing import MemoryStore
+    from ..testing import InMemorySessionStore
 
     if settings.context_window is None:
         settings = settings.with_value("context_window", DEFAULT_WINDOW)
@@ -126,7 +126,9 @@ async def evaluate(
         workspace.ensure()
         emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
         index = open_memory_index(settings, emb) if memory else None
-        runtime = ContextMem(settings, store=MemoryStore(), workspace=workspace, llm=llm, memory=index)
+        runtime = ContextMem(
+            settings, store=InMemorySessionStore(), workspace=workspace, llm=llm, memory=index
+        )
         engine = await runtime.session("eval")
         report = await replay(engine, transcript, system_prompt=system_prompt)
         request = await engine.build(system_prompt)
