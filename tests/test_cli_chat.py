@@ -54,6 +54,7 @@ async def run_chat(
     out = io.StringIO()
     commands = ChatCommands(runtime, agent, tmp_path / "config.json")
     code = await Chat(runtime, agent, commands, read=feeder(lines, out), out=out).run()
+    assert (await agent.engine.verify()).lost == 0  # before close: a closed store answers nothing
     await runtime.close()
     assert code == expect_code
     return out.getvalue(), agent
@@ -120,7 +121,6 @@ async def test_the_commands_show_their_effects(tmp_path):
     users = [m for m in model.requests[-1] if m.kind == "user"]
     assert users[-1].content == "first half \nsecond half"
     assert any(m.content == "line one\nline two" for r in model.requests for m in r if m.kind == "user")
-    assert (await agent.engine.verify()).lost == 0
 
 
 def test_gauge_and_notices_render():

@@ -45,6 +45,7 @@ PUBLIC = [
     "MessageStateError",
     "MessageTooLargeError",
     "MissingExtraError",
+    "MissingPackageError",
     "ModelInfo",
     "Part",
     "PathEscapeError",
