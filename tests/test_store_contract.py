@@ -1,4 +1,7 @@
-"""The one contract every session store keeps, run against SQLite, real PostgreSQL and the in-memory store."""
+"""The one contract every session store keeps (SPEC S1, S2, C12).
+
+It runs against SQLite, a real PostgreSQL and the in-memory store of contextmem.testing.
+"""
 
 from __future__ import annotations
 

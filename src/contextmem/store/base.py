@@ -1,4 +1,4 @@
-"""The session store protocol.
+"""The session store protocol (SPEC S1, S2, C12).
 
 A store keeps, per ``(namespace, session_id)``:
 
