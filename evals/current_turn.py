@@ -61,7 +61,7 @@ from contextmem.messages import (
     text_of,
 )
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from evals.datasets import agent_transcript as at
 
 RESULTS = Path(__file__).parent / "results" / "current_turn.json"
@@ -238,7 +238,7 @@ async def run(
 
     with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp, rule(rule_name):
         engine = await ContextEngine.open(
-            "s", store=MemoryStore(), settings=settings_for(window), workspace_dir=tmp
+            "s", store=InMemorySessionStore(), settings=settings_for(window), workspace_dir=tmp
         )
         engine.subscribe(listen)
         agent = Run(engine, Path(tmp), tools)

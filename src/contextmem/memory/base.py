@@ -32,6 +32,10 @@ by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
 * **Bounded queries.** A query is cut to :data:`text.MAX_QUERY_CHARS` characters before it is embedded or
   tokenised, and a keyword query ORs at most :data:`text.MAX_QUERY_TERMS` distinct tokens.
 
+An async twin is the method's name with an ``a`` in front, as across the public API (``MemoryTools.acall``):
+:meth:`MemoryIndex.asearch` runs ``search`` off the event loop, and syncs first as ``search`` does. ``sync``
+has no twin, since ``a`` + ``sync`` is the keyword ``async``: ``await asyncio.to_thread(index.sync)``.
+
 Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
 union is min-max fused with the vector/keyword weights, daily files decay down to a floor, ``min_score``
 is judged on the fused score or the keyword evidence, and ``mmr_lambda`` diversifies. Implementations are
@@ -223,8 +227,4 @@ class MemoryIndex(Protocol):
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop."""
-        ...
-
-    async def async_sync(self, progress: Progress | None = None) -> SyncReport:
-        """:meth:`sync` off the event loop."""
         ...

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .common import COMPONENT, MESSAGES_SQL, SESSION_SEQS_SQL, MessageProblems, session_problems
 from .migrations import Migration, discover, migrate_sqlite, sqlite_schema_version
+from .sql import COMPONENT, MESSAGES_SQL, SESSION_SEQS_SQL, MessageProblems, session_problems
 
 __all__ = ["MIGRATIONS", "integrity_problems", "migrate", "schema_version"]
 
