@@ -24,7 +24,7 @@ from contextmem.formats.anthropic import (
     mark_cache_breakpoints,
     to_anthropic,
 )
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, Message, ToolCall, system, text_of, tool_result, user

@@ -21,7 +21,7 @@ from contextmem.engine import EngineEvent
 from contextmem.engine.inspect import context_stats
 from contextmem.engine.session import LiveSession
 from contextmem.engine.types import UsageTotals
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import LLM, Usage
 from contextmem.llm.cache import cache_key, current_cache_key, keyed, session_cache_key
 from contextmem.llm.openai_compat import OpenAICompatLLM

@@ -28,7 +28,7 @@ from contextmem import (
     user,
 )
 from contextmem.engine.types import UsageTotals
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import ModelCall
 from contextmem.testing import InMemorySessionStore
 

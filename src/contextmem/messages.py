@@ -26,6 +26,31 @@ from typing import Any, Literal, TypeAlias
 
 from .errors import HistoryError, MessageFormatError, brief
 
+__all__ = [
+    "AssistantMessage",
+    "Content",
+    "ImagePart",
+    "Message",
+    "Part",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolInput",
+    "ToolMessage",
+    "ToolSpec",
+    "UserMessage",
+    "assistant",
+    "image_count",
+    "orphan_tool_messages",
+    "system",
+    "text_of",
+    "tool_call",
+    "tool_result",
+    "user",
+    "validate_history",
+    "wire_form",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class TextPart:

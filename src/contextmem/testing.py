@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import StoreError
+from .errors import StoreError, UsageError
 from .llm.base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
 from .message_checks import check_message_text
 from .messages import AssistantMessage, Message, ToolCall, ToolSpec, text_of
@@ -47,9 +47,9 @@ class ScriptedLLM(BaseLLM):
     Entries may be a string (a text reply), a :class:`Reply`, an exception (raised), or a function of
     the request's messages returning either — a plain or an ``async`` function, so a reply may itself
     come from another model or a search of what was sent. When the script runs out, ``default`` answers
-    (or, if ``None``, an ``IndexError`` says the test made more calls than it scripted). Every request is
-    kept in :attr:`requests` and every reply given in :attr:`replies`, so tests can assert on what was
-    actually sent and said.
+    (or, if ``None``, a :class:`~contextmem.errors.UsageError` says the test made more calls than it
+    scripted). Every request is kept in :attr:`requests` and every reply given in :attr:`replies`, so
+    tests can assert on what was actually sent and said.
     """
 
     script: list[Script] = field(default_factory=list)
@@ -76,7 +76,10 @@ class ScriptedLLM(BaseLLM):
         elif self.default is not None:
             entry = self.default
         else:
-            raise IndexError(f"ScriptedLLM ran out of replies at call {len(self.requests)}")
+            raise UsageError(
+                f"ScriptedLLM ran out of replies at call {len(self.requests)}. Fix: script more replies, "
+                "or give it a default"
+            )
         if callable(entry) and not isinstance(entry, BaseException):
             entry = entry(messages)
             if inspect.isawaitable(entry):

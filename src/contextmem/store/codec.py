@@ -10,6 +10,7 @@ import json
 from dataclasses import replace as dc_replace
 from typing import Any
 
+from ..errors import MessageFormatError
 from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai_stored, to_openai
 from ..message_checks import check_message_text
 from ..messages import Message
@@ -37,14 +38,18 @@ def encode_message(message: Message) -> str:
 
 
 def decode_message(text: str) -> Message:
-    """Inverse of :func:`encode_message`; raises ``ValueError`` (or a ``MessageFormatError``) if corrupt.
+    """Inverse of :func:`encode_message`; raises :class:`MessageFormatError` (a ``ValueError``) if corrupt.
 
     A row an older version wrote with lone surrogates reads back with U+FFFD in their place
     (:func:`~contextmem.formats.openai.from_openai_stored`), so the session stays usable.
     """
     doc = json.loads(text)
     if not isinstance(doc, dict):
-        raise ValueError(f"stored message is not a JSON object: {text[:80]!r}")
+        raise MessageFormatError(
+            "stored message",
+            f"is not a JSON object: {text[:80]!r}",
+            "the row is damaged: restore the database from a backup",
+        )
     if "role" in doc:
         return from_openai_stored(doc)
     message = from_openai_stored(doc["openai"])

@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..errors import InternalError, StoreError
 from ..messages import Message
 from .backend import EncodedSessionStore, StateFilter, check_append, check_archive, not_live_error
 from .base import SessionInfo, SessionState, StoredMessage
@@ -190,7 +190,7 @@ class PostgresSessionStore(EncodedSessionStore):
                 check_append(
                     namespace, session_id, expected_next_seq=expected, next_seq=at, expected_live=[], live=()
                 )
-                raise AssertionError("unreachable: a failed conditional append must be a conflict")
+                raise InternalError("a failed conditional append was not reported as a conflict")
             pk, next_seq = row  # the row is locked: no archive can move the tail until we commit
             first = next_seq - n
             if expected_live:

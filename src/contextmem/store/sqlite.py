@@ -1,4 +1,4 @@
-"""The default session store: one SQLite file, safe for several processes on one machine (SPEC S2).
+"""The default session store: one SQLite file, safe for several processes on one machine (S2).
 
 Choices, and why:
 

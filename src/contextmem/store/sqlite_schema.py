@@ -1,4 +1,4 @@
-"""The SQLite store's schema: its migrations, applied on open, and the integrity check (SPEC S2).
+"""The SQLite store's schema: its migrations, applied on open, and the integrity check (S2).
 
 Migrations (:mod:`contextmem.store.migrations.sqlite`) are numbered and never edited; ``migrate`` applies
 the pending ones in one ``BEGIN IMMEDIATE`` transaction, so processes opening a database together migrate
