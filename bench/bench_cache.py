@@ -3,7 +3,7 @@
 For each seed, a long agent transcript (``evals/datasets/agent_transcript.py``: tool calls, outputs up to
 200 KB, English and Chinese, ~20 facts planted in the first 30 turns) is replayed through three
 strategies, and every request is compared with the previous one as it is sent
-(:mod:`contextmem.eval.cache`: tool definitions, then OpenAI-form messages, message granularity;
+(:mod:`contextmem.eval.prompt_cache`: tool definitions, then OpenAI-form messages, message granularity;
 tokens of the o200k counter):
 
 * **contextmem**: a ``ContextMem`` session with default settings at the window, replayed as
@@ -41,7 +41,7 @@ from bench_budget import to_langchain
 from report import run_line
 
 from contextmem import ContextMem, Settings
-from contextmem.eval.cache import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.eval.prompt_cache import CallCache, WireRequest, compare, tally, wire_request
 from contextmem.eval.replay import ReplayReport, load_tools, load_transcript, replay
 from contextmem.messages import AssistantMessage, Message, SystemMessage, ToolSpec
 from contextmem.tokens import MessageCounter, get_counter

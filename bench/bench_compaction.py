@@ -31,7 +31,7 @@ from contextmem.compaction.plans import plan_budget_trim, plan_summarize
 from contextmem.engine import ContextEngine
 from contextmem.messages import Message, UserMessage, orphan_tool_messages
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from contextmem.tokens import MessageCounter, TiktokenCounter
 
 
@@ -64,7 +64,11 @@ async def tokens_sent(turns: int) -> tuple[float, float, int]:
     msgs = conversation(turns * 3)
     with tempfile.TemporaryDirectory() as tmp:
         engine = await ContextEngine.open(
-            "bench", store=MemoryStore(), settings=Settings(), workspace_dir=tmp, window=Window(50_000, 4_096)
+            "bench",
+            store=InMemorySessionStore(),
+            settings=Settings(),
+            workspace_dir=tmp,
+            window=Window(50_000, 4_096),
         )
         sent, full, running = [], [], 0
         counter = engine.counter

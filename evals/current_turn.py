@@ -16,7 +16,7 @@ message, no LLM, so summaries are extractive) at several windows, once per cut r
 
 Every result of 5 KB or more has an answer-bearing line (``ANSWER-<n>: ...``) at 2%, 25%, 50%, 75% or
 98% of its text. Reported per window and rule: calls; cache ratio (prefix shared with the previous
-request / prompt tokens, :mod:`contextmem.eval.cache`); prompt tokens sent over all calls and
+request / prompt tokens, :mod:`contextmem.eval.prompt_cache`); prompt tokens sent over all calls and
 their billed-equivalent (misses + 0.1 x cached); of the answers, how many are in the very next request
 (the one that reads the result), how many only in the offloaded file (``read_file`` away: one more call
 at least) or nowhere; how many results of 5 KB+ that request keeps whole, and the median bytes it keeps;
@@ -49,7 +49,7 @@ from typing import Any
 from bench.report import revision
 from contextmem.compaction import offload
 from contextmem.engine import ContextEngine, EngineEvent, Request
-from contextmem.eval.cache import CallCache, WireRequest, compare, tally, wire_request
+from contextmem.eval.prompt_cache import CallCache, WireRequest, compare, tally, wire_request
 from contextmem.eval.replay import load_tools
 from contextmem.messages import (
     AssistantMessage,
@@ -61,7 +61,7 @@ from contextmem.messages import (
     text_of,
 )
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from evals.datasets import agent_transcript as at
 
 RESULTS = Path(__file__).parent / "results" / "current_turn.json"
@@ -238,7 +238,7 @@ async def run(
 
     with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp, rule(rule_name):
         engine = await ContextEngine.open(
-            "s", store=MemoryStore(), settings=settings_for(window), workspace_dir=tmp
+            "s", store=InMemorySessionStore(), settings=settings_for(window), workspace_dir=tmp
         )
         engine.subscribe(listen)
         agent = Run(engine, Path(tmp), tools)

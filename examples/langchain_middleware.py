@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from contextmem import ContextMem, Settings, Workspace
 from contextmem.integrations.langchain import ContextMemMiddleware
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -56,7 +56,9 @@ def lookup(topic: str) -> str:
 async def main() -> None:
     with tempfile.TemporaryDirectory() as workspace:
         settings = Settings(workspace=workspace, context_window=3000, max_tokens=400)
-        cm = ContextMem(settings, store=MemoryStore(), workspace=Workspace(workspace), llm=None, memory=None)
+        cm = ContextMem(
+            settings, store=InMemorySessionStore(), workspace=Workspace(workspace), llm=None, memory=None
+        )
         model = ScriptedChatModel(sent=[])
         middleware = ContextMemMiddleware(cm)
         agent = create_agent(

@@ -18,7 +18,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from contextmem import ContextMem, Settings, Workspace
 from contextmem.integrations.openai_agents import ContextMemSession, agent_tool_specs
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 
 
 class ScriptedModel(Model):
@@ -54,7 +54,9 @@ def lookup(topic: str) -> str:
 async def main() -> None:
     with tempfile.TemporaryDirectory() as workspace:
         settings = Settings(workspace=workspace, context_window=3000, max_tokens=400)
-        cm = ContextMem(settings, store=MemoryStore(), workspace=Workspace(workspace), llm=None, memory=None)
+        cm = ContextMem(
+            settings, store=InMemorySessionStore(), workspace=Workspace(workspace), llm=None, memory=None
+        )
         model = ScriptedModel()
         agent = Agent(
             name="helper", instructions="Answer from the release notes.", model=model, tools=[lookup]

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 
 from contextmem import ContextMem, Message, Request, Settings, Usage, text_of
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 
 def summarise(messages: Sequence[Message]) -> str:
@@ -36,7 +36,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as workspace:
         settings = Settings(workspace=workspace, context_window=4_000, max_tokens=400)
         summariser = ScriptedLLM.of(default=summarise)  # the model contextmem summarises with
-        mem = await ContextMem.open(settings, llm=summariser, store=MemoryStore(), memory=False)
+        mem = await ContextMem.open(settings, llm=summariser, store=InMemorySessionStore(), memory=False)
         engine = await mem.session("chat-1")
         largest = 0
         for turn in range(200):

@@ -5,8 +5,11 @@ from hypothesis import HealthCheck, settings
 
 from tests.pg import private_pg  # noqa: F401  (a fixture: a PostgreSQL of the test's own, to restart or cut)
 
-# CI runs every property test on 1,000 examples and the history invariants (tests/test_budget.py)
-# on >= 10,000 generated histories; a local run stays quick.
+# Hypothesis profiles: "dev" (the default, `make test`) runs a property test on 100 examples, "ci"
+# (HYPOTHESIS_PROFILE=ci, as .ci/run sets) on 1,000; the history invariants (tests/test_budget.py) run on
+# 300 and 10,000 generated histories. A test that pins its own count with a number runs that count in
+# every profile: those are the tests whose examples are slow, and each says so in a comment just above
+# its @settings (tests/test_property_settings.py checks).
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 HISTORY_EXAMPLES = 10_000 if PROFILE == "ci" else 300
 

@@ -12,7 +12,7 @@ from contextmem.engine import ContextEngine, Request
 from contextmem.messages import Message, ToolMessage, UserMessage, orphan_tool_messages, text_of
 from contextmem.settings import Settings
 from contextmem.summarize.prompts import SECTION_TITLES
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 GOOD_SUMMARY = """## Goal
 - Keep the service running.
@@ -74,7 +74,7 @@ async def make_engine(
 ) -> ContextEngine:
     return await ContextEngine.open(
         "s1",
-        store=store or MemoryStore(),
+        store=store or InMemorySessionStore(),
         settings=small_settings(**kw),
         workspace_dir=tmp,
         llm=llm,

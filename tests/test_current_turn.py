@@ -23,7 +23,7 @@ from contextmem.engine import ContextEngine, Request
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, text_of
 from contextmem.messages import orphan_tool_messages as orphans
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from contextmem.tokens import MessageCounter
 
 from .strategies import histories
@@ -44,7 +44,7 @@ def _log(n_bytes: int, tag: str = "") -> str:
 
 async def _engine(tmp: Path, **settings: object) -> ContextEngine:
     return await ContextEngine.open(
-        "s", store=MemoryStore(), settings=Settings(**settings), workspace_dir=tmp
+        "s", store=InMemorySessionStore(), settings=Settings(**settings), workspace_dir=tmp
     )
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from contextmem.errors import ArchiveError, CompactionError, ContextOverflowError, LLMError
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from contextmem.testing import MemoryStore, Reply, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, Reply, ScriptedLLM
 
 from .engine_helpers import GOOD_SUMMARY, check_request, groups, make_engine
 from .strategies import seeded_histories
@@ -96,7 +96,7 @@ async def test_offload_files_expire_after_retention(tmp_path):
 
     engine = await ContextEngine.open(
         "s1",
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         settings=small_settings(offload_retention_days=5),
         workspace_dir=tmp_path,
         window=Window(20000, 500),
@@ -284,7 +284,7 @@ async def test_summary_injection_into_first_user_message(tmp_path):
 
 
 async def test_restore_keeps_recent_turns_text_only(tmp_path):
-    store = MemoryStore()
+    store = InMemorySessionStore()
     engine = await make_engine(tmp_path, store=store, window=50000)
     for i in range(10):
         call = ToolCall(f"c{i}", "t", "{}")
@@ -310,7 +310,7 @@ async def test_restore_keeps_recent_turns_text_only(tmp_path):
 async def test_two_engines_on_one_session_never_lose_each_others_messages(tmp_path):
     """Two processes (here: two engines) sharing one session through the store: each one's
     compaction first takes the other's writes into account, so nothing is lost or archived twice."""
-    store = MemoryStore()
+    store = InMemorySessionStore()
     a = await make_engine(tmp_path, store=store, window=3000)
     b = await make_engine(tmp_path, store=store, window=3000)
     for i in range(30):

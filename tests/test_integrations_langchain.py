@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from contextmem import ContextMem, ToolCall, ToolSpec, Workspace, open_store, orphan_tool_messages
 from contextmem.integrations.langchain import ContextMemMiddleware, from_langchain, to_langchain
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
 from .engine_helpers import GOOD_SUMMARY, small_settings
@@ -69,7 +69,7 @@ def _agent(tmp: Path, model: Any, **settings: Any) -> tuple[Any, ContextMemMiddl
     """A support agent with the middleware over a fresh in-memory runtime; summaries are scripted."""
     runtime = ContextMem(
         small_settings(workspace=tmp, **settings),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         workspace=Workspace(tmp),
         llm=ScriptedLLM(default=GOOD_SUMMARY),
         memory=None,

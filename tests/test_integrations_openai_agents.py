@@ -38,7 +38,7 @@ from contextmem.integrations.openai_agents import (
     items_to_messages,
     messages_to_items,
 )
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
 from .engine_helpers import GOOD_SUMMARY, small_settings
@@ -48,7 +48,7 @@ def _runtime(tmp: Path, **settings: Any) -> ContextMem:
     config: Settings = small_settings(workspace=tmp, **settings)
     return ContextMem(
         config,
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         workspace=Workspace(tmp),
         llm=ScriptedLLM(default=GOOD_SUMMARY),
         memory=None,

@@ -24,7 +24,7 @@ from openai import AsyncOpenAI
 
 from contextmem import ContextMem, Message, ToolCall, Workspace
 from contextmem.integrations.openai_agents import ContextMemSession, agent_tool_specs
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 from .engine_helpers import GOOD_SUMMARY, correcting, small_settings
 from .servers import FakeOpenAIServer, ServerReply
@@ -65,7 +65,7 @@ def _runtime(tmp: Path, summaries: GatedSummaries) -> ContextMem:
         summary_timeout_seconds=600.0,  # the gate, not a timeout, decides when a summary finishes
     )
     llm = ScriptedLLM(default=summaries)
-    return ContextMem(settings, store=MemoryStore(), workspace=Workspace(tmp), llm=llm, memory=None)
+    return ContextMem(settings, store=InMemorySessionStore(), workspace=Workspace(tmp), llm=llm, memory=None)
 
 
 class SpySession(ContextMemSession):

@@ -24,7 +24,7 @@ from contextmem.formats.anthropic import (
     mark_cache_breakpoints,
     to_anthropic,
 )
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import StreamEvent, ToolSpec, Usage
 from contextmem.llm.retry import RetryPolicy
 from contextmem.messages import AssistantMessage, Message, ToolCall, system, text_of, tool_result, user
@@ -382,6 +382,7 @@ def _unmarked(value: object) -> object:
     return out
 
 
+# Pinned at 150 in every profile: each example builds and checks Anthropic requests (~0.1 s).
 @settings(max_examples=150, deadline=None)
 @given(histories(max_turns=5), st.booleans(), st.booleans())
 def test_cache_breakpoints_change_nothing_but_markers_and_never_exceed_four(

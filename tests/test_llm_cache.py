@@ -21,7 +21,7 @@ from contextmem.engine import EngineEvent
 from contextmem.engine.inspect import context_stats
 from contextmem.engine.session import LiveSession
 from contextmem.engine.types import UsageTotals
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import LLM, Usage
 from contextmem.llm.cache import cache_key, current_cache_key, keyed, session_cache_key
 from contextmem.llm.openai_compat import OpenAICompatLLM
@@ -29,7 +29,7 @@ from contextmem.memory import HashEmbedder
 from contextmem.messages import ToolCall
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 from contextmem.tokens.counter import REPLY_PRIMING
 
@@ -45,7 +45,9 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
 
 async def open_agent(tmp_path: Path, llm: LLM, *, summaries: LLM, system_prompt: str = "") -> Agent:
     settings = Settings(workspace=tmp_path, context_window=8000, max_tokens=500)
-    runtime = await ContextMem.open(settings, llm=summaries, store=MemoryStore(), embedder=HashEmbedder())
+    runtime = await ContextMem.open(
+        settings, llm=summaries, store=InMemorySessionStore(), embedder=HashEmbedder()
+    )
     return await Agent.open(runtime, "s1", llm=llm, system_prompt=system_prompt)
 
 
@@ -119,7 +121,7 @@ async def test_agent_calls_carry_the_session_key_summaries_do_not_and_cached_tok
 
 
 async def test_usage_totals_are_kept_with_the_session_metadata() -> None:
-    store = MemoryStore()
+    store = InMemorySessionStore()
     counter = MessageCounter(get_counter("heuristic"))
     live = LiveSession(store, "ns", "s1", counter)
     await live.load()

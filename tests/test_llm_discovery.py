@@ -133,11 +133,11 @@ async def test_an_overflow_that_states_the_window_is_planned_against_from_then_o
     """The window set too large: the first overflow teaches the session (and the LLM) the real one."""
     from contextmem.budget import Window
     from contextmem.engine import ContextEngine
-    from contextmem.testing import MemoryStore
+    from contextmem.testing import InMemorySessionStore
 
     llm = OpenAICompatLLM("m", base_url="http://127.0.0.1:9/v1")
     settings = Settings(workspace=str(tmp_path), context_window=8000)
-    engine = await ContextEngine.open("s", store=MemoryStore(), settings=settings, llm=llm)
+    engine = await ContextEngine.open("s", store=InMemorySessionStore(), settings=settings, llm=llm)
     learned = []
     engine.subscribe(lambda e: learned.append(e.data) if e.kind == "window_learned" else None)
     await engine.add(user("word " * 3000))

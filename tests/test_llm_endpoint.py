@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from contextmem.errors import ConfigError
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.openai_compat import OpenAICompatLLM
 from contextmem.llm.registry import llm_from_settings, load_llm, resolve_endpoint
 from contextmem.messages import text_of, user

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contextmem.errors import ConfigError, LLMError
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import LLM
 from contextmem.llm.openai_compat import OpenAICompatLLM
 from contextmem.llm.registry import PROVIDERS, load_llm

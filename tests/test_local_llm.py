@@ -440,7 +440,7 @@ async def test_the_real_model_saves_what_it_is_asked_to_remember(tmp_path: Path)
     """Issue 31, item 8: told of the tools as text, the packaged model said it had saved BLUEHERON and
     called nothing; offered them through its chat template, it calls memory_write."""
     from contextmem.agent.profile import DEFAULT_SYSTEM_PROMPT
-    from contextmem.agent.tools import Toolbox, memory_tools
+    from contextmem.agent.toolbox import Toolbox, memory_tools
     from contextmem.runtime import ContextMem
     from contextmem.settings import Settings
 

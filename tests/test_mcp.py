@@ -33,7 +33,7 @@ from contextmem.messages import (  # noqa: E402
 )
 from contextmem.settings import Settings  # noqa: E402
 from contextmem.store.open import open_store  # noqa: E402
-from contextmem.testing import HashEmbedder, MemoryStore  # noqa: E402
+from contextmem.testing import HashEmbedder, InMemorySessionStore  # noqa: E402
 
 from .mcp_server import HEADERS, INIT, LISTING, mcp_http_server  # noqa: E402
 
@@ -250,7 +250,7 @@ def test_http_binds_loopback_unless_told_otherwise() -> None:
 def _namespaces(tmp_path: Path, *, store: Any = None, allowed: tuple[str, ...] = ()) -> Namespaces:
     return Namespaces(
         Settings(workspace=tmp_path, namespace="alice", context_window=2000, max_tokens=300),
-        store=store if store is not None else MemoryStore(),
+        store=store if store is not None else InMemorySessionStore(),
         llm=None,
         embedder=HashEmbedder(64),
         allowed=allowed,
@@ -283,7 +283,7 @@ async def test_namespaces_share_what_the_first_open_made_and_keep_their_files_ap
 async def test_namespaces_share_parts_given_opened(tmp_path: Path) -> None:
     from contextmem.testing import ScriptedLLM
 
-    llm, store, embedder = ScriptedLLM(default="ok"), MemoryStore(), HashEmbedder(64)
+    llm, store, embedder = ScriptedLLM(default="ok"), InMemorySessionStore(), HashEmbedder(64)
     settings = Settings(workspace=tmp_path, namespace="alice", context_window=2000, max_tokens=300)
     namespaces = Namespaces(settings, store=store, llm=llm, embedder=embedder, allowed=("alice", "bob"))
     for name in ("bob", "alice"):
@@ -294,7 +294,7 @@ async def test_namespaces_share_parts_given_opened(tmp_path: Path) -> None:
 
 
 async def _stored(tmp_path: Path) -> Namespaces:
-    store = MemoryStore()
+    store = InMemorySessionStore()
     turns = [
         m for i in range(12) for m in (user(f"turn {i}: ticket TKT-{i:03d}"), assistant(f"TKT-{i:03d} ok"))
     ]
@@ -434,7 +434,7 @@ async def test_every_tool_has_a_title(tmp_path: Path) -> None:
 
 
 async def test_list_sessions_lists_the_most_recent_first_with_their_counts(tmp_path: Path) -> None:
-    store = MemoryStore()
+    store = InMemorySessionStore()
     for session, turns in (("old", 2), ("middle", 3), ("new", 1)):
         await store.append(
             "alice", session, [m for i in range(turns) for m in (user(f"q{i}"), assistant("a"))]

@@ -12,7 +12,7 @@ from contextmem.settings import Settings
 from contextmem.summarize import Summarizer
 from contextmem.summarize.digest import fact_digest
 from contextmem.summarize.facts import facts_from_summary
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from contextmem.tokens import MessageCounter, get_counter
 
 COUNTER = MessageCounter(get_counter("auto"))
@@ -78,7 +78,7 @@ def test_facts_before_the_first_header_take_the_date_the_previous_summary_ended_
 async def test_a_question_naming_the_day_finds_that_sessions_facts_first(tmp_path: Path) -> None:
     settings = Settings(workspace=tmp_path / "ws", agent_max_context_turns=2, context_window=20_000)
     runtime = await ContextMem.open(
-        settings, llm=ScriptedLLM(default="not a summary"), store=MemoryStore(), embedder="hash:384"
+        settings, llm=ScriptedLLM(default="not a summary"), store=InMemorySessionStore(), embedder="hash:384"
     )
     engine = await runtime.session("chat")
     await engine.add(*sessions())
@@ -99,7 +99,7 @@ async def test_a_question_naming_the_day_finds_that_sessions_facts_first(tmp_pat
 
 async def test_a_cleared_session_goes_to_memory_as_its_facts_too(tmp_path: Path) -> None:
     settings = Settings(workspace=tmp_path / "ws", context_window=20_000)
-    runtime = await ContextMem.open(settings, llm=None, store=MemoryStore(), embedder="hash:384")
+    runtime = await ContextMem.open(settings, llm=None, store=InMemorySessionStore(), embedder="hash:384")
     engine = await runtime.session("chat")
     await engine.add(*sessions())
     await engine.clear()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from contextmem import ContextEngine, Settings, ToolSpec, user
 from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from contextmem.workspace import Workspace
 
 
@@ -146,7 +146,10 @@ async def test_the_tools_in_each_provider_form_build_the_same_request(tmp_path: 
         for name, s in TOOL_SCHEMAS.items()
     ]
     engine = await ContextEngine.open(
-        "s", store=MemoryStore(), settings=Settings(workspace=tmp_path), workspace_dir=tmp_path / "files"
+        "s",
+        store=InMemorySessionStore(),
+        settings=Settings(workspace=tmp_path),
+        workspace_dir=tmp_path / "files",
     )
     await engine.add(user("What do you remember?"))
     requests = [

@@ -47,6 +47,7 @@ PUBLIC = [
     "MessageStateError",
     "MessageTooLargeError",
     "MissingExtraError",
+    "MissingPackageError",
     "ModelInfo",
     "NotFoundError",
     "Part",
@@ -174,12 +175,12 @@ def test_import_works_without_the_memory_extra() -> None:
 
         import contextmem
         from contextmem import ContextEngine, MissingExtraError, Settings, user
-        from contextmem.testing import MemoryStore
+        from contextmem.testing import InMemorySessionStore
 
         async def main():
             with tempfile.TemporaryDirectory() as tmp:
                 engine = await ContextEngine.open(
-                    "s", store=MemoryStore(), settings=Settings(workspace=tmp), workspace_dir=tmp
+                    "s", store=InMemorySessionStore(), settings=Settings(workspace=tmp), workspace_dir=tmp
                 )
                 await engine.add(user("hello"))
                 request = await engine.build("be brief")

@@ -6,7 +6,7 @@ import pytest
 
 from contextmem.cli.main import main
 from contextmem.errors import MessageFormatError
-from contextmem.eval.cache import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
+from contextmem.eval.prompt_cache import CACHE_READ_PRICE, CallCache, compare, tally, wire_request
 from contextmem.eval.replay import load_tools
 from contextmem.formats.openai import from_openai
 from contextmem.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage

@@ -7,7 +7,7 @@ import pytest
 from contextmem.messages import AssistantMessage, UserMessage
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
 
@@ -55,7 +55,7 @@ async def test_sqlite_store_in_workspace_by_default_and_sessions_survive(tmp_pat
 
 async def test_idle_sessions_are_cleaned_up_by_the_job(tmp_path):
     now = [1_000_000.0]
-    store = MemoryStore(clock=lambda: now[0])
+    store = InMemorySessionStore(clock=lambda: now[0])
     settings = Settings(workspace=tmp_path / "ws", session_retention_days=30)
     runtime = await ContextMem.open(settings, llm=ScriptedLLM(), store=store, embedder="hash:64")
     old = await runtime.session("old")
@@ -171,9 +171,11 @@ class _DiscoveringLLM(ScriptedLLM):
 async def test_fitted_settings_are_not_fitted_again(tmp_path):
     llm = _DiscoveringLLM(default="ok")
     settings = Settings(workspace=tmp_path / "ws", store="")
-    first = await ContextMem.open(settings, llm=llm, store=MemoryStore(), memory=False)
+    first = await ContextMem.open(settings, llm=llm, store=InMemorySessionStore(), memory=False)
     assert llm.asked == 1
-    second = await ContextMem.open(first.settings, llm=llm, store=MemoryStore(), memory=False, fitted=True)
+    second = await ContextMem.open(
+        first.settings, llm=llm, store=InMemorySessionStore(), memory=False, fitted=True
+    )
     assert llm.asked == 1  # the server is asked once per adapter, not once per runtime
     assert second.settings == first.settings
     await first.close()

@@ -28,9 +28,9 @@ from contextmem import (
     user,
 )
 from contextmem.engine.types import UsageTotals
-from contextmem.llm.anthropic import AnthropicLLM
+from contextmem.llm.anthropic_api import AnthropicLLM
 from contextmem.llm.base import ModelCall
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 
 openai_types = pytest.importorskip("openai.types")
 anthropic_types = pytest.importorskip("anthropic.types")
@@ -51,7 +51,10 @@ ANTHROPIC_TOOL = {
 
 async def _engine(tmp_path: Path) -> ContextEngine:
     return await ContextEngine.open(
-        "s", store=MemoryStore(), settings=Settings(workspace=tmp_path), workspace_dir=tmp_path / "files"
+        "s",
+        store=InMemorySessionStore(),
+        settings=Settings(workspace=tmp_path),
+        workspace_dir=tmp_path / "files",
     )
 
 

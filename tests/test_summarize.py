@@ -697,8 +697,8 @@ async def test_render_fits_small_budgets(name: str, max_tokens: int) -> None:
 HEURISTIC = MessageCounter(HeuristicCounter())
 
 
-# The bound is enforced by a final check-and-shrink loop, not planned, so a thousand histories exercise
-# it well; the CI profile's 10,000 would spend ten minutes here for no more coverage.
+# The profile's count, capped at 1,000: the bound is enforced by a final check-and-shrink loop, not
+# planned, so a thousand histories exercise it well, and more would spend minutes for no more coverage.
 @settings(max_examples=min(settings.default.max_examples, 1000))
 @given(
     history=histories(max_turns=8),

@@ -221,6 +221,7 @@ def test_the_summary_trims_new_sentences_and_keeps_the_facts() -> None:
     assert "Biscuit, and felt" not in text
 
 
+# Pinned at 80 in every profile: each example runs the extractive summariser (~50 ms).
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(
@@ -523,6 +524,7 @@ def test_what_names_something(sentence: str, named: bool) -> None:
     assert names_something(sentence, first_word=False) is named
 
 
+# Pinned at 60 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(FACTS), st.lists(st.integers(100, 10**9), min_size=1, max_size=12))
 def test_numbers_count_once_as_numbers_not_again_as_rare_words(sentence: str, numbers: list[int]) -> None:
@@ -623,6 +625,7 @@ def test_a_compaction_does_not_depend_on_the_string_hash_seed(tmp_path: Path) ->
 sentence = st.sampled_from(CHAT + FACTS)
 
 
+# Pinned at 60 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=60, deadline=None)
 @given(st.lists(sentence, min_size=1, max_size=30), st.integers(64, 600), st.booleans())
 def test_the_summary_never_exceeds_its_budget(texts: list[str], budget: int, twice: bool) -> None:
@@ -633,6 +636,7 @@ def test_the_summary_never_exceeds_its_budget(texts: list[str], budget: int, twi
     assert COUNTER.count_text(text) <= budget
 
 
+# Pinned at 40 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=40, deadline=None)
 @given(st.lists(sentence, min_size=1, max_size=20), st.lists(st.sampled_from(FACTS), min_size=1, max_size=3))
 def test_the_newest_most_salient_fact_survives_re_compression(old: list[str], new: list[str]) -> None:
@@ -650,6 +654,7 @@ def test_the_newest_most_salient_fact_survives_re_compression(old: list[str], ne
     assert best.text in text
 
 
+# Pinned at 40 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(sentence, min_size=1, max_size=20),
@@ -672,6 +677,7 @@ def test_what_the_model_is_shown_and_what_is_merged_back_lose_no_fact(
     assert COUNTER.count_text(merged) <= budget
 
 
+# Pinned at 40 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(FACTS[:5] + CHAT[:5]), min_size=2, max_size=12))
 def test_output_language_follows_the_input(texts: list[str]) -> None:
@@ -680,6 +686,7 @@ def test_output_language_follows_the_input(texts: list[str]) -> None:
     assert summarize(chat(*zh)).startswith(f"## {SECTION_TITLES['zh']['goal']}")
 
 
+# Pinned at 30 in every profile: each example runs the summariser on a whole chat (~50 ms).
 @settings(max_examples=30, deadline=None)
 @given(st.lists(sentence, min_size=1, max_size=12))
 def test_ledger_identifiers_are_never_dropped_from_the_render(texts: list[str]) -> None:

@@ -47,12 +47,66 @@ def damaged(history: list[Message], rng: random.Random) -> list[Message]:
     return [m for m in history if rng.random() > 0.2]
 
 
-def test_the_orphan_oracle_catches_each_kind_of_orphan() -> None:
-    call = AssistantMessage(None, tool_calls=(ToolCall("a", "f", "{}"),))
-    assert orphan_tool_messages([UserMessage("q"), ToolMessage("a", "r")]) == [1]  # a result with no call
-    assert orphan_tool_messages([UserMessage("q"), call, UserMessage("next")]) == [1]  # a call never answered
-    assert orphan_tool_messages([UserMessage("q"), call]) == [1]  # a call still open at the end
-    assert orphan_tool_messages([UserMessage("q"), call, ToolMessage("a", "r")]) == []
+def _call(*ids: str) -> AssistantMessage:
+    return AssistantMessage(None, tool_calls=tuple(ToolCall(i, "f", "{}") for i in ids))
+
+
+def _result(call_id: str) -> ToolMessage:
+    return ToolMessage(call_id, "r")
+
+
+Q, A = UserMessage("q"), AssistantMessage("text")
+WHOLE = [Q, _call("a", "b"), _result("a"), _result("b"), A]  # a call, then each of its results once
+
+ORPHANS: dict[str, tuple[list[Message], list[int]]] = {
+    "a result with no call": ([Q, _result("a")], [1]),
+    "a result first, its call cut away": (WHOLE[2:], [0, 1]),
+    "a call never answered, the user speaks": ([Q, _call("a"), UserMessage("next")], [1]),
+    "a call never answered, the assistant speaks": ([Q, _call("a"), A], [1]),
+    "a call still open at the end": ([Q, _call("a")], [1]),
+    "a call answered only in part": ([Q, _call("a", "b"), _result("a"), A], [1]),
+    "the last call answered only in part": ([Q, _call("a", "b"), _result("b")], [1]),
+    "a result after a later user turn": ([Q, _call("a"), UserMessage("next"), _result("a")], [1, 3]),
+    "a result after the assistant's text": ([Q, _call("a"), A, _result("a")], [1, 3]),
+    "a result of another call": ([Q, _call("a"), _result("b")], [1, 2]),
+    "a result of the call before": ([Q, _call("a"), _result("a"), _call("b"), _result("a")], [3, 4]),
+    "a call answered twice": ([Q, _call("a"), _result("a"), _result("a")], [3]),
+    "a call repeating an id": ([Q, _call("a", "a"), _result("a"), _result("a")], [1, 3]),
+    "a call repeating an id, answered once": ([Q, _call("a", "a"), _result("a")], [1]),
+}
+
+
+@pytest.mark.parametrize(("history", "orphans"), ORPHANS.values(), ids=ORPHANS.keys())
+def test_the_orphan_oracle_catches_each_kind_of_orphan(history: list[Message], orphans: list[int]) -> None:
+    assert orphan_tool_messages(history) == orphans
+
+
+VALID: dict[str, list[Message]] = {
+    "no tool at all": [Q, A, UserMessage("again"), A],
+    "a call and its results, then text": WHOLE,
+    "results in another order than the calls": [Q, _call("a", "b"), _result("b"), _result("a")],
+    "one call after another": [Q, _call("a"), _result("a"), _call("b"), _result("b"), A],
+    "an id used again by a later call": [
+        Q,
+        _call("a"),
+        _result("a"),
+        UserMessage("n"),
+        _call("a"),
+        _result("a"),
+    ],
+    "a call with text and its result": [
+        Q,
+        AssistantMessage("look", tool_calls=_call("a").tool_calls),
+        _result("a"),
+    ],
+    "nothing": [],
+}
+
+
+@pytest.mark.parametrize("history", VALID.values(), ids=VALID.keys())
+def test_the_orphan_oracle_accepts_every_whole_pairing(history: list[Message]) -> None:
+    assert orphan_tool_messages(history) == []
+    validate_history(history)  # the history rule agrees
 
 
 def test_groups_name_the_open_call_and_the_broken_ones() -> None:

@@ -7,7 +7,7 @@ from contextmem.engine import ContextEngine
 from contextmem.memory import HashEmbedder
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemorySessionStore, ScriptedLLM
 
 
 def test_without_a_model_window_the_settings_and_the_model_table_decide():
@@ -67,7 +67,7 @@ async def test_a_library_user_of_contextmem_open_plans_against_the_models_window
     """Issue 13: ContextMem.open with an 8k model gave engines the 50,000-token cap."""
     settings = Settings(workspace=tmp_path / "ws")
     llm = ScriptedLLM(default="not a summary", context_window=8192)
-    runtime = await ContextMem.open(settings, llm=llm, store=MemoryStore(), embedder=HashEmbedder())
+    runtime = await ContextMem.open(settings, llm=llm, store=InMemorySessionStore(), embedder=HashEmbedder())
     engine = await runtime.session("s")
     assert engine.window.context_window == 8192
     assert runtime.settings.context_window == 8192 and runtime.settings.sources["context_window"].startswith(
@@ -77,7 +77,7 @@ async def test_a_library_user_of_contextmem_open_plans_against_the_models_window
     await runtime.close()
 
     mine = Settings.load(env={}, workspace=str(tmp_path / "ws2"), context_window=6000)
-    runtime = await ContextMem.open(mine, llm=llm, store=MemoryStore(), embedder=HashEmbedder())
+    runtime = await ContextMem.open(mine, llm=llm, store=InMemorySessionStore(), embedder=HashEmbedder())
     engine = await runtime.session("s")
     assert engine.window.context_window == 6000  # an explicitly set context_window still wins
     await runtime.close()
@@ -86,7 +86,7 @@ async def test_a_library_user_of_contextmem_open_plans_against_the_models_window
 async def test_an_engine_opened_directly_fits_its_llm_and_an_explicit_window_wins(tmp_path):
     llm = ScriptedLLM(context_window=8192)
     engine = await ContextEngine.open(
-        "s", store=MemoryStore(), settings=Settings(), workspace_dir=tmp_path, llm=llm
+        "s", store=InMemorySessionStore(), settings=Settings(), workspace_dir=tmp_path, llm=llm
     )
     assert engine.window.context_window == 8192
     engine.reconfigure(Settings.load(env={}, context_window=4000))

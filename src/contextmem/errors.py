@@ -15,6 +15,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     ├── InternalError               an invariant of contextmem itself broke: a bug to report, not an input
     ├── BudgetExceededError         what must be kept cannot fit the budget, even after every cut
     ├── MissingExtraError           an optional part is used without its extra installed (ImportError)
+    │   └── MissingPackageError     ... or without a package no extra of contextmem installs
     ├── TokenizerError              a tokenizer's data is missing or corrupt
     ├── StoreError                  a session store could not do what was asked
     │   ├── StoreLockedError        the database stayed busy past the store's patience
@@ -196,6 +197,13 @@ class MissingExtraError(ContextmemError, ImportError):
         super().__init__(
             f"{module!r} is not installed. Fix: pip install 'contextmem[{extra}]'",
         )
+
+
+class MissingPackageError(MissingExtraError):
+    """An optional component needs a package that no extra of contextmem installs (the user picks it)."""
+
+    def __init__(self, module: str, package: str) -> None:
+        ContextmemError.__init__(self, f"{module!r} is not installed. Fix: pip install {package!r}")
 
 
 class TokenizerError(ContextmemError):

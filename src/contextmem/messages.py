@@ -26,6 +26,31 @@ from typing import Any, Literal, TypeAlias
 
 from .errors import HistoryError, MessageFormatError, brief
 
+__all__ = [
+    "AssistantMessage",
+    "Content",
+    "ImagePart",
+    "Message",
+    "Part",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolInput",
+    "ToolMessage",
+    "ToolSpec",
+    "UserMessage",
+    "assistant",
+    "image_count",
+    "orphan_tool_messages",
+    "system",
+    "text_of",
+    "tool_call",
+    "tool_result",
+    "user",
+    "validate_history",
+    "wire_form",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
@@ -279,8 +304,10 @@ def validate_history(history: Sequence[Message]) -> None:
 def orphan_tool_messages(messages: Sequence[Message]) -> list[int]:
     """Indices of messages that break a tool-call pair: calls without all results, results without call.
 
-    Unlike :func:`validate_history` this also flags calls left open at the end, so it is the check to
-    run on a finished request before it is sent.
+    A result must follow its call directly (only other results of the same call in between) and answer
+    it once; an assistant message whose calls repeat an id is flagged too (a result could not say which
+    call it answers). Unlike :func:`validate_history` this also flags calls left open at the end, so it
+    is the check to run on a finished request before it is sent.
     """
     bad: list[int] = []
     open_calls: dict[str, int] = {}
@@ -299,6 +326,8 @@ def orphan_tool_messages(messages: Sequence[Message]) -> list[int]:
         if isinstance(msg, AssistantMessage) and msg.tool_calls:
             open_calls = {c.id: i for c in msg.tool_calls}
             owner = i
+            if len(open_calls) < len(msg.tool_calls):
+                bad.append(i)
     if open_calls and owner is not None:
         bad.append(owner)
     return sorted(set(bad))

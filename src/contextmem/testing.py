@@ -1,4 +1,4 @@
-"""Fakes for tests: a scripted LLM (replies, tool calls, errors, delays, usage) and an in-memory store.
+"""Fakes for tests: a scripted LLM (replies, tool calls, errors, delays, usage), an in-memory session store.
 
 Fakes over mocks: these implement the real protocols, so code under test cannot tell them apart from a
 provider except by what they were scripted to do.
@@ -14,13 +14,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import StoreError, UsageError
 from .llm.base import BaseLLM, ChatResponse, ModelCall, StreamEvent, Usage
 from .message_checks import check_message_text
 from .messages import AssistantMessage, Message, ToolCall, ToolSpec, text_of
-from .namespace import check_namespace
+from .store.backend import SessionStoreBase, StateFilter, check_append, check_archive, not_live_error
 from .store.base import SessionInfo, SessionState, StoredMessage
-from .store.common import not_live_error
-from .store.shared import SessionStoreBase, StateFilter, check_append, check_archive
+
+# and HashEmbedder, loaded on first use (it needs numpy, the memory extra)
+__all__ = ["InMemoryDatabase", "InMemorySessionStore", "Reply", "Script", "ScriptedLLM"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +47,9 @@ class ScriptedLLM(BaseLLM):
     Entries may be a string (a text reply), a :class:`Reply`, an exception (raised), or a function of
     the request's messages returning either — a plain or an ``async`` function, so a reply may itself
     come from another model or a search of what was sent. When the script runs out, ``default`` answers
-    (or, if ``None``, an ``IndexError`` says the test made more calls than it scripted). Every request is
-    kept in :attr:`requests` and every reply given in :attr:`replies`, so tests can assert on what was
-    actually sent and said.
+    (or, if ``None``, a :class:`~contextmem.errors.UsageError` says the test made more calls than it
+    scripted). Every request is kept in :attr:`requests` and every reply given in :attr:`replies`, so
+    tests can assert on what was actually sent and said.
     """
 
     script: list[Script] = field(default_factory=list)
@@ -74,7 +76,10 @@ class ScriptedLLM(BaseLLM):
         elif self.default is not None:
             entry = self.default
         else:
-            raise IndexError(f"ScriptedLLM ran out of replies at call {len(self.requests)}")
+            raise UsageError(
+                f"ScriptedLLM ran out of replies at call {len(self.requests)}. Fix: script more replies, "
+                "or give it a default"
+            )
         if callable(entry) and not isinstance(entry, BaseException):
             entry = entry(messages)
             if inspect.isawaitable(entry):
@@ -122,37 +127,76 @@ def _chunks(text: str, size: int) -> Iterable[str]:
     return (text[i : i + size] for i in range(0, len(text), size))
 
 
-class MemoryStore(SessionStoreBase[Message]):
-    """An in-process :class:`~contextmem.store.base.SessionStore`: the real contract, no durability.
+@dataclass
+class _MemSession:
+    created_at: float
+    updated_at: float
+    original: dict[int, Message] = field(default_factory=dict)
+    current: dict[int, Message] = field(default_factory=dict)
+    created: dict[int, float] = field(default_factory=dict)
+    archived: set[int] = field(default_factory=set)
+    offloads: dict[str, int] = field(default_factory=dict)  # path: the seq whose original it holds
+    summary: str | None = None
+    meta: str | None = None
 
-    For tests and single-process experiments; the same contract suite runs against it. The public methods
-    (namespace checks, argument validation) are the durable stores' own (:mod:`contextmem.store.shared`);
-    only the storage below them is a dict.
+
+@dataclass
+class InMemoryDatabase:
+    """The sessions and locks that every :class:`InMemorySessionStore` opened on it shares.
+
+    Two stores on one database are two connections to it: each sees the other's writes and waits for the
+    other's locks, as two stores on one SQLite file do (within one process and one event loop).
+    """
+
+    sessions: dict[tuple[str, str], _MemSession] = field(default_factory=dict)
+    locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+
+
+class InMemorySessionStore(SessionStoreBase[Message]):
+    """A :class:`~contextmem.store.base.SessionStore` in this process's memory: the contract, no durability.
+
+    For tests and single-process experiments. The contract suite (``tests/test_store_contract.py``) runs
+    on it as on SQLite and PostgreSQL, but for what only a database can show (damage done behind its
+    back, a lock held by another process, a URL). The public methods (namespace checks, argument
+    validation) are the durable stores' own (:mod:`contextmem.store.backend`); only the storage below
+    them is a dict, in ``database`` (a new, private one by default).
     """
 
     shared = False  # one process's memory
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.time, *, database: InMemoryDatabase | None = None
+    ) -> None:
         self._clock = clock
-        self._sessions: dict[tuple[str, str], _MemSession] = {}
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._database = InMemoryDatabase() if database is None else database
+        self._closed = False
+
+    @property
+    def _db(self) -> InMemoryDatabase:
+        if self._closed:
+            raise StoreError("the in-memory session store is closed. Fix: open a new one on its database.")
+        return self._database
 
     def _get(self, namespace: str, session_id: str) -> _MemSession:
-        key = (check_namespace(namespace), session_id)
-        if key not in self._sessions:
+        """The session, created empty if it does not exist."""
+        sessions = self._db.sessions
+        key = (namespace, session_id)
+        if key not in sessions:
             now = self._clock()
-            self._sessions[key] = _MemSession(created_at=now, updated_at=now)
-        return self._sessions[key]
+            sessions[key] = _MemSession(created_at=now, updated_at=now)
+        return sessions[key]
+
+    def _find(self, namespace: str, session_id: str) -> _MemSession | None:
+        return self._db.sessions.get((namespace, session_id))
 
     def _tail(self, namespace: str, session_id: str) -> tuple[int, set[int]]:
         """The session's ``next_seq`` and live seqs, without creating it (a missing one is at 1)."""
-        s = self._sessions.get((namespace, session_id))
+        s = self._find(namespace, session_id)
         return (1, set()) if s is None else (len(s.original) + 1, set(s.original) - s.archived)
 
     def _encode(self, message: Message) -> Message:
-        check_message_text(
-            message
-        )  # what the durable stores could not read back, they refuse: so does this one
+        # What the durable stores could not read back, they refuse: so does this one.
+        check_message_text(message)
         return message
 
     async def _load_session(self, namespace: str, session_id: str) -> SessionState:
@@ -192,9 +236,10 @@ class MemoryStore(SessionStoreBase[Message]):
         return seqs
 
     async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: Message) -> None:
-        s = self._get(namespace, session_id)
-        if seq not in s.original or seq in s.archived:
-            raise KeyError(f"no live message {seq} in {namespace}/{session_id}")
+        s = self._find(namespace, session_id)
+        if s is None or seq not in s.original or seq in s.archived:
+            state = None if s is None or seq not in s.original else "archived"
+            raise not_live_error(namespace, session_id, seq, state)
         s.current[seq] = encoded
         s.updated_at = self._clock()
 
@@ -229,23 +274,25 @@ class MemoryStore(SessionStoreBase[Message]):
         s.updated_at = self._clock()
 
     async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
-        s = self._sessions.get((namespace, session_id))
+        s = self._find(namespace, session_id)
         if s is None or seq not in s.original:
             raise not_live_error(namespace, session_id, seq, None)
-        for (ns, _), other in self._sessions.items():
+        for (ns, _), other in self._db.sessions.items():
             if ns == namespace:  # one record per path in the namespace: the newest names it
                 other.offloads.pop(path, None)
         s.offloads[path] = seq
         s.updated_at = self._clock()
 
     async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
-        for (ns, _), s in self._sessions.items():
+        for (ns, _), s in self._db.sessions.items():
             if ns == namespace and path in s.offloads:
                 return s.original[s.offloads[path]]
         return None
 
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
-        s = self._get(namespace, session_id)
+        s = self._find(namespace, session_id)
+        if s is None:
+            return []
         out = []
         for seq, msg in s.original.items():
             st: Literal["live", "archived"] = "archived" if seq in s.archived else "live"
@@ -255,51 +302,40 @@ class MemoryStore(SessionStoreBase[Message]):
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:
-        async with self._locks.setdefault((namespace, session_id), asyncio.Lock()):
+        async with self._db.locks.setdefault((namespace, session_id), asyncio.Lock()):
             yield
 
     async def _session_infos(self, namespace: str) -> list[SessionInfo]:
-        return [
+        infos = [
             SessionInfo(
                 ns, sid, len(s.original) - len(s.archived), len(s.archived), s.created_at, s.updated_at
             )
-            for (ns, sid), s in sorted(self._sessions.items())
+            for (ns, sid), s in self._db.sessions.items()
             if ns == namespace
         ]
+        return sorted(infos, key=lambda i: (-i.updated_at, i.session_id))  # newest first, as SQL orders them
 
     async def _delete_session(self, namespace: str, session_id: str) -> None:
-        self._sessions.pop((namespace, session_id), None)
+        self._db.sessions.pop((namespace, session_id), None)
 
     async def _delete_idle(self, cutoff: float, namespace: str | None) -> list[tuple[str, str]]:
+        sessions = self._db.sessions
         gone = sorted(
-            key for key, s in self._sessions.items() if s.updated_at < cutoff and namespace in (None, key[0])
+            key for key, s in sessions.items() if s.updated_at < cutoff and namespace in (None, key[0])
         )
         for key in gone:
-            del self._sessions[key]
+            del sessions[key]
         return gone
 
     async def integrity_check(self) -> list[str]:
         problems = []
-        for (ns, sid), s in self._sessions.items():
+        for (ns, sid), s in self._db.sessions.items():
             if sorted(s.original) != list(range(1, len(s.original) + 1)):
-                problems.append(f"{ns}/{sid}: seqs are not contiguous")
+                problems.append(f"session ({ns!r}, {sid!r}): seqs are not contiguous")
         return problems
 
     async def close(self) -> None:
-        return None
-
-
-@dataclass
-class _MemSession:
-    created_at: float
-    updated_at: float
-    original: dict[int, Message] = field(default_factory=dict)
-    current: dict[int, Message] = field(default_factory=dict)
-    created: dict[int, float] = field(default_factory=dict)
-    archived: set[int] = field(default_factory=set)
-    offloads: dict[str, int] = field(default_factory=dict)  # path: the seq whose original it holds
-    summary: str | None = None
-    meta: str | None = None
+        self._closed = True
 
 
 def __getattr__(name: str) -> object:

@@ -24,7 +24,7 @@ from contextmem.errors import HistoryError, MessageFormatError, MessageTooLargeE
 from contextmem.messages import AssistantMessage, TextPart, ToolCall, ToolMessage, UserMessage
 from contextmem.settings import Settings
 from contextmem.store.open import open_store
-from contextmem.testing import MemoryStore
+from contextmem.testing import InMemorySessionStore
 from contextmem.tokens import HeuristicCounter, MessageCounter
 
 BIG = 5_000_000
@@ -33,7 +33,7 @@ BIG = 5_000_000
 async def open_engine(tmp: Path, store: Any = None, **settings: Any) -> ContextEngine:
     return await ContextEngine.open(
         "s1",
-        store=store if store is not None else MemoryStore(),
+        store=store if store is not None else InMemorySessionStore(),
         settings=Settings(workspace=str(tmp), **settings),
         workspace_dir=tmp,
     )
@@ -120,7 +120,7 @@ async def test_a_large_message_is_counted_off_the_event_loop(tmp_path):
     counter = ThreadRecordingCounter()
     engine = await ContextEngine.open(
         "s1",
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         settings=Settings(workspace=str(tmp_path)),
         workspace_dir=tmp_path,
         counter=MessageCounter(counter),

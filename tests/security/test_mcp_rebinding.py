@@ -129,11 +129,11 @@ async def test_a_remote_server_answers_only_the_names_it_is_given(tmp_path: Path
     from contextmem.mcp.namespaces import Namespaces
     from contextmem.mcp.server import http_app
     from contextmem.settings import Settings
-    from contextmem.testing import HashEmbedder, MemoryStore
+    from contextmem.testing import HashEmbedder, InMemorySessionStore
 
     namespaces = Namespaces(
         Settings(workspace=tmp_path, namespace="alice"),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         llm=None,
         embedder=HashEmbedder(64),
     )

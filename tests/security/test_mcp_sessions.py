@@ -25,14 +25,14 @@ from contextmem.mcp.server import build_server, http_app  # noqa: E402
 from contextmem.messages import assistant, user  # noqa: E402
 from contextmem.settings import Settings  # noqa: E402
 from contextmem.store.open import open_store  # noqa: E402
-from contextmem.testing import HashEmbedder, MemoryStore  # noqa: E402
+from contextmem.testing import HashEmbedder, InMemorySessionStore  # noqa: E402
 from tests.mcp_server import HEADERS, INIT, LISTING  # noqa: E402
 
 
 def _namespaces(tmp_path: Path, namespace: str = "alice", store_url: str = "") -> Namespaces:
     return Namespaces(
         Settings(workspace=tmp_path, namespace=namespace, store=store_url),
-        store=open_store(store_url) if store_url else MemoryStore(),
+        store=open_store(store_url) if store_url else InMemorySessionStore(),
         llm=None,
         embedder=HashEmbedder(384),  # the PostgreSQL index stores 384-d vectors
         allowed=["alice", "bob"],

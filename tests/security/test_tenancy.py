@@ -28,7 +28,7 @@ from contextmem.settings import Settings
 from contextmem.store.base import SessionInfo, SessionStore
 from contextmem.store.postgres import PostgresSessionStore
 from contextmem.store.sqlite import SqliteSessionStore
-from contextmem.testing import MemoryStore, ScriptedLLM
+from contextmem.testing import InMemoryDatabase, InMemorySessionStore, ScriptedLLM
 from tests.test_cli import write_transcript
 
 BAD_NAMESPACES = ["../x", "a/b", "%", " ", "\x01", "A", "", "a" * 65]
@@ -159,7 +159,7 @@ async def test_stores_refuse_invalid_namespaces_at_every_method(store_url: str) 
         assert await store.cleanup_idle(0, namespace=None) == []  # nothing was stored under any name
     finally:
         await store.close()
-    memory = MemoryStore()
+    memory = InMemorySessionStore()
     for bad in BAD_NAMESPACES:
         await _refuses_every_method(memory, bad)
     assert await memory.cleanup_idle(0, namespace=None) == []
@@ -197,7 +197,7 @@ def namespaces(tmp_path: Path) -> Iterator[Any]:
 
     yield Namespaces(
         Settings(workspace=tmp_path, namespace="alice"),
-        store=MemoryStore(),
+        store=InMemorySessionStore(),
         llm=None,
         embedder=HashEmbedder(64),
         allowed=[ANY_NAMESPACE],  # every valid name: what is refused below is refused by the grammar
@@ -305,7 +305,7 @@ async def test_sqlite_files_are_private(tmp_path: Path, umask: int) -> None:
 # --- MCP: every failure is a one-line tool error -----------------------------------------------------
 
 
-class _FailingStore(MemoryStore):
+class _FailingStore(InMemorySessionStore):
     def __init__(self, error: Exception) -> None:
         super().__init__()
         self.error = error
@@ -344,7 +344,7 @@ def _tool_error(result: Any) -> str:
 
 
 async def test_mcp_bad_arguments_are_tool_errors(tmp_path: Path) -> None:
-    async with _client(tmp_path, MemoryStore()) as client:
+    async with _client(tmp_path, InMemorySessionStore()) as client:
         for tool in ("memory_get", "read_archive"):
             long = _tool_error(await client.call_tool(tool, {"path": "m" * 5000}))
             assert len(long.splitlines()) == 1 and len(long) < 2000
@@ -355,7 +355,8 @@ async def test_mcp_bad_arguments_are_tool_errors(tmp_path: Path) -> None:
 
 
 async def test_mcp_unknown_sessions_are_tool_errors_and_are_not_created(tmp_path: Path) -> None:
-    store = MemoryStore()
+    database = InMemoryDatabase()
+    store = InMemorySessionStore(database=database)
     stored: list[Message] = [user("kept"), assistant("yes")]
     await store.append("alice", "real", stored)
     await store.append("bob", "bobs", stored)
@@ -366,6 +367,7 @@ async def test_mcp_unknown_sessions_are_tool_errors_and_are_not_created(tmp_path
                 assert f"no session {sid!r} in this namespace" in text and "Fix" in text
         stats = await client.call_tool("context_stats", {"session_id": "real"})
         assert not stats.is_error and json.loads(stats.content[0].text)["messages"] == 2
+    store = InMemorySessionStore(database=database)  # the server closed its own on the way out
     assert [i.session_id for i in await store.list_sessions("alice")] == ["real"]
     assert [i.session_id for i in await store.list_sessions("bob")] == ["bobs"]
 

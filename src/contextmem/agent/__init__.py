@@ -15,7 +15,7 @@ from .profile import (
     save_user_facts,
 )
 from .task import TaskMemory, TaskStep, fold_task, plan_fold_task
-from .tools import FunctionTool, MemoryTool, Tool, Toolbox, memory_tools
+from .toolbox import FunctionTool, MemoryTool, Tool, Toolbox, memory_tools
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -31,7 +31,7 @@ from ..messages import AssistantMessage, ToolMessage, UserMessage, text_of
 from .claims import SAVE_TOOL, unbacked_save_note
 from .profile import compose_system_prompt
 from .task import TaskMemory, fold_task
-from .tools import Tool, Toolbox, memory_tools
+from .toolbox import Tool, Toolbox, memory_tools
 
 if TYPE_CHECKING:
     from ..runtime import ContextMem

@@ -27,7 +27,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     """Replay a transcript into a fresh session (a temporary workspace unless --workspace is given)."""
     from ..engine import ContextEngine
-    from ..eval.cache import CACHE_READ_PRICE, WireRequest
+    from ..eval.prompt_cache import CACHE_READ_PRICE, WireRequest
     from ..eval.replay import TurnReport, load_tools, load_transcript, replay
     from ..store.open import open_store
 

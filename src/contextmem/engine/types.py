@@ -85,11 +85,11 @@ class Request:
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic Messages API keywords ``system`` (left out when empty), ``messages`` and ``tools``
         (left out when none), with prompt-cache breakpoints as the Anthropic adapter marks them
-        (:func:`~contextmem.llm.anthropic.messages_body`)::
+        (:func:`~contextmem.llm.anthropic_api.messages_body`)::
 
             await client.messages.create(model=MODEL, max_tokens=request.max_tokens, **request.to_anthropic())
         """
-        from ..llm.anthropic import messages_body  # the adapter module, loaded only by those who use it
+        from ..llm.anthropic_api import messages_body  # the adapter module, loaded only by those who use it
 
         return messages_body(self.messages, self.tools)
 

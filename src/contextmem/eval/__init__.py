@@ -18,7 +18,7 @@ used through it (two of them have an ``evaluate``)::
 * :mod:`.recall` — the pure scoring behind it: answers found in a text, and the two baselines;
 * :mod:`.replay` — a recorded transcript through the engine, turn by turn, and the proof that no
   message was lost;
-* :mod:`.cache` — per request as sent, the prefix a provider's prompt cache could serve and why it broke.
+* :mod:`.prompt_cache` — per request as sent, the prefix a prompt cache could serve and why it broke.
 
 ``import contextmem.eval`` needs the core dependencies only; scoring memory search needs the ``memory``
 extra, as the index does.
@@ -26,6 +26,6 @@ extra, as the index does.
 
 from __future__ import annotations
 
-from . import cache, compaction, memory, recall, replay
+from . import compaction, memory, prompt_cache, recall, replay
 
-__all__ = ["cache", "compaction", "memory", "recall", "replay"]
+__all__ = ["compaction", "memory", "prompt_cache", "recall", "replay"]

@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
-from .cache import CacheTally, CallCache, WireRequest, canonical, compare, tally, wire_request
+from .prompt_cache import CacheTally, CallCache, WireRequest, canonical, compare, tally, wire_request
 
 __all__ = ["ReplayReport", "TurnReport", "count_lost", "load_tools", "load_transcript", "replay"]
 

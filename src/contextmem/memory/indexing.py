@@ -203,9 +203,6 @@ class BaseMemoryIndex(ABC):
             plan.report.chunks_total = self._stats()["chunks"]
             return plan.report
 
-    async def async_sync(self, progress: Progress | None = None) -> SyncReport:
-        return await asyncio.to_thread(self.sync, progress)
-
     # --- search -------------------------------------------------------------------------------
 
     def search(

@@ -22,6 +22,30 @@ from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
 from .dates import relative_days
 
+__all__ = [
+    "KEYWORD_SCHEME",
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_DAYS",
+    "MAX_QUERY_TERMS",
+    "Chunk",
+    "CjkMode",
+    "Snippet",
+    "best_snippet",
+    "bound_query",
+    "chunk_markdown",
+    "content_hash",
+    "file_secrets",
+    "file_text",
+    "fts_document",
+    "fts_query",
+    "has_body",
+    "index_chunks",
+    "keyword_tokens",
+    "query_days",
+    "query_terms",
+    "redact_chunk",
+]
+
 CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
 # re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with

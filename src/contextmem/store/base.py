@@ -1,4 +1,4 @@
-"""The session store protocol (SPEC S1, S2, C12).
+"""The session store protocol (S1, S2, C12).
 
 A store keeps, per ``(namespace, session_id)``:
 
@@ -13,7 +13,7 @@ The invariant every implementation keeps, in one transaction per call: a message
 archived, never neither. :meth:`SessionStore.archive` moves messages and sets the new summary
 atomically, so a crash leaves either the old state or the new one.
 
-Tenancy and concurrency, also part of the contract (issue 12):
+Tenancy and concurrency, also part of the contract:
 
 * **Namespaces are validated at every method entry** with :func:`contextmem.namespace.check_namespace`
   (a :class:`~contextmem.errors.ConfigError` before any I/O), even though settings, the CLI and the MCP
@@ -26,7 +26,7 @@ Tenancy and concurrency, also part of the contract (issue 12):
   :class:`~contextmem.errors.SessionConflictError` and writes nothing (not even an empty session). Of
   several writers appending with the same expectation, exactly one succeeds; the others reload and
   retry. This is how concurrent writers keep a tool call and its result together.
-* **The tail a writer validated against** (issue 30). ``append(..., expected_live=[seqs])`` also requires
+* **The tail a writer validated against**. ``append(..., expected_live=[seqs])`` also requires
   each of those seqs to be live at write time (same transaction), else ``SessionConflictError``: a
   compactor on another host may have archived that tail without moving ``next_seq``.
 * **Conditional archives.** ``archive(..., expected_next_seq=n)`` archives only if ``next_seq`` is still
@@ -39,8 +39,9 @@ Tenancy and concurrency, also part of the contract (issue 12):
 * :attr:`SessionStore.shared` says whether every host using the store reaches the same database (then
   its archived rows are the archive, and a host's local files are only a cache).
 
-Implementations: :mod:`contextmem.store.sqlite` (default) and :mod:`contextmem.store.postgres`.
-One contract test suite (``tests/test_store_contract.py``) runs against both.
+Implementations: :mod:`contextmem.store.sqlite` (default), :mod:`contextmem.store.postgres` and, for
+tests, :class:`contextmem.testing.InMemorySessionStore`; each builds on :mod:`contextmem.store.backend`.
+One contract test suite (``tests/test_store_contract.py``) runs against all three.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from ..messages import Message
+
+__all__ = ["SessionInfo", "SessionState", "SessionStore", "StoredMessage"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The SQLite store's compaction lock files, private to their owner (issue 12) whatever the umask.
+"""The SQLite store's compaction lock files, private to their owner whatever the umask.
 
 The ``<db>.locks`` directory is created 0700 and each session's lock file 0600, with the exact modes set
 by ``fchmod``/``chmod`` (:mod:`contextmem.safefs`). Compaction locks are ``flock`` locks on those lock

@@ -1,6 +1,6 @@
 """How the PostgreSQL store talks to its server: bounded waits, retried outages, and only typed errors.
 
-Many hosts share one PostgreSQL (issue 30), so the server restarts, fails over and sits behind links that
+Many hosts share one PostgreSQL, so the server restarts, fails over and sits behind links that
 break. The rules, and why:
 
 * **Every wait is bounded.** Connections carry ``connect_timeout``, TCP keepalives (idle 10 s, every 5 s,

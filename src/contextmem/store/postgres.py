@@ -23,7 +23,7 @@ Same contract, schema and message codec as :mod:`contextmem.store.sqlite`. Diffe
 * **Reads that span statements** (``open_session``, ``integrity_check``) run in ``REPEATABLE READ`` so
   they see one snapshot.
 * **Compaction locks** are session-level advisory locks, ``pg_advisory_lock(key)`` with a 64-bit key
-  derived from ``(namespace, session_id)`` (:func:`~contextmem.store.common.session_lock_key`; 64 bits
+  derived from ``(namespace, session_id)`` (:func:`~contextmem.store.sql.session_lock_key`; 64 bits
   rather than ``hashtext``'s 32, so unrelated sessions practically never share a lock). Each lock holds a
   dedicated connection for the duration of the ``async with``: the server releases it when that
   connection ends, so a crashed worker never leaves a session locked, on any host. The flip side: a
@@ -46,25 +46,24 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..errors import InternalError, StoreError
 from ..messages import Message
+from .backend import EncodedSessionStore, StateFilter, check_append, check_archive, not_live_error
 from .base import SessionInfo, SessionState, StoredMessage
-from .common import (
+from .codec import decode_message
+from .migrations import Migration, discover, migrate_postgres, pg_schema_version
+from .pg_connect import Patience, PgConnections, redact
+from .sql import (
     COMPONENT,
     MESSAGES_SQL,
     OFFLOAD_SQL,
     OFFLOADED_SQL,
     SESSION_SEQS_SQL,
     MessageProblems,
-    decode_message,
     idle_sessions_where,
-    not_live_error,
     session_lock_key,
     session_problems,
 )
-from .migrations import Migration, discover, migrate_postgres, pg_schema_version
-from .pg_connect import Patience, PgConnections, redact
-from .shared import EncodedSessionStore, StateFilter, check_append, check_archive
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -116,7 +115,7 @@ class PostgresSessionStore(EncodedSessionStore):
         )
         return await cur.fetchone()
 
-    # -- storage hooks of the SessionStore methods (contextmem.store.shared) -----------------------
+    # -- storage hooks of the SessionStore methods (contextmem.store.backend) -----------------------
 
     async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         async def load(conn: AsyncConnection[Any]) -> SessionState | None:
@@ -191,7 +190,7 @@ class PostgresSessionStore(EncodedSessionStore):
                 check_append(
                     namespace, session_id, expected_next_seq=expected, next_seq=at, expected_live=[], live=()
                 )
-                raise AssertionError("unreachable: a failed conditional append must be a conflict")
+                raise InternalError("a failed conditional append was not reported as a conflict")
             pk, next_seq = row  # the row is locked: no archive can move the tail until we commit
             first = next_seq - n
             if expected_live:

@@ -1,4 +1,4 @@
-"""The default session store: one SQLite file, safe for several processes on one machine (SPEC S2).
+"""The default session store: one SQLite file, safe for several processes on one machine (S2).
 
 Choices, and why:
 
@@ -44,18 +44,11 @@ from typing import Any, Literal, TypeVar
 from ..errors import StoreError, StoreLockedError
 from ..messages import Message
 from ..safefs import ensure_private_file
+from .backend import EncodedSessionStore, StateFilter, check_append, check_archive, not_live_error
 from .base import SessionInfo, SessionState, StoredMessage
-from .common import (
-    OFFLOAD_SQL,
-    OFFLOADED_SQL,
-    decode_message,
-    encode_message,
-    idle_sessions_where,
-    not_live_error,
-    session_lock_key,
-)
+from .codec import decode_message, encode_message
 from .locks import try_flock
-from .shared import EncodedSessionStore, StateFilter, check_append, check_archive
+from .sql import OFFLOAD_SQL, OFFLOADED_SQL, idle_sessions_where, session_lock_key
 from .sqlite_schema import MIGRATIONS, integrity_problems, migrate
 from .sqlite_schema import schema_version as _schema_version
 
@@ -188,7 +181,7 @@ class SqliteSessionStore(EncodedSessionStore):
             row = self._session_row(conn, namespace, session_id)
         return row
 
-    # -- storage hooks of the SessionStore methods (contextmem.store.shared) -----------------------
+    # -- storage hooks of the SessionStore methods (contextmem.store.backend) -----------------------
 
     async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         def load(conn: sqlite3.Connection, create: bool) -> SessionState | None:

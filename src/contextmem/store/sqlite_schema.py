@@ -1,4 +1,4 @@
-"""The SQLite store's schema: its migrations, applied on open, and the integrity check (SPEC S2).
+"""The SQLite store's schema: its migrations, applied on open, and the integrity check (S2).
 
 Migrations (:mod:`contextmem.store.migrations.sqlite`) are numbered and never edited; ``migrate`` applies
 the pending ones in one ``BEGIN IMMEDIATE`` transaction, so processes opening a database together migrate
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .common import COMPONENT, MESSAGES_SQL, SESSION_SEQS_SQL, MessageProblems, session_problems
 from .migrations import Migration, discover, migrate_sqlite, sqlite_schema_version
+from .sql import COMPONENT, MESSAGES_SQL, SESSION_SEQS_SQL, MessageProblems, session_problems
 
 __all__ = ["MIGRATIONS", "integrity_problems", "migrate", "schema_version"]
 

@@ -1,4 +1,4 @@
-"""The extractive compactor (C8, issue 17): a summary made of facts, not pasted lines.
+"""The extractive compactor (C8): a summary made of facts, not pasted lines.
 
 Pure and deterministic. Messages are split into sentences, lightly compressed (:func:`~.salience.compress`)
 and scored by :func:`~.salience.salience`; each becomes a :class:`Fact` with its section, its speaker (a

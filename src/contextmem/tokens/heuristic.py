@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from ..lang.scripts import CJK_WIDE_CHAR
 
+__all__ = ["HeuristicCounter"]
+
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
 _SPACE = re.compile(r"\s")
 _DIGIT = re.compile(r"\d")

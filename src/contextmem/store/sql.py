@@ -1,21 +1,16 @@
-"""What both session stores share: the message codec, lock keys, integrity checks and shared errors.
+"""What the two SQL stores (SQLite, PostgreSQL) share: their statements, integrity checks and lock key.
 
-Kept apart from the stores so that neither imports the other, and so a third-party store can reuse the
-exact encoding (a database written by one store reads back equal through the other).
+Kept apart from the stores so that neither imports the other: both run the same integrity queries on the
+same tables (``cm_sessions``, ``cm_messages``, ``cm_offloads``), with the driver's placeholder filled in.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from dataclasses import replace as dc_replace
 from typing import Any
 
-from ..errors import MessageStateError, SessionConflictError
-from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai_stored, to_openai
-from ..message_checks import check_message_text
-from ..messages import Message
+from .codec import decode_message
 
 __all__ = [
     "COMPONENT",
@@ -24,11 +19,7 @@ __all__ = [
     "OFFLOAD_SQL",
     "SESSION_SEQS_SQL",
     "MessageProblems",
-    "check_expected_seq",
-    "decode_message",
-    "encode_message",
     "idle_sessions_where",
-    "not_live_error",
     "session_lock_key",
     "session_problems",
 ]
@@ -37,61 +28,10 @@ COMPONENT = "sessions"
 """The component name both stores record their migrations under."""
 
 
-def encode_message(message: Message) -> str:
-    """JSON text of ``to_openai(message)``; ``decode_message`` gives back an equal message.
-
-    Keys the OpenAI format never emits (those :mod:`contextmem.formats.anthropic` keeps in ``extra``) are
-    wrapped alongside: ``{"openai": {...}, "anthropic_extra": {...}}``. A plain OpenAI dict always has
-    ``role``, so the two shapes cannot be confused.
-
-    A message that could not be read back (a lone surrogate, nesting past ``MAX_NESTING``) is refused
-    here by :func:`~contextmem.message_checks.check_message_text` (a ``MessageFormatError``) before any write:
-    a store never acknowledges a message that would make its session unreadable.
-    """
-    check_message_text(message)
-    doc: dict[str, Any] = to_openai(message)
-    kept = {k: v for k, v in message.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
-    if kept:
-        doc = {"openai": doc, "anthropic_extra": kept}
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_message(text: str) -> Message:
-    """Inverse of :func:`encode_message`; raises ``ValueError`` (or a ``MessageFormatError``) if corrupt.
-
-    A row an older version wrote with lone surrogates reads back with U+FFFD in their place
-    (:func:`~contextmem.formats.openai.from_openai_stored`), so the session stays usable.
-    """
-    doc = json.loads(text)
-    if not isinstance(doc, dict):
-        raise ValueError(f"stored message is not a JSON object: {text[:80]!r}")
-    if "role" in doc:
-        return from_openai_stored(doc)
-    message = from_openai_stored(doc["openai"])
-    return dc_replace(message, extra={**message.extra, **doc["anthropic_extra"]})
-
-
 def session_lock_key(namespace: str, session_id: str) -> int:
     """A signed 64-bit key naming one session's compaction lock (unambiguous for any two strings)."""
     raw = f"{len(namespace)}:{namespace}/{session_id}".encode()
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
-
-
-def not_live_error(namespace: str, session_id: str, seq: int, state: str | None) -> MessageStateError:
-    where = f"session ({namespace!r}, {session_id!r})"
-    if state is None:
-        return MessageStateError(
-            f"seq {seq!r} does not exist in {where}. Fix: use a seq returned by append() for this session."
-        )
-    return MessageStateError(
-        f"seq {seq!r} of {where} is {state}, not live. Fix: only live messages can be replaced or archived."
-    )
-
-
-def check_expected_seq(namespace: str, session_id: str, expected: int | None, actual: int) -> None:
-    """Raise :class:`SessionConflictError` when a conditional append's expectation is not the session's."""
-    if expected is not None and expected != actual:
-        raise SessionConflictError(namespace, session_id, expected, actual)
 
 
 def idle_sessions_where(

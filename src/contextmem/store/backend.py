@@ -1,4 +1,7 @@
-"""The session store algorithm, once: every backend shares it and keeps only its storage code.
+"""What every session store backend builds on: the store algorithm once, and the rules of a conflict.
+
+A backend (SQLite, PostgreSQL, the in-memory store of :mod:`contextmem.testing`) keeps only its storage
+code.
 
 :class:`SessionStoreBase` implements the public :class:`~contextmem.store.base.SessionStore` methods:
 the namespace check at every entry (before any I/O), the empty-append shortcut, encoding each message
@@ -9,7 +12,7 @@ and sorting the seqs to archive, validating the ``state`` filter and offload pat
 already-encoded messages. Inside that transaction a backend reads the facts (``next_seq``, which seqs are
 live) and hands them to :func:`check_append` / :func:`check_archive`, which decide, for every backend, when
 a conditional write conflicts. :class:`EncodedSessionStore` stores messages as
-:func:`~contextmem.store.common.encode_message` text, as both durable stores do.
+:func:`~contextmem.store.codec.encode_message` text, as both durable stores do.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from pathlib import PurePosixPath
 from types import TracebackType
 from typing import Generic, Literal, Self, TypeVar
 
-from ..errors import PathEscapeError, SessionConflictError, StoreError
+from ..errors import MessageStateError, PathEscapeError, SessionConflictError, StoreError
 from ..messages import Message
 from ..namespace import check_namespace
 from .base import SessionInfo, SessionState, StoredMessage
-from .common import check_expected_seq, encode_message, not_live_error
+from .codec import encode_message
 
 __all__ = [
     "EncodedSessionStore",
@@ -33,11 +36,31 @@ __all__ = [
     "StateFilter",
     "check_append",
     "check_archive",
+    "check_expected_seq",
+    "not_live_error",
     "offload_key",
 ]
 
 StateFilter = Literal["live", "archived", "all"]
 E = TypeVar("E")  # a message as the backend stores it
+
+
+def not_live_error(namespace: str, session_id: str, seq: int, state: str | None) -> MessageStateError:
+    """The error for a seq that is not live: one that does not exist (``state`` ``None``) or is ``state``."""
+    where = f"session ({namespace!r}, {session_id!r})"
+    if state is None:
+        return MessageStateError(
+            f"seq {seq!r} does not exist in {where}. Fix: use a seq returned by append() for this session."
+        )
+    return MessageStateError(
+        f"seq {seq!r} of {where} is {state}, not live. Fix: only live messages can be replaced or archived."
+    )
+
+
+def check_expected_seq(namespace: str, session_id: str, expected: int | None, actual: int) -> None:
+    """Raise :class:`SessionConflictError` when a conditional append's expectation is not the session's."""
+    if expected is not None and expected != actual:
+        raise SessionConflictError(namespace, session_id, expected, actual)
 
 
 def check_append(
@@ -257,7 +280,7 @@ class SessionStoreBase(ABC, Generic[E]):
 
 
 class EncodedSessionStore(SessionStoreBase[str]):
-    """A durable store: messages kept as :func:`~contextmem.store.common.encode_message` JSON text.
+    """A durable store: messages kept as :func:`~contextmem.store.codec.encode_message` JSON text.
 
     ``async with store:`` closes it on the way out.
     """
