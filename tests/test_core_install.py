@@ -75,7 +75,7 @@ async def test_model_none_is_the_engine_alone_and_an_agent_says_what_to_set(tmp_
         assert mem.llm is None
         engine = await mem.session("s")
         assert engine.summarizer is None  # the extractive summary only
-        daily = await mem.summarise_text("We moved the replica to port 5433.")
+        daily = await mem.summarize_text("We moved the replica to port 5433.")
         assert "## Goal" in daily and "5433" in daily  # the daily job's summary, not the raw text
         with pytest.raises(ConfigError, match="Fix: set model"):
             await Agent.open(mem, "s")

@@ -127,7 +127,7 @@ async def test_the_local_model_writes_summaries_only_with_summary_local_model(
     await engine.wait_idle()
     assert engine.summary is not None and "db-staging-7.internal:5432" in engine.summary.render()
     assert bool(llm.requests) is asked
-    daily = await runtime.summarise_text("We moved the replica to port 5433.")
+    daily = await runtime.summarize_text("We moved the replica to port 5433.")
     assert "5433" in daily
     assert bool(llm.requests) is asked
     await runtime.close()

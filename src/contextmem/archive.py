@@ -1,10 +1,10 @@
-"""The dialog archive (SPEC C12): what leaves the context is appended here, durably, *before* it leaves.
+"""The dialog archive (C12): what leaves the context is appended here, durably, *before* it leaves.
 
 One JSON object per line in ``dialog/YYYY-MM-DD.jsonl`` of the namespace's tree::
 
     {"crc":"1a2b3c4d","namespace":"default","session":"s1","seq":17,"reason":"turn_trim","ts":…,"message":{…}}
 
-Invariants (issue 12):
+Invariants:
 
 * **Every line is verifiable.** ``crc`` is the CRC-32 of the line's bytes after the 18-byte
   ``{"crc":"xxxxxxxx",`` prefix, as written (newline excluded). Lines written before checksums existed
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import ArchiveError, PathEscapeError
+from .errors import ArchiveError, PathEscapeError, UsageError
 from .formats.openai import from_openai_stored, to_openai
 from .messages import Message
 from .namespace import DEFAULT_NAMESPACE
@@ -186,7 +186,7 @@ class DialogArchive:
     def append(self, session: str, items: Sequence[tuple[int, Message]], reason: str) -> ArchiveRef:
         """Durably append ``(seq, message)`` items; returns where they are. Raises ArchiveError."""
         if not items:
-            raise ValueError("nothing to archive")
+            raise UsageError("nothing to archive. Fix: pass at least one (seq, message) item")
         ts = self._clock()
         relative = self._relative_for(ts)
         payload = b"".join(

@@ -40,7 +40,7 @@ from .workspace import CORE_FILE, DAILY_DIR, Workspace, daily_relative, dialog_r
 
 __all__ = ["DailySummaryJob", "append_daily", "append_note", "note_item", "write_core"]
 
-Summariser = Callable[[str], "str | Awaitable[str | None] | None"]
+Summarizer = Callable[[str], "str | Awaitable[str | None] | None"]
 
 logger = logging.getLogger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
@@ -146,7 +146,7 @@ class DailySummaryJob:
     def __init__(
         self,
         workspace: Workspace,
-        summarise: Summariser,
+        summarize: Summarizer,
         *,
         at: str = "23:55",
         material: Callable[[Workspace, date], str] = _dialog_material,
@@ -157,7 +157,7 @@ class DailySummaryJob:
         except ValueError:
             raise ConfigError(f"daily summary time {at!r} is not HH:MM. Fix: e.g. '23:55'") from None
         self.workspace = workspace
-        self.summarise = summarise
+        self.summarize = summarize
         self.material = material
 
     def next_run(self, now: datetime) -> datetime:
@@ -186,12 +186,12 @@ class DailySummaryJob:
         digest = hashlib.sha256(material.encode("utf-8")).hexdigest()
         if digest == await asyncio.to_thread(self._last_hash):
             return None
-        summarise = self.summarise
+        summarize = self.summarize
 
         def call() -> object:
-            return summarise(material)
+            return summarize(material)
 
-        result = call() if inspect.iscoroutinefunction(summarise) else await asyncio.to_thread(call)
+        result = call() if inspect.iscoroutinefunction(summarize) else await asyncio.to_thread(call)
         summary = await result if inspect.isawaitable(result) else result
         if not isinstance(summary, str) or not summary.strip():
             return None

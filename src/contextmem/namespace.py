@@ -1,4 +1,4 @@
-"""Namespaces (SPEC M6): who owns a session, a memory, an archive.
+"""Namespaces (M6): who owns a session, a memory, an archive.
 
 A namespace names one tenant / user / agent. It is validated at every entry (settings, the CLI, MCP URLs,
 the library) by :func:`check_namespace`, and everything that belongs to it is keyed by it: store rows,

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .engine import ContextEngine, EngineEvent
+from .errors import UsageError
 from .llm.base import LLM
 from .llm.registry import summary_llm
 from .memory_files import DailySummaryJob, append_daily
@@ -27,6 +28,8 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .memory import Embedder, MemoryIndex, MemoryTools
+
+__all__ = ["ContextMem"]
 
 logger = logging.getLogger("contextmem.runtime")
 
@@ -109,7 +112,7 @@ class ContextMem:
         from .memory import MemoryTools
 
         if self.memory is None:
-            raise RuntimeError("memory is disabled. Fix: ContextMem.open(..., memory=True)")
+            raise UsageError("memory is disabled. Fix: ContextMem.open(..., memory=True)")
         return MemoryTools(self.memory, offloads=self._offloaded_text)
 
     def _offloaded_text(self, path: str) -> str | None:
@@ -163,7 +166,7 @@ class ContextMem:
             if isinstance(result, BaseException):
                 logger.error("a daily memory write failed: %s", result)
 
-    async def summarise_text(self, material: str) -> str:
+    async def summarize_text(self, material: str) -> str:
         """A structured summary of free text (used by the daily 23:55 job)."""
         from .engine.background import NoLLM
         from .summarize import Summarizer
@@ -179,7 +182,7 @@ class ContextMem:
 
     def start_jobs(self) -> None:
         """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
-        job = DailySummaryJob(self.workspace, self.summarise_text, at=self.settings.daily_summary_time)
+        job = DailySummaryJob(self.workspace, self.summarize_text, at=self.settings.daily_summary_time)
         stop = asyncio.Event()
         self._stop = stop
         self._jobs.append(asyncio.create_task(job.run_forever(stop)))

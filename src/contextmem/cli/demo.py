@@ -54,6 +54,21 @@ from .render import describe_event, gauge
 if TYPE_CHECKING:
     from ..runtime import ContextMem
 
+__all__ = [
+    "DEMO_SETTINGS",
+    "REPORTED",
+    "TICK",
+    "Demo",
+    "Echo",
+    "ModelLoader",
+    "Total",
+    "run",
+    "say",
+    "telling_lines",
+    "ticking",
+    "wait_for_runtime",
+]
+
 Echo = Callable[[str], None]
 TICK = 10.0
 """Most seconds the demo stays silent: a progress line follows while it waits on a model or an install."""

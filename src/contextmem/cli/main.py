@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..runtime import ContextMem
 
+__all__ = ["Command", "build_parser", "cmd_ask", "cmd_chat", "cmd_completion", "cmd_demo", "cmd_mcp", "main"]
+
 
 def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
     if args.prompt is not None:  # chat -p "QUESTION": the one-shot mode

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..engine.types import summary_from_json
-from ..errors import ConfigError
+from ..errors import ConfigError, MessageStateError
 from ..formats.openai import to_openai
 from ..safefs import write_atomic_path
 from ..settings import Settings
@@ -32,6 +32,18 @@ from .render import ProgressBar, hits_table, table
 
 if TYPE_CHECKING:
     from ..memory import MemoryIndex
+
+__all__ = [
+    "config_command",
+    "memory_eval_command",
+    "memory_index",
+    "memory_search",
+    "sessions_cleanup",
+    "sessions_export",
+    "sessions_list",
+    "sessions_show",
+    "store_url",
+]
 
 
 def store_url(settings: Settings) -> str:
@@ -117,7 +129,7 @@ async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _require(store: SessionStore, namespace: str, session_id: str) -> None:
     if session_id not in {i.session_id for i in await store.list_sessions(namespace)}:
-        raise LookupError(
+        raise MessageStateError(
             f"no session {session_id!r} in namespace {namespace!r}. Fix: see `contextmem sessions list`"
         )
 

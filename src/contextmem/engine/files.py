@@ -1,4 +1,4 @@
-"""The engine's files: which tree a session writes to, and its offloaded tool results (SPEC C5, M6).
+"""The engine's files: which tree a session writes to, and its offloaded tool results (C5, M6).
 
 Everything the engine writes (``dialog/`` through :class:`~contextmem.archive.DialogArchive`,
 ``tool_results/`` here) goes through one :class:`~contextmem.safefs.Confined` tree, the namespace's own:

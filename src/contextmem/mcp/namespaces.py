@@ -1,6 +1,6 @@
 """Which namespaces an MCP server serves, and the wired-up parts of each, opened on first use.
 
-Isolation (SPEC M6) is decided here and in :class:`NamespaceRouter`, never by a tool argument: a stdio
+Isolation (M6) is decided here and in :class:`NamespaceRouter`, never by a tool argument: a stdio
 server serves exactly one namespace (from settings: ``--namespace`` or ``CONTEXTMEM_NAMESPACE``); an HTTP
 server serves each connection the namespace of the URL it connected to (``/mcp`` for the default,
 ``/ns/<name>/mcp`` for another), only if that namespace is in the allow-list, and a streamable-HTTP
