@@ -50,15 +50,11 @@ async def _open_agent(
 ) -> AsyncIterator[tuple[ContextMem, Agent]]:
     """The agent ``chat`` and ``ask`` talk to: the configured model on ``--session``."""
     from ..agent import Agent
-    from ..runtime import ContextMem
 
     if sys.stderr.isatty():  # a local model takes seconds to load: say so (a script's stderr: errors only)
         print(f"loading model {settings.model} …", file=sys.stderr, flush=True)
-    runtime = await ContextMem.open(settings, embedder=args.embedder)  # fits the window to the model
-    try:
+    async with state.open_runtime(settings, llm=None, embedder=args.embedder, memory=True) as runtime:
         yield runtime, await Agent.open(runtime, args.session, restore=not args.new)
-    finally:
-        await runtime.close()
 
 
 async def _chat(settings: Settings, args: argparse.Namespace) -> int:
@@ -319,7 +315,7 @@ def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     index = memory.add_parser("index", help="bring the index in line with the memory files")
     index.add_argument("--workspace", default=argparse.SUPPRESS)
-    index.set_defaults(func=state.memory_index)
+    index.set_defaults(func=_async(state.memory_index))
     search = memory.add_parser("search", help="hybrid search of memory")
     search.add_argument("query", nargs="?")
     search.add_argument(
@@ -328,7 +324,7 @@ def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     search.add_argument("--k", type=types.positive_int, default=5)
     search.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
     search.add_argument("--json", action="store_true")
-    search.set_defaults(func=state.memory_search)
+    search.set_defaults(func=_async(state.memory_search))
     evaluate = memory.add_parser(
         "eval",
         help="score search on a labelled set: recall@k, MRR, latency",
@@ -341,7 +337,7 @@ def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     evaluate.add_argument("--k", type=memory_eval.parse_ks, default=(1, 5, 10), help="default 1,5,10")
     evaluate.add_argument("--mode", choices=("hybrid", "keyword", "vector"), default="hybrid")
     evaluate.add_argument("--json", action="store_true")
-    evaluate.set_defaults(func=state.memory_eval_command)
+    evaluate.set_defaults(func=_async(state.memory_eval_command))
 
     sessions = sub.add_parser("sessions", help="stored sessions").add_subparsers(dest="action", required=True)
     listing = sessions.add_parser("list", help="every session of the namespace")

@@ -1,24 +1,28 @@
 """Commands over stored state: ``memory index|search|eval``, ``sessions list|show|export|cleanup``,
 ``config``.
 
-Each opens the one part it needs (the session store or the memory index — never a model) and prints.
+Each gets its parts from :func:`open_runtime` — :meth:`ContextMem.open`, as every adapter does, with no
+model — so a command reads the store and the memory index the agent uses (the index in PostgreSQL when
+the store is), and prints.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..engine.types import summary_from_json
 from ..errors import ConfigError, MessageStateError
 from ..formats.openai import to_openai
+from ..llm.registry import NO_MODEL
 from ..safefs import write_atomic_path
 from ..settings import Settings
 from ..store.base import SessionStore
-from ..store.open import open_store
 from . import memory_eval
 from .config import (
     config_path,
@@ -32,6 +36,7 @@ from .render import ProgressBar, hits_table, table
 
 if TYPE_CHECKING:
     from ..memory import MemoryIndex
+    from ..runtime import ContextMem
 
 __all__ = [
     "config_command",
@@ -42,30 +47,41 @@ __all__ = [
     "sessions_export",
     "sessions_list",
     "sessions_show",
-    "store_url",
 ]
-
-
-def store_url(settings: Settings) -> str:
-    """The store a command touches: ``--store``/the ``store`` setting, else SQLite in the workspace."""
-    return settings.store_url
 
 
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-def _index(settings: Settings, args: argparse.Namespace) -> MemoryIndex:
-    from ..memory import embedder_from_spec, open_memory_index
+@contextlib.asynccontextmanager
+async def open_runtime(
+    settings: Settings, *, llm: str | None = NO_MODEL, embedder: str | None = None, memory: bool = False
+) -> AsyncIterator[ContextMem]:
+    """The command line's parts, from :meth:`ContextMem.open`: no model unless ``llm`` names one
+    (``None``: the configured model), the memory index only if ``memory``. Closed on exit, index too."""
+    from ..runtime import ContextMem
 
-    embedder = embedder_from_spec(args.embedder) if args.embedder else None
-    return open_memory_index(settings, embedder)
+    runtime = await ContextMem.open(settings, llm=llm, embedder=embedder or None, memory=memory)
+    try:
+        yield runtime
+    finally:
+        try:
+            await runtime.close()
+        finally:
+            if runtime.memory is not None:
+                runtime.memory.close()
 
 
-def memory_index(settings: Settings, args: argparse.Namespace) -> int:
-    index = _index(settings, args)
-    bar = ProgressBar("embedding")
-    with index:
+def _index(runtime: ContextMem) -> MemoryIndex:
+    assert runtime.memory is not None  # opened with memory=True
+    return runtime.memory
+
+
+async def memory_index(settings: Settings, args: argparse.Namespace) -> int:
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        index = _index(runtime)
+        bar = ProgressBar("embedding")
         report = index.sync(progress=bar)
         bar.close()
         stats = index.stats()
@@ -79,17 +95,17 @@ def memory_index(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def memory_search(settings: Settings, args: argparse.Namespace) -> int:
+async def memory_search(settings: Settings, args: argparse.Namespace) -> int:
     if (args.query is None) == (args.batch is None):
         raise ConfigError(
             "memory search takes a QUERY or --batch FILE.jsonl, not both or neither. "
             'Fix: contextmem memory search "deploy window"'
         )
-    index = _index(settings, args)
-    if args.batch is not None:
-        return memory_eval.search_batch(index, args)
-    bar = ProgressBar("indexing new or changed memory", sys.stderr)  # silent when nothing changed
-    with index:
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        index = _index(runtime)
+        if args.batch is not None:
+            return memory_eval.search_batch(index, args)
+        bar = ProgressBar("indexing new or changed memory", sys.stderr)  # silent when nothing changed
         index.sync(progress=bar)
         bar.close()
         hits = index.search(args.query, args.k, mode=args.mode, sync=False)
@@ -100,21 +116,15 @@ def memory_search(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def memory_eval_command(settings: Settings, args: argparse.Namespace) -> int:
+async def memory_eval_command(settings: Settings, args: argparse.Namespace) -> int:
     """Score search on a labelled set (:mod:`.memory_eval`)."""
-    return memory_eval.run_eval(_index(settings, args), args)
-
-
-async def _with_store(settings: Settings) -> SessionStore:
-    return open_store(store_url(settings), settings)
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        return memory_eval.run_eval(_index(runtime), args)
 
 
 async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:
-    store = await _with_store(settings)
-    try:
-        infos = await store.list_sessions(settings.namespace)
-    finally:
-        await store.close()
+    async with open_runtime(settings) as runtime:
+        infos = await runtime.store.list_sessions(settings.namespace)
     if args.json:
         keys = ("session_id", "live_count", "archived_count", "created_at", "updated_at")
         print(json.dumps([{k: getattr(i, k) for k in keys} for i in infos], ensure_ascii=False))
@@ -135,13 +145,11 @@ async def _require(store: SessionStore, namespace: str, session_id: str) -> None
 
 
 async def sessions_show(settings: Settings, args: argparse.Namespace) -> int:
-    store = await _with_store(settings)
-    try:
+    async with open_runtime(settings) as runtime:
+        store = runtime.store
         await _require(store, settings.namespace, args.session)
         state = await store.open_session(settings.namespace, args.session)
         archived = await store.messages(settings.namespace, args.session, state="archived")
-    finally:
-        await store.close()
     summary = summary_from_json(state.summary)
     live = state.live[-args.last :] if args.last else state.live
     if args.json:
@@ -164,12 +172,9 @@ async def sessions_show(settings: Settings, args: argparse.Namespace) -> int:
 
 async def sessions_export(settings: Settings, args: argparse.Namespace) -> int:
     """Every message, archived ones included, in original form: an OpenAI JSONL transcript."""
-    store = await _with_store(settings)
-    try:
-        await _require(store, settings.namespace, args.session)
-        messages = await store.messages(settings.namespace, args.session, state=args.state)
-    finally:
-        await store.close()
+    async with open_runtime(settings) as runtime:
+        await _require(runtime.store, settings.namespace, args.session)
+        messages = await runtime.store.messages(settings.namespace, args.session, state=args.state)
     lines = "".join(json.dumps(to_openai(s.message), ensure_ascii=False) + "\n" for s in messages)
     if args.output:
         write_atomic_path(args.output, lines.encode("utf-8"))  # private: it holds the raw conversation
@@ -186,11 +191,8 @@ async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
     where = "in every namespace" if namespace is None else f"in namespace {namespace!r}"
     if days == 0 and not args.yes and not _confirm(f"--days 0 removes every session {where}"):
         return 1
-    store = await _with_store(settings)
-    try:
-        gone = await store.cleanup_idle(days * 86400, namespace=namespace)
-    finally:
-        await store.close()
+    async with open_runtime(settings) as runtime:
+        gone = await runtime.store.cleanup_idle(days * 86400, namespace=namespace)
     print(f"removed {len(gone)} sessions idle over {days} days {where} (their dialog archives stay)")
     if namespace is None:
         touched = sorted({ns for ns, _ in gone})

@@ -13,7 +13,6 @@ from ..budget import fit_window, turn_starts
 from ..jsonl import messages_from_jsonl
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
-from ..workspace import namespace_tree
 from . import state
 from .render import gauge, table, use_color
 
@@ -26,10 +25,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     """Replay a transcript into a fresh session (a temporary workspace unless --workspace is given)."""
-    from ..engine import ContextEngine
     from ..eval.prompt_cache import CACHE_READ_PRICE, WireRequest
     from ..eval.replay import TurnReport, load_tools, load_transcript, replay
-    from ..store.open import open_store
 
     system, transcript = load_transcript(args.transcript)
     tools = load_tools(args.tools) if args.tools else []
@@ -43,37 +40,42 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="contextmem-replay-") as tmp:
         if args.workspace is None:
             settings = settings.with_value("workspace", tmp)
-        store = open_store(state.store_url(settings), settings)
-        # The namespace's own confined tree: never another namespace's folders.
-        files = namespace_tree(settings.workspace_path, settings.namespace)
-        engine = await ContextEngine.open(args.session, store=store, settings=settings, files=files)
-        color = use_color(sys.stdout)
+        async with state.open_runtime(settings) as runtime:  # no model: what the engine alone sends
+            engine = await runtime.session(args.session)
+            color = use_color(sys.stdout)
 
-        def show(t: TurnReport) -> None:
-            if t.turn == 1:  # the replay started: say what the output reserve takes from the window
-                print(reserve_line(engine.window.context_window, engine.window.max_tokens), file=sys.stderr)
-            if args.json:
-                return
-            values = [t.system, t.summary, t.history, t.tool_defs, t.max_tokens]
-            bar = gauge([*values, max(engine.window.context_window - sum(values), 0)], 30, color)
-            print(
-                f"turn {t.turn:>4} {bar} prompt {t.prompt:>7,} (system {t.system:,} summary {t.summary:,} "
-                f"history {t.history:,} tools {t.tool_defs:,}) · sent {t.sent:,} vs full {t.full:,}"
-                + (f" · compactions {t.compactions}" if t.compactions else "")
-                + (f" · offloads {t.offloads}" if t.offloads else "")
-                + (f" · archived {t.archived}" if t.archived else "")
-                + (f" · cache {t.cache.cache_ratio:.0%}" if t.cache.calls else "")
-                + "".join(f" · break {r} {n}" for r, n in t.cache.breaks.items())
-            )
+            def show(t: TurnReport) -> None:
+                if t.turn == 1:  # the replay started: say what the output reserve takes from the window
+                    print(
+                        reserve_line(engine.window.context_window, engine.window.max_tokens), file=sys.stderr
+                    )
+                if args.json:
+                    return
+                values = [t.system, t.summary, t.history, t.tool_defs, t.max_tokens]
+                bar = gauge([*values, max(engine.window.context_window - sum(values), 0)], 30, color)
+                print(
+                    f"turn {t.turn:>4} {bar} prompt {t.prompt:>7,} "
+                    f"(system {t.system:,} summary {t.summary:,} "
+                    f"history {t.history:,} tools {t.tool_defs:,}) · sent {t.sent:,} vs full {t.full:,}"
+                    + (f" · compactions {t.compactions}" if t.compactions else "")
+                    + (f" · offloads {t.offloads}" if t.offloads else "")
+                    + (f" · archived {t.archived}" if t.archived else "")
+                    + (f" · cache {t.cache.cache_ratio:.0%}" if t.cache.calls else "")
+                    + "".join(f" · break {r} {n}" for r, n in t.cache.breaks.items())
+                )
 
-        try:
-            report = await replay(
-                engine, transcript, system_prompt=system, tools=tools, on_turn=show, on_request=write_request
-            )
-        finally:
-            await store.close()
-            if dump is not None:
-                dump.close()
+            try:
+                report = await replay(
+                    engine,
+                    transcript,
+                    system_prompt=system,
+                    tools=tools,
+                    on_turn=show,
+                    on_request=write_request,
+                )
+            finally:
+                if dump is not None:
+                    dump.close()
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
