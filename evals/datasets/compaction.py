@@ -35,7 +35,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-MADIAL = Path("/work/shared/data/madial-bench/data")
+MADIAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "madial-bench" / "data"  # ../shared
 
 
 @dataclass
