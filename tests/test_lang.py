@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,9 @@ from contextmem.agent.claims import unbacked_save_note
 from contextmem.agent.task import TaskMemory
 from contextmem.errors import ConfigError
 from contextmem.lang import en, scripts, zh
+from contextmem.memory import HashEmbedder, SqliteMemoryIndex
+from contextmem.memory.dates import day_mentions, relative_days
+from contextmem.memory.text import query_days
 from contextmem.messages import UserMessage
 from contextmem.summarize.cues import DATE, PREFERENCE
 from contextmem.summarize.prompts import detect_language
@@ -34,6 +39,7 @@ from contextmem.summarize.salience import (
     trim_clauses,
 )
 from contextmem.tokens.heuristic import HeuristicCounter
+from contextmem.workspace import Workspace
 
 # A made-up language written with spaces between words, as English is.
 XX = lang.Language(
@@ -45,6 +51,16 @@ XX = lang.Language(
     fillers=(r"^(?:ayo)\b[\s,!]*",),
     months=(("Unomo",), ("Dumo",)),
     weekdays=(("lundi",),),  # written lower-case: not taken for a name
+    day_phrases=(
+        lang.DayPhrase(r"hiera", "days", "h", r"(?<![a-z])", r"(?![a-z])", days=1),
+        lang.DayPhrase(
+            r"(?P<n>\d{1,4}|ba|ko)\s+dinu\s+pas", "days_ago", r"\dbk", r"(?<![a-z])", r"(?![a-z])"
+        ),
+        lang.DayPhrase(r"pre\s+(?P<weekday>lundi)", "last_weekday", "p", r"(?<![a-z])", r"(?![a-z])"),
+    ),
+    number_words={"ba": 2, "ko": 3},
+    written_dates=(r"(?<!\d)(?P<day>\d{1,2})\s+(?P<month>unomo|dumo)\s+(?P<year>\d{4})",),
+    date_spellings=(r"{d} {month} {y}",),
     save_claim=re.compile(r"\bmemzo\b"),
     not_saved_note="(xx: ne memzo)",
 )
@@ -120,6 +136,38 @@ def test_a_stub_language_save_claim_gets_its_note(xx: None) -> None:
     assert unbacked_save_note("Ok, memzo!", TaskMemory("keep it")) == "(xx: ne memzo)"
     lang.unregister("xx")
     assert unbacked_save_note("Ok, memzo!", TaskMemory("keep it")) is None
+
+
+WED = date(2026, 3, 18)  # a Wednesday
+
+
+def test_a_stub_language_relative_days_and_written_dates_are_read(xx: None) -> None:
+    assert relative_days("hiera", WED) == {date(2026, 3, 17)}
+    assert query_days("ko dinu pas?", WED) == {date(2026, 3, 15)}
+    assert query_days("kio 12 dinu pas", WED) == {date(2026, 3, 6)}
+    assert relative_days("pre lundi", WED) == {date(2026, 3, 16)}  # its weekday table: Monday
+    assert query_days("8 dumo 2024") == {date(2024, 2, 8)}  # a written date needs no today
+    assert query_days("8 dumo 2024 and 2024-02-09") == {date(2024, 2, 8), date(2024, 2, 9)}
+    mentions = day_mentions([date(2024, 2, 8)])
+    assert mentions is not None and mentions.search("on 8 Dumo 2024 we met")
+    assert mentions.search("on 8 dum. 2024 we met") and not mentions.search("on 18 dumo 2024")
+    assert day_mentions([date(2024, 3, 8)]) is not None  # a month its table lacks: no {month} spelling
+    lang.unregister("xx")
+    assert relative_days("hiera ko dinu pas, pre lundi", WED) == frozenset()
+    assert query_days("8 dumo 2024") == frozenset()
+    mentions = day_mentions([date(2024, 2, 8)])
+    assert mentions is not None and not mentions.search("on 8 Dumo 2024 we met")
+
+
+def test_memory_search_reads_a_stub_languages_days(xx: None, tmp_path: Path) -> None:
+    index = SqliteMemoryIndex(Workspace(tmp_path), HashEmbedder(64))
+    index.workspace.ensure()
+    for day in ("2026-03-15", "2026-03-16", "2026-03-17"):
+        (index.workspace.daily_dir / f"{day}.md").write_text(f"# {day}\nwe walked by the river\n")
+    assert index.search("ko dinu pas river", 1, today=WED)[0].path == "memory/2026-03-15.md"
+    assert index.search("hiera river", 1, today=WED)[0].path == "memory/2026-03-17.md"
+    lang.unregister("xx")
+    assert index.search("ko dinu pas river", 1, today=WED)[0].path == "memory/2026-03-17.md"  # the newest
 
 
 def test_a_language_is_registered_once(xx: None) -> None:
@@ -234,6 +282,35 @@ def test_each_save_claim_table_is_read(registered: None, code: str, reply: str) 
     assert unbacked_save_note(reply, TaskMemory("x")) == language.not_saved_note
     _replace(code, save_claim=None)
     assert unbacked_save_note(reply, TaskMemory("x")) is None
+
+
+def test_each_date_table_is_read(registered: None) -> None:
+    assert relative_days("three days ago; the day before yesterday", WED) == {
+        date(2026, 3, 15),
+        date(2026, 3, 16),
+    }
+    assert relative_days("上上周六", WED) == {date(2026, 3, 7)}
+    assert relative_days("二十一天前", WED) == {date(2026, 2, 25)}
+    assert query_days("2026年3月14日") == {date(2026, 3, 14)}
+    mentions = day_mentions([date(2023, 5, 8)])
+    assert mentions is not None and mentions.search("8 May 2023") and mentions.search("2023年5月8日")
+    _replace(
+        "en",
+        number_words={k: v for k, v in en.ENGLISH.number_words.items() if k != "three"},
+        day_phrases=en.ENGLISH.day_phrases[1:],
+        date_spellings=(),
+    )
+    assert relative_days("three days ago; the day before yesterday", WED) == {
+        date(2026, 3, 17)
+    }  # "yesterday"
+    _replace("zh", weeks_back={k: v for k, v in zh.CHINESE.weeks_back.items() if k != "上上"}, tens_word="")
+    assert relative_days("上上周六", WED) == frozenset()
+    assert relative_days("二十一天前", WED) == frozenset()
+    assert query_days("2026年3月14日") == {date(2026, 3, 14)}
+    _replace("zh", written_dates=())
+    assert query_days("2026年3月14日") == frozenset()
+    mentions = day_mentions([date(2023, 5, 8)])
+    assert mentions is not None and not mentions.search("8 May 2023") and mentions.search("2023年5月8日")
 
 
 # --- one definition of CJK ------------------------------------------------------------------------------

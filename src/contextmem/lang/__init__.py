@@ -5,17 +5,19 @@ not names, calendar names, date forms, claim patterns); :mod:`.scripts` holds th
 CJK scripts. The summariser (:mod:`contextmem.summarize.cues`, :mod:`~contextmem.summarize.salience`)
 and the save-claim check (:mod:`contextmem.agent.claims`) iterate over the registry; adding a language is
 one module whose :class:`Language` is passed to :func:`register` (the built-in ones are listed in
-:mod:`.registry`). The date reader of memory search (:mod:`contextmem.memory.dates`) takes its names from
-``en`` and ``zh``; its phrase forms ("last Saturday", 上周六) are each language's grammar, written there.
+:mod:`.registry`). So does the date reader of memory search (:mod:`contextmem.memory.dates`): each
+language's relative-day phrases ("last Saturday", 上周六), number words and written dates are its tables.
 """
 
 from __future__ import annotations
 
-from .language import CUE_KINDS, Language
+from .language import CUE_KINDS, DAY_KINDS, DayPhrase, Language
 from .registry import TablePattern, derived, languages, register, unregister
 
 __all__ = [
     "CUE_KINDS",
+    "DAY_KINDS",
+    "DayPhrase",
     "Language",
     "TablePattern",
     "derived",

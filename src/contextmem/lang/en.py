@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from .language import Language
+from .language import DayPhrase, Language
 
-__all__ = ["ENGLISH", "MONTHS", "NUMBERS", "WEEKDAYS", "WORD_MONTHS", "YESTERDAY"]
+__all__ = ["DAY_PHRASES", "ENGLISH", "MONTHS", "NUMBERS", "WEEKDAYS", "WORD_MONTHS", "YESTERDAY"]
 
 MONTHS = (
     ("January", "Jan"),
@@ -28,6 +28,70 @@ WEEKDAYS = (("Monday",), ("Tuesday",), ("Wednesday",), ("Thursday",), ("Friday",
 YESTERDAY = ("yesterday", "last night")
 NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 """Numbers written as words, one first (the date reader's "three days ago")."""
+
+# The grammar of a day relative to today (memory search's date reader). Words are delimited by "not a
+# letter" rather than \b: a CJK character is a \w, and mixed queries ("yesterday发生了什么") are common.
+_NOT_LETTER_BEFORE, _NOT_LETTER_AFTER = r"(?<![A-Za-z])", r"(?![A-Za-z])"
+_WEEKDAY = "(?P<weekday>" + "|".join(name.lower() for names in WEEKDAYS for name in names) + ")"
+# "May" only capitalised: "PostgreSQL 16 may break" is the verb.
+_WORD_MONTHS = {name.lower(): name for name in WORD_MONTHS}
+_MONTH = (
+    "(?P<month>"
+    + "|".join(
+        f"(?-i:{_WORD_MONTHS[m]})" if m in _WORD_MONTHS else m
+        for m in sorted(
+            dict.fromkeys(name.lower() for names in MONTHS for name in names), key=len, reverse=True
+        )
+    )
+    + r")\.?"
+)
+_DAY_OF_MONTH = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+DAY_PHRASES = (
+    DayPhrase(r"the\s+day\s+before\s+yesterday", "days", "t", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER, days=2),
+    DayPhrase(
+        "|".join(w.replace(" ", r"\s+") for w in YESTERDAY),
+        "days",
+        "yl",
+        _NOT_LETTER_BEFORE,
+        _NOT_LETTER_AFTER,
+        days=1,
+    ),
+    DayPhrase(
+        rf"(?P<n>\d{{1,4}}|{'|'.join(NUMBERS)})\s+days?\s+ago",
+        "days_ago",
+        r"\dotfsen",
+        r"(?<![\w.])",
+        _NOT_LETTER_AFTER,
+    ),
+    DayPhrase(
+        rf"(?:last|this\s+past|on)\s+{_WEEKDAY}", "last_weekday", "lto", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER
+    ),
+    DayPhrase(r"(?P<week>last)\s+weekend", "weekend", "l", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER),
+    # "the last week" and "the past week" are a rolling window, not the previous calendar week.
+    DayPhrase(
+        r"(?P<week>last)\s+week", "whole_week", "l", r"(?<![A-Za-z])(?<!the\s)(?<!past\s)", _NOT_LETTER_AFTER
+    ),
+    DayPhrase(
+        rf"{_MONTH}\s+{_DAY_OF_MONTH}(?:,?\s+(?P<year>\d{{4}}))?",
+        "month_day",
+        "jfmasond",
+        _NOT_LETTER_BEFORE,
+        r"(?![\d:.]*\d)(?![A-Za-z])",
+    ),
+    DayPhrase(
+        rf"{_DAY_OF_MONTH}\s+(?:of\s+)?{_MONTH}(?:,?\s+(?P<year>\d{{4}}))?",
+        "month_day",
+        r"\d",
+        r"(?<![\w.:])",
+        r"(?!\d)(?![A-Za-z])",
+    ),
+)
+"""The days memory search reads relative to today: "yesterday", "last night" (today - 1); "the day
+before yesterday" (- 2); "3 days ago", "three days ago"; "last Saturday", "this past Saturday", "on
+Saturday" (the most recent one); "last week", "last weekend" (the previous ISO week); "March 14", "14th of
+March" (a year may follow). Left alone: "today", "next Friday", "this Friday", "every Monday", "Mondays",
+a bare weekday, "the last week" (a rolling window), "a week ago", "last month", "may" (the month only as
+"May"), "march on", "second", "sat"."""
 
 
 CUES = {
@@ -136,6 +200,10 @@ ENGLISH = Language(
     laughter=r"(?<!\s)\s*\b(?:haha+|hahaha|lol|lmao)\b[!.]*",
     months=MONTHS,
     weekdays=WEEKDAYS,
+    day_phrases=DAY_PHRASES,
+    number_words={word: value for value, word in enumerate(NUMBERS, start=1)},
+    weeks_back={"last": 1},
+    date_spellings=(r"{d}(?:st|nd|rd|th)? {month},? {y}", r"{month} {d}(?:st|nd|rd|th)?,? {y}"),
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
     sentence_end=r"(?<=[.!?;…])\s+(?=\S)",
     clause_end=r"[,;]\s+",  # before a space: "1,200" is a number

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CUE_KINDS", "Language"]
+__all__ = ["CUE_KINDS", "DAY_KINDS", "DayPhrase", "Language"]
 
 CUE_KINDS = (
     "constraint",
@@ -26,6 +26,30 @@ CUE_KINDS = (
     "advice",
 )
 """The kinds of cue the summariser reads (:mod:`contextmem.summarize.salience` says what each means)."""
+
+DAY_KINDS = ("days", "days_ago", "last_weekday", "weekday_of_week", "whole_week", "weekend", "month_day")
+"""How a :class:`DayPhrase` resolves against today (:mod:`contextmem.memory.dates` says what each means).
+The named groups each kind reads: ``days_ago`` ``n``; ``last_weekday`` ``weekday``; ``weekday_of_week``
+``week`` and ``weekday``; ``whole_week`` and ``weekend`` ``week``; ``month_day`` ``month``, ``day`` and
+an optional ``year``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DayPhrase:
+    """One kind of phrase naming a day relative to today ("last Saturday", 上周六): its regex (matched
+    case-insensitively; named groups are its values, :data:`DAY_KINDS`) and its context."""
+
+    pattern: str
+    kind: str
+    """One of :data:`DAY_KINDS`."""
+    first: str
+    """The characters the phrase can start with (a regex class body, any case)."""
+    before: str = ""
+    """Lookbehinds of the context before the phrase (not part of it)."""
+    after: str = ""
+    """Lookaheads of the context after the phrase."""
+    days: int = 0
+    """For ``days``: how many days before today the phrase names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +77,23 @@ class Language:
     alone as a partial one."""
     weekdays: tuple[tuple[str, ...], ...] = ()
     """Per weekday, Monday first: its names as written (with ``whole_words``, a partial date)."""
+    day_phrases: tuple[DayPhrase, ...] = ()
+    """The phrases naming a day relative to today that memory search reads, tried in this order where
+    two can start at the same place (the longer first)."""
+    number_words: Mapping[str, int] = field(default_factory=dict)
+    """Lower-cased numbers written as words in a day phrase ("three" days ago, 三天前), and their values."""
+    tens_word: str = ""
+    """The word for ten that makes a number with digit words around it (二十一 is 2 x 10 + 1)."""
+    tens_digits: Mapping[str, int] = field(default_factory=dict)
+    """The digit words that make a number with ``tens_word`` (without it, ``number_words`` alone)."""
+    weeks_back: Mapping[str, int] = field(default_factory=dict)
+    """Lower-cased words of a day phrase that choose a week, and how many weeks before today's it is."""
+    written_dates: tuple[str, ...] = ()
+    """Regexes of a date written with its year, named groups ``year``, ``month`` (digits, a number word
+    or a month name) and ``day``: memory search reads it without a reference day."""
+    date_spellings: tuple[str, ...] = ()
+    """Regexes of how a text writes one day, with ``{y}``, ``{m}``, ``{d}`` for its numbers and
+    ``{month}`` for its month's name (its first name, or that name's first three letters and a dot)."""
     dates: tuple[str, ...] = ()
     """Regexes of a full date (day, month and year) in any other form this language writes one."""
     partial_dates: tuple[str, ...] = ()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from .language import Language
+from .language import DayPhrase, Language
 from .scripts import HAN
 
-__all__ = ["CHINESE", "DIGITS", "NUMERALS", "WEEKDAYS", "YESTERDAY"]
+__all__ = ["CHINESE", "DAY_PHRASES", "DIGITS", "NUMERALS", "WEEKDAYS", "YESTERDAY"]
 
 WEEKDAYS = (("一",), ("二",), ("三",), ("四",), ("五",), ("六",), ("日", "天"))
 """Per weekday, Monday first: the character after 周/星期/礼拜 (周日 and 周天 are both Sunday)."""
@@ -22,6 +22,60 @@ NUMERALS = "一二两三四五六七八九十"
 YESTERDAY = ("昨天", "昨日", "昨晚", "昨夜")
 
 _WEEKDAY = "".join(name for names in WEEKDAYS for name in names)
+
+# The grammar of a day relative to today (memory search's date reader).
+_NUMBER = f"[{NUMERALS}]{{1,3}}"
+_WEEK = "(?:周|星期|礼拜)"
+_WEEKDAY_GROUP = f"(?P<weekday>[{_WEEKDAY}])"
+_NUMERAL_BEFORE = rf"(?<![{NUMERALS}几\d:.])"  # "一周三次" is "three times a week"
+DAY_PHRASES = (
+    DayPhrase("大前天", "days", "大", days=3),
+    DayPhrase("|".join(YESTERDAY), "days", "昨", days=1),
+    # 之前天气 ("the weather before"), 提前天数: 前 belongs to the word before it, 天 to the one after.
+    DayPhrase(
+        "前天",
+        "days",
+        "前",
+        "(?<![之以提目眼面空从事生当跟门年月日周往向超史])",
+        "(?![气空然下才使堂真地生文性赋])",
+        days=2,
+    ),
+    DayPhrase(
+        rf"(?P<n>\d{{1,4}}|{_NUMBER})[天日][以之]?前",
+        "days_ago",
+        rf"\d{NUMERALS}",
+        rf"(?<!月){_NUMERAL_BEFORE}",  # 三月十四日前: "before 14 March", not 14 days ago
+        "(?![往进来去面后端台途景排列])",
+    ),
+    DayPhrase(
+        rf"(?P<week>上上|上|这|本)(?:个)?{_WEEK}{_WEEKDAY_GROUP}",
+        "weekday_of_week",
+        "上这本",
+        after="(?![到至])",
+    ),
+    DayPhrase("(?P<week>上上|上)(?:个)?周末", "weekend", "上"),
+    DayPhrase(rf"(?P<week>上上|上)(?:个)?{_WEEK}", "whole_week", "上", after="(?![期围边长游转报刊堂])"),
+    DayPhrase(
+        rf"{_WEEK}{_WEEKDAY_GROUP}",
+        "last_weekday",
+        "周星礼",
+        rf"(?<![上下每这本个到至]){_NUMERAL_BEFORE}",
+        "(?![到至~\\-—])",
+    ),
+    DayPhrase(
+        rf"(?:(?P<year>\d{{4}})\s*年\s*)?(?P<month>\d{{1,2}}|{_NUMBER})\s*月\s*(?P<day>\d{{1,2}}|{_NUMBER})\s*[日号]",
+        "month_day",
+        rf"\d{NUMERALS}",
+        r"(?<![\d年])",  # 二〇二六年三月十四日: a year this does not read is not guessed
+    ),
+)
+"""The days memory search reads relative to today: 昨天/昨日/昨晚 (today - 1), 前天 (- 2), 大前天 (- 3),
+三天前 (三天以前, 3日之前 too), bare 周六/星期六/礼拜六 (the most recent one), 上周六/上星期六/上个周六 (the
+previous ISO week's; 上上周六 the week before's, 这周六/本周六 this week's if before today), 上周/上上周
+and 上周末 (those weeks), 3月14日 / 三月十四号 (a year may precede). Left alone: 今天, 下周一, 每周一,
+周一到周五, 一周三次, 上个月, 几天前, 两三天前, 日前, 周到, 周期, 之前天气, 提前三天前往,
+三月十四日前. Read as a date although it may not be one: 上周到北京 ("went to Beijing last week", rather
+than 送上周到的服务)."""
 
 CUES = {
     "constraint": r"不要|必须|需要|只能|禁止|不能|务必|应该|别|不得|至少|最多|确保|一定要|不允许",
@@ -57,6 +111,13 @@ CHINESE = Language(
     fillers=FILLERS,
     laughter=r"(?<![\s,，])[\s,，]*哈哈+[！!。]*",
     weekdays=WEEKDAYS,
+    day_phrases=DAY_PHRASES,
+    number_words=DIGITS,
+    tens_word="十",
+    tens_digits={name: value for name, value in DIGITS.items() if name != "两"},  # 两 counts, alone
+    weeks_back={"上上": 2, "上": 1, "这": 0, "本": 0},
+    written_dates=(r"(?<!\d)(?P<year>\d{4})\s*年\s*(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*[日号]",),
+    date_spellings=(r"{y}年0?{m}月0?{d}[日号]",),
     dates=(r"\d{4}年\d{1,2}月\d{1,2}日",),
     partial_dates=(
         r"\d{1,2}月\d{1,2}[日号]",

@@ -1,91 +1,82 @@
-"""Pure: the calendar days a memory query names *relative to today* ("yesterday", "last Saturday", "上周六").
+"""Pure: the calendar days a memory query names *relative to today* ("yesterday", "last Saturday").
 
 A query that names a day asks about that day's daily file (:func:`.text.query_days`, :mod:`.ranking`).
-ISO dates carry their own year; the forms here need the search's reference date ``today`` (the index's
+ISO dates carry their own year; the phrases here need the search's reference date ``today`` (the index's
 clock, :class:`.indexing.BaseMemoryIndex`; injectable for tests and evaluation). :func:`relative_days`
 is a pure function of ``(query, today)``: no clock, no I/O.
 
-What resolves, and the conventions (weeks are ISO weeks, Monday to Sunday, in both languages):
-
-=============================================  =========================================================
-``yesterday``, ``last night``, 昨天/昨日/昨晚   today - 1
-``the day before yesterday``, 前天              today - 2
-大前天                                          today - 3
-``3 days ago``, ``three days ago``, 三天前      today - 3 (1..9999 days; 三天以前 / 3日之前 too)
-``last Saturday``, ``this past Saturday``,      the most recent Saturday strictly before today (1..7
-``on Saturday``, bare 周六/星期六/礼拜六         days ago: on a Sunday, "last Saturday" is yesterday)
-上周六 / 上星期六 / 上礼拜六 / 上个周六          the Saturday of the previous ISO week (1..13 days ago);
-                                                上上周六 the week before; 这周六/本周六 this week's,
-                                                only if it is before today
-``last week``, 上周 / 上星期 / 上个礼拜 / 上上周  the seven days of the previous ISO week (a range)
-``last weekend``, 上周末                        Saturday and Sunday of the previous ISO week
-``March 14``, ``14th of March``, 3月14日,        the most recent March 14 on or before today; with a
-三月十四号                                      year (``March 14, 2026``, 2026年3月14日) that day
-=============================================  =========================================================
+The phrases are the registered languages' (:attr:`contextmem.lang.Language.day_phrases`: each language
+module lists what it reads, and what it leaves alone); this module only resolves them, by kind
+(:func:`_resolve`; weeks are ISO weeks, Monday to Sunday, in every language): ``days`` (yesterday: today
+- 1), ``days_ago`` ("3 days ago", 1..9999 days), ``last_weekday`` ("last Saturday": the most recent
+Saturday strictly before today, so on a Sunday it is yesterday), ``weekday_of_week`` (the Saturday of
+the previous ISO week, or of the week before, or of this week if it is before today), ``whole_week`` and
+``weekend`` (the seven days, or Saturday and Sunday, of such a week), ``month_day`` ("March 14": the most
+recent March 14 on or before today; with a year, that day).
 
 Invariants: every day resolved against ``today`` is on or before it (a date written with its year is
-taken as written); text without these phrases resolves to nothing — in particular "today"/今天 (today's
-file is already undecayed, and "today" in a query usually means "now", not a topic), future forms (``next
-Friday``, 下周一, ``this Friday``), habits (``every Monday``, ``Mondays``, 每周一, 周一到周五, 一周三次),
-bare English weekdays without ``on``/``last``, vague spans (``the last week`` = a rolling window, ``a week
-ago``, ``last month``, 上个月, 几天前, 两三天前, 日前) and ordinary words that share letters or characters
-with date words (``may`` — the month only as ``May`` —, ``march on``, ``second``, ``sat``, 周到, 周期,
-之前天气, 提前三天前往). A phrase is read once: ``the day before yesterday`` is today - 2, not also
-today - 1. Read as a date although it may not be one: 上周到北京 ("went to Beijing last week", rather
-than 送上周到的服务), and ``on Sunday`` / 周日 in a question about a Sunday remembered from long ago (the
-cost is measured in ``docs/results.md``).
+taken as written); text without these phrases resolves to nothing — in particular "today" (today's file
+is already undecayed, and "today" in a query usually means "now", not a topic), future forms, habits
+("every Monday"), vague spans ("the last week", "a week ago", "last month") and ordinary words that share
+letters with date words ("may", "march on", "sat"). A phrase is read once: "the day before yesterday" is
+today - 2, not also today - 1. Read as a date although it may not be one: "on Sunday" in a question
+about a Sunday remembered from long ago (the cost is measured in ``docs/results.md``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from ..lang import en, zh
+from ..lang import Language, derived
+from ..lang.language import DayPhrase
 
-__all__ = ["day_mentions", "relative_days"]
+__all__ = ["day_mentions", "relative_days", "written_days"]
 
 MAX_DAYS_AGO = 9999  # "N days ago" beyond this (or before year 1) resolves to nothing
 
-# The names are the language tables' (:mod:`contextmem.lang`); the phrase forms below are each language's
-# grammar of a relative day.
-_EN_WEEKDAYS = tuple(names[0].lower() for names in en.WEEKDAYS)
-_ZH_WEEKDAYS = {name: weekday for weekday, names in enumerate(zh.WEEKDAYS) for name in names}
-_EN_NUMBERS = en.NUMBERS
-_ZH_DIGITS = zh.DIGITS
-_MONTHS = {name.lower(): number for number, names in enumerate(en.MONTHS, start=1) for name in names}
-
-# English words are delimited by "not a letter" rather than \b: a CJK character is a \w, and mixed
-# queries ("yesterday发生了什么") are common.
-_NOT_LETTER_BEFORE, _NOT_LETTER_AFTER = r"(?<![A-Za-z])", r"(?![A-Za-z])"
-_EN_WEEKDAY = "(" + "|".join(_EN_WEEKDAYS) + ")"
-# "May" only capitalised: "PostgreSQL 16 may break" is the verb.
-_WORD_MONTHS = {name.lower(): name for name in en.WORD_MONTHS}
-_EN_MONTH = (
-    "("
-    + "|".join(
-        f"(?-i:{_WORD_MONTHS[m]})" if m in _WORD_MONTHS else m for m in sorted(_MONTHS, key=len, reverse=True)
-    )
-    + r")\.?"
-)
-_EN_DAY_OF_MONTH = r"(\d{1,2})(?:st|nd|rd|th)?"
-_ZH_NUMBER = f"[{zh.NUMERALS}]{{1,3}}"
-_ZH_WEEK = "(?:周|星期|礼拜)"
-_ZH_WEEKDAY = "([" + "".join(_ZH_WEEKDAYS) + "])"
-_ZH_NUMERAL_BEFORE = rf"(?<![{zh.NUMERALS}几\d:.])"  # "一周三次" is "three times a week"
-
 
 @dataclass(frozen=True, slots=True)
-class _Form:
-    """One kind of phrase: its text (groups are its values) and how it resolves against ``today``."""
+class _Reader:
+    """What one language's phrases read their values with (its tables, as lookups)."""
 
-    first: str  # the characters it can start with (a regex class body, any case): see _PHRASE_RE
-    pattern: str
-    resolve: Callable[[tuple[str, ...], date], Iterator[date]]
-    before: str = ""  # lookarounds of the context, outside the phrase itself
-    after: str = ""
+    numbers: Mapping[str, int]
+    tens_word: str
+    tens_digits: Mapping[str, int]
+    weekdays: Mapping[str, int]
+    months: Mapping[str, int]
+    weeks_back: Mapping[str, int]
+
+    @classmethod
+    def of(cls, language: Language) -> _Reader:
+        return cls(
+            numbers=language.number_words,
+            tens_word=language.tens_word,
+            tens_digits=language.tens_digits,
+            weekdays={n.lower(): day for day, names in enumerate(language.weekdays) for n in names},
+            months={n.lower(): month for month, names in enumerate(language.months, start=1) for n in names},
+            weeks_back=language.weeks_back,
+        )
+
+    def number(self, text: str) -> int | None:
+        """``"12"``, ``"three"``, ``"三"``, ``"十二"``, ``"二十一"`` -> the number; anything else (``"两三"``:
+        "two or three") -> ``None``."""
+        if text.isdigit():
+            return int(text)
+        value = self.numbers.get(text.lower())
+        if value is not None or not self.tens_word:
+            return value
+        tens, ten, units = text.partition(self.tens_word)
+        if not ten:
+            return None
+        high = self.tens_digits.get(tens) if tens else 1
+        low = self.tens_digits.get(units) if units else 0
+        return None if high is None or low is None else 10 * high + low
+
+    def month(self, text: str) -> int | None:
+        return self.months.get(text.lower()) or self.number(text)
 
 
 def _days_ago(n: int, today: date) -> Iterator[date]:
@@ -96,63 +87,12 @@ def _days_ago(n: int, today: date) -> Iterator[date]:
             return
 
 
-def _fixed(n: int) -> Callable[[tuple[str, ...], date], Iterator[date]]:
-    return lambda _groups, today: _days_ago(n, today)
-
-
-def _number(text: str) -> int | None:
-    """``"12"``, ``"three"``, ``"三"``, ``"十二"``, ``"二十一"`` -> the number; anything else (``"两三"``:
-    "two or three") -> ``None``."""
-    if text.isdigit():
-        return int(text)
-    if text.lower() in _EN_NUMBERS:
-        return _EN_NUMBERS.index(text.lower()) + 1
-    tens, ten, units = text.partition("十")
-    if not ten:
-        return _ZH_DIGITS.get(text) if len(text) == 1 else None
-    high = _ZH_DIGITS.get(tens, 0) if tens else 1
-    low = _ZH_DIGITS.get(units, 0) if units else 0
-    if (tens and not high) or (units and not low) or tens == "两" or units == "两":
-        return None
-    return 10 * high + low
-
-
-def _n_days_ago(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    n = _number(groups[0])
-    return _days_ago(n, today) if n is not None else iter(())
-
-
-def _weekday(text: str) -> int:
-    return _ZH_WEEKDAYS[text] if text in _ZH_WEEKDAYS else _EN_WEEKDAYS.index(text.lower())
-
-
-def _last_weekday(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    """The most recent such weekday strictly before ``today`` (1..7 days ago)."""
-    return _days_ago((today.weekday() - _weekday(groups[-1]) - 1) % 7 + 1, today)
-
-
-_WEEKS_BACK = {"上上": 2, "上": 1, "这": 0, "本": 0, "last": 1}
-
-
 def _week_of(weeks_back: int, today: date, weekdays: range) -> Iterator[date]:
     """``weekdays`` (0 = Monday) of the ISO week ``weeks_back`` weeks before today's, those before today."""
     for weekday in weekdays:
         back = today.weekday() - weekday + 7 * weeks_back
         if back > 0:
             yield from _days_ago(back, today)
-
-
-def _weekday_of_week(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    weekday = _weekday(groups[1])
-    return _week_of(_WEEKS_BACK[groups[0]], today, range(weekday, weekday + 1))
-
-
-def _whole_week(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    return _week_of(_WEEKS_BACK[groups[0].lower()], today, range(7))
-
-
-def _weekend(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    return _week_of(_WEEKS_BACK[groups[0].lower()], today, range(5, 7))
 
 
 def _month_day(month: int | None, day: int | None, year: str | None, today: date) -> Iterator[date]:
@@ -171,109 +111,111 @@ def _month_day(month: int | None, day: int | None, year: str | None, today: date
             return
 
 
-def _en_month_first(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    month, day, year = groups
-    return _month_day(_MONTHS[month.lower()], int(day), year or None, today)
+def _resolve(phrase: DayPhrase, reader: _Reader, values: dict[str, str], today: date) -> Iterator[date]:
+    """The days a phrase of kind ``phrase.kind`` names (:data:`contextmem.lang.language.DAY_KINDS`):
+
+    ``days``: ``phrase.days`` before today. ``days_ago``: ``n`` days before today. ``last_weekday``: the
+    most recent such weekday strictly before today (1..7 days ago). ``weekday_of_week``: that weekday of
+    the ISO week ``week`` weeks before today's, if before today. ``whole_week`` / ``weekend``: the seven
+    days / Saturday and Sunday of that week, those before today. ``month_day``: that day of ``year``, or
+    the most recent one on or before today."""
+    kind = phrase.kind
+    if kind == "days":
+        return _days_ago(phrase.days, today)
+    if kind == "days_ago":
+        n = reader.number(values["n"])
+        return _days_ago(n, today) if n is not None else iter(())
+    if kind == "month_day":
+        day = reader.number(values["day"])
+        return _month_day(reader.month(values["month"]), day, values.get("year") or None, today)
+    weekday = reader.weekdays.get(values.get("weekday", "").lower(), -1)
+    if kind == "last_weekday":
+        return _days_ago((today.weekday() - weekday - 1) % 7 + 1, today) if weekday >= 0 else iter(())
+    weeks_back = reader.weeks_back.get(values["week"].lower(), -1)
+    if weeks_back < 0 or (kind == "weekday_of_week" and weekday < 0):  # a word its tables do not hold
+        return iter(())
+    if kind == "weekday_of_week":
+        return _week_of(weeks_back, today, range(weekday, weekday + 1))
+    return _week_of(weeks_back, today, range(5, 7) if kind == "weekend" else range(7))
 
 
-def _en_day_first(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    day, month, year = groups
-    return _month_day(_MONTHS[month.lower()], int(day), year or None, today)
+@dataclass(frozen=True, slots=True)
+class _Grammar:
+    """The registered languages' day phrases, each with its language's reader, and one scanner."""
+
+    phrases: tuple[tuple[DayPhrase, re.Pattern[str], _Reader], ...]
+    scanner: re.Pattern[str] | None
+    written: tuple[tuple[re.Pattern[str], _Reader], ...]
+    spellings: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 
 
-def _zh_month_day(groups: tuple[str, ...], today: date) -> Iterator[date]:
-    year, month, day = groups
-    return _month_day(_number(month), _number(day), year or None, today)
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 
-_EN, _ZH = _NOT_LETTER_BEFORE, ""
-# Order matters where two forms can start at the same place: the longer phrase first.
-_FORMS: tuple[_Form, ...] = (
-    _Form(r"t", r"the\s+day\s+before\s+yesterday", _fixed(2), _EN, _NOT_LETTER_AFTER),
-    _Form(r"yl", "|".join(w.replace(" ", r"\s+") for w in en.YESTERDAY), _fixed(1), _EN, _NOT_LETTER_AFTER),
-    _Form(
-        r"\dotfsen",
-        rf"(\d{{1,4}}|{'|'.join(_EN_NUMBERS)})\s+days?\s+ago",
-        _n_days_ago,
-        r"(?<![\w.])",
-        _NOT_LETTER_AFTER,
-    ),
-    _Form(r"lto", rf"(?:last|this\s+past|on)\s+{_EN_WEEKDAY}", _last_weekday, _EN, _NOT_LETTER_AFTER),
-    _Form(r"l", r"(last)\s+weekend", _weekend, _EN, _NOT_LETTER_AFTER),
-    _Form(r"l", r"(last)\s+week", _whole_week, r"(?<![A-Za-z])(?<!the\s)(?<!past\s)", _NOT_LETTER_AFTER),
-    _Form(
-        r"jfmasond",
-        rf"{_EN_MONTH}\s+{_EN_DAY_OF_MONTH}(?:,?\s+(\d{{4}}))?",
-        _en_month_first,
-        _EN,
-        r"(?![\d:.]*\d)(?![A-Za-z])",
-    ),
-    _Form(
-        r"\d",
-        rf"{_EN_DAY_OF_MONTH}\s+(?:of\s+)?{_EN_MONTH}(?:,?\s+(\d{{4}}))?",
-        _en_day_first,
-        r"(?<![\w.:])",
-        r"(?!\d)(?![A-Za-z])",
-    ),
-    _Form(r"大", "大前天", _fixed(3), _ZH),
-    _Form(r"昨", "|".join(zh.YESTERDAY), _fixed(1), _ZH),
-    # 之前天气 ("the weather before"), 提前天数: 前 belongs to the word before it, 天 to the one after.
-    _Form(
-        "前",
-        "前天",
-        _fixed(2),
-        "(?<![之以提目眼面空从事生当跟门年月日周往向超史])",
-        "(?![气空然下才使堂真地生文性赋])",
-    ),
-    _Form(
-        r"\d一二两三四五六七八九十",
-        rf"(\d{{1,4}}|{_ZH_NUMBER})[天日][以之]?前",
-        _n_days_ago,
-        rf"(?<!月){_ZH_NUMERAL_BEFORE}",  # 三月十四日前: "before 14 March", not 14 days ago
-        "(?![往进来去面后端台途景排列])",
-    ),
-    _Form(r"上这本", rf"(上上|上|这|本)(?:个)?{_ZH_WEEK}{_ZH_WEEKDAY}", _weekday_of_week, _ZH, "(?![到至])"),
-    _Form(r"上", "(上上|上)(?:个)?周末", _weekend, _ZH),
-    _Form(r"上", rf"(上上|上)(?:个)?{_ZH_WEEK}", _whole_week, _ZH, "(?![期围边长游转报刊堂])"),
-    _Form(
-        r"周星礼",
-        rf"{_ZH_WEEK}{_ZH_WEEKDAY}",
-        _last_weekday,
-        rf"(?<![上下每这本个到至]){_ZH_NUMERAL_BEFORE}",
-        "(?![到至~\\-—])",
-    ),
-    _Form(
-        r"\d一二两三四五六七八九十",
-        rf"(?:(\d{{4}})\s*年\s*)?(\d{{1,2}}|{_ZH_NUMBER})\s*月\s*(\d{{1,2}}|{_ZH_NUMBER})\s*[日号]",
-        _zh_month_day,
-        r"(?<![\d年])",  # 二〇二六年三月十四日: a year this does not read is not guessed
-    ),
-)
-_FORM_RES = tuple(re.compile(form.pattern, re.IGNORECASE) for form in _FORMS)
-# One pass over the query; the leading class skips, in one test, every position no phrase can start at
-# (3x faster on a 2,000-character query: ~1 ms instead of ~3).
-_PHRASE_RE = re.compile(
-    f"(?=[{''.join(form.first for form in _FORMS)}])(?:"
-    + "|".join(f"(?P<f{i}>{form.before}(?:{form.pattern}){form.after})" for i, form in enumerate(_FORMS))
-    + ")",
-    re.IGNORECASE,
-)
+def _grammar(languages: tuple[Language, ...]) -> _Grammar:
+    phrases = tuple(
+        (phrase, re.compile(phrase.pattern, re.IGNORECASE), _Reader.of(language))
+        for language in languages
+        for phrase in language.day_phrases
+    )
+    # One pass over the query; the leading class skips, in one test, every position no phrase can start
+    # at (3x faster on a 2,000-character query: ~1 ms instead of ~3). Inside it a phrase's groups are
+    # unnamed (two phrases may name theirs alike); each phrase found is read again with its own pattern.
+    scanner = None
+    if phrases:
+        scanner = re.compile(
+            f"(?=[{''.join(phrase.first for phrase, _, _ in phrases)}])(?:"
+            + "|".join(
+                f"(?P<f{i}>{phrase.before}(?:{_NAMED_GROUP.sub('(', phrase.pattern)}){phrase.after})"
+                for i, (phrase, _, _) in enumerate(phrases)
+            )
+            + ")",
+            re.IGNORECASE,
+        )
+    written = tuple(
+        (re.compile(pattern), _Reader.of(language))
+        for language in languages
+        for pattern in language.written_dates
+    )
+    spellings = tuple(
+        (spelling, language.months) for language in languages for spelling in language.date_spellings
+    )
+    return _Grammar(phrases, scanner, written, spellings)
+
+
+_GRAMMAR: Callable[[], _Grammar] = derived(_grammar)
 
 
 def relative_days(query: str, today: date) -> frozenset[date]:
     """The days ``query`` names relative to ``today`` (the table in the module docstring), read left to
     right, each phrase once. Linear in ``len(query)``; callers bound the query (:func:`.text.bound_query`)
     and the number of days they use (:data:`.text.MAX_QUERY_DAYS`)."""
+    grammar = _GRAMMAR()
     days: set[date] = set()
-    for match in _PHRASE_RE.finditer(query):
-        index = int((match.lastgroup or "f0")[1:])
-        phrase = _FORM_RES[index].fullmatch(match.group())
-        if phrase is not None:
-            days.update(_FORMS[index].resolve(phrase.groups(default=""), today))
+    if grammar.scanner is None:
+        return frozenset()
+    for match in grammar.scanner.finditer(query):
+        phrase, pattern, reader = grammar.phrases[int((match.lastgroup or "f0")[1:])]
+        found = pattern.fullmatch(match.group())
+        if found is not None:
+            days.update(_resolve(phrase, reader, found.groupdict(default=""), today))
     return frozenset(days)
 
 
-_MONTH_NAMES = tuple(names[0].lower() for names in en.MONTHS)
+def written_days(query: str) -> set[date]:
+    """The days ``query`` writes with their year in a registered language's form (2026年1月5日);
+    impossible dates are ignored."""
+    days: set[date] = set()
+    for pattern, reader in _GRAMMAR().written:
+        for found in pattern.finditer(query):
+            month, day = reader.month(found["month"]), reader.number(found["day"])
+            if month is None or day is None:
+                continue
+            try:
+                days.add(date(int(found["year"]), month, day))
+            except ValueError:
+                continue
+    return days
 
 
 def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
@@ -282,17 +224,21 @@ def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
     comma, abbreviated months). ``None`` for no days. Digits are delimited: ``18 May 2023`` is not
     ``8 May 2023``."""
     spellings: list[str] = []
+    forms = _GRAMMAR().spellings
     for day in sorted(set(days)):
-        full = _MONTH_NAMES[day.month - 1]
-        month = f"(?:{full}|{full[:3]}\\.?)" if len(full) > 3 else full
         y, m, d = day.year, day.month, day.day
-        spellings += [
-            rf"{y}-0?{m}-0?{d}",
-            rf"{y}/0?{m}/0?{d}",
-            rf"{y}年0?{m}月0?{d}[日号]",
-            rf"{d}(?:st|nd|rd|th)? {month},? {y}",
-            rf"{month} {d}(?:st|nd|rd|th)?,? {y}",
-        ]
+        spellings += [rf"{y}-0?{m}-0?{d}", rf"{y}/0?{m}/0?{d}"]
+        for spelling, months in forms:
+            if "{month}" in spelling and len(months) < m:
+                continue
+            full = months[m - 1][0].lower() if len(months) >= m else ""
+            month = f"(?:{re.escape(full)}|{re.escape(full[:3])}\\.?)" if len(full) > 3 else re.escape(full)
+            spellings.append(
+                spelling.replace("{y}", str(y))
+                .replace("{m}", str(m))
+                .replace("{d}", str(d))
+                .replace("{month}", month)
+            )
     if not spellings:
         return None
     return re.compile(r"(?i)(?<!\d)(?:" + "|".join(spellings) + r")(?!\d)")

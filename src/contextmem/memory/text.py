@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..errors import MissingExtraError
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
-from .dates import relative_days
+from .dates import relative_days, written_days
 
 __all__ = [
     "KEYWORD_SCHEME",
@@ -61,10 +61,7 @@ MAX_QUERY_DAYS = 8  # days named by one query whose daily files are fetched as c
 
 _TOKEN_RE = re.compile(rf"[{CJK_LETTERS}]+|[^\W{CJK_LETTERS}_]+(?:['’][^\W{CJK_LETTERS}_]+)*")
 _HEADING_RE = re.compile(r"#{1,6}\s")
-_DAY_RES = (
-    re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)"),
-    re.compile(r"(?<!\d)(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"),
-)
+_ISO_DAY_RE = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,17 +158,18 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
 
 
 def query_days(query: str, today: date | None = None) -> frozenset[date]:
-    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, ``2026年1月5日``; with ``today``,
-    also the days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 —
-    :func:`.dates.relative_days`), the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored.
-    Their daily files rank first (:mod:`.ranking`)."""
+    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, and the forms the languages
+    write a date in, ``2026年1月5日``: :func:`.dates.written_days`; with ``today``, also the days it names
+    relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 — :func:`.dates.relative_days`),
+    the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first
+    (:mod:`.ranking`)."""
     days: set[date] = set(relative_days(query, today)) if today is not None else set()
-    for pattern in _DAY_RES:
-        for year, month, day in pattern.findall(query):
-            try:
-                days.add(date(int(year), int(month), int(day)))
-            except ValueError:
-                continue
+    days |= written_days(query)
+    for year, month, day in _ISO_DAY_RE.findall(query):
+        try:
+            days.add(date(int(year), int(month), int(day)))
+        except ValueError:
+            continue
     return frozenset(sorted(days)[:MAX_QUERY_DAYS])
 
 
