@@ -11,12 +11,13 @@ one module whose :class:`Language` is passed to :func:`register` (the built-in o
 
 from __future__ import annotations
 
-from .language import CUE_KINDS, Language
+from .language import CUE_KINDS, Language, SummaryText
 from .registry import TablePattern, derived, languages, register, unregister
 
 __all__ = [
     "CUE_KINDS",
     "Language",
+    "SummaryText",
     "TablePattern",
     "derived",
     "languages",
