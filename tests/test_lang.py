@@ -23,9 +23,13 @@ from contextmem.lang import en, scripts, zh
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import query_days
-from contextmem.messages import UserMessage
+from contextmem.messages import AssistantMessage, UserMessage
+from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.cues import DATE, PREFERENCE
-from contextmem.summarize.prompts import detect_language
+from contextmem.summarize.extractive import extractive_summary
+from contextmem.summarize.ledger import extract_identifiers
+from contextmem.summarize.prompts import complete_sections, detect_language, summary_prompt
+from contextmem.summarize.revise import revise
 from contextmem.summarize.salience import (
     compress,
     content_tokens,
@@ -38,6 +42,8 @@ from contextmem.summarize.salience import (
     speaker_prefix,
     trim_clauses,
 )
+from contextmem.testing import ScriptedLLM
+from contextmem.tokens import MessageCounter
 from contextmem.tokens.heuristic import HeuristicCounter
 from contextmem.workspace import Workspace
 
@@ -63,6 +69,43 @@ XX = lang.Language(
     date_spellings=(r"{d} {month} {y}",),
     save_claim=re.compile(r"\bmemzo\b"),
     not_saved_note="(xx: ne memzo)",
+    letters="\u0370-\u03ff",  # written here in Greek letters, so its text is told from English
+    letter_share=0.5,
+    summary=lang.SummaryText(
+        sections={
+            "goal": "Celo",
+            "constraints": "Limoj",
+            "progress": "Progreso",
+            "decisions": "Decidoj",
+            "next": "Sekve",
+            "context": "Kunteksto",
+        },
+        hints=dict.fromkeys(("goal", "constraints", "progress", "decisions", "next", "context"), "io"),
+        hint=" <{}>",
+        none="(nenio)",
+        none_items=frozenset({"(nenio)", "nenio"}),
+        none_replies=frozenset(),
+        label_sep=" = ",
+        joiner=" ",
+        earlier="Antaue: ",
+        system="Resumu en xx, sub {budget} signoj.",
+        prompt_labels={
+            "new": "Nova:",
+            "ledger": "Identigiloj:",
+            "draft": "Skizo:",
+            "empty": "(malplena)",
+            "extra": "Plie:",
+            "fill": "Plenigu:",
+        },
+        title="Resumo de la frua konversacio:",
+        archive="Arkivo:",
+        ledger_title="Identigiloj (laux vorto):",
+        ledger_labels=dict.fromkeys(("path", "url", "host", "email", "error", "id", "number", "name"), "ero"),
+        error_words="erarkodo",
+        units="zek",
+        chatty="ayo",
+        closer="gxis",
+    ),
 )
 
 
@@ -168,6 +211,60 @@ def test_memory_search_reads_a_stub_languages_days(xx: None, tmp_path: Path) -> 
     assert index.search("hiera river", 1, today=WED)[0].path == "memory/2026-03-17.md"
     lang.unregister("xx")
     assert index.search("ko dinu pas river", 1, today=WED)[0].path == "memory/2026-03-17.md"  # the newest
+
+
+XX_TALK = [
+    UserMessage("Σήμερα μετακομίσαμε στην Αθήνα. Η Μαρία πήρε 5 zek και erarkodo 42."),
+    AssistantMessage("Πολύ ωραία, η Μαρία είναι χαρούμενη."),
+]
+
+
+def _summary_of(messages: list[UserMessage | AssistantMessage]) -> str:
+    counter = HeuristicCounter()
+    code = detect_language(messages)
+    return extractive_summary(
+        messages, previous=None, ledger=build_ledger(messages), lang=code, budget=400, counter=counter
+    )
+
+
+def test_a_stub_language_writes_summaries_with_its_texts(xx: None) -> None:
+    """A conversation in the stub's letters is summarised with its headers, title, ledger and prompt."""
+    assert detect_language(XX_TALK) == "xx"
+    text = _summary_of(XX_TALK)
+    assert text.startswith("## Celo\n") and "## Kunteksto" in text and "(nenio)" in text
+    assert set(parse_sections(text)[1]) == {"goal", "constraints", "progress", "decisions", "next", "context"}
+    summarizer = Summarizer(ScriptedLLM.of(default="Ayo! Here it is."), MessageCounter(HeuristicCounter()))
+    rendered = summarizer.extract(None, XX_TALK).render()
+    assert rendered.startswith("Resumo de la frua konversacio:\n## Celo")
+    assert "Identigiloj (laux vorto):\n- ero = " in rendered
+    system, user = summary_prompt(text, "user: ...", lang="xx", budget=99)
+    assert system.content == "Resumu en xx, sub 99 signoj." and user.content.startswith("Nova:\n")
+    assert complete_sections("## Celo\n- movi\n## Limoj\n- neniam", "en").startswith("## Celo\n- movi")
+    sizing = {"ledger": build_ledger(XX_TALK), "lang": "xx", "budget": 300, "counter": HeuristicCounter()}
+    assert revise("ayo, jen", text, previous=None, known=(), **sizing).problem.startswith("chatty reply")  # type: ignore[arg-type]
+    assert ("5 zek", "number") in extract_identifiers("Ili pagis 5 zek; erarkodo 42")
+    assert ("erarkodo 42", "error") in extract_identifiers("Ili pagis 5 zek; erarkodo 42")
+
+
+def test_without_the_stub_its_text_is_summarised_in_the_default_language(xx: None) -> None:
+    lang.unregister("xx")
+    assert detect_language(XX_TALK) == "en"
+    assert _summary_of(XX_TALK).startswith("## Goal\n")
+    assert extract_identifiers("Ili pagis 5 zek; erarkodo 42") == []
+
+
+def test_each_summary_text_entry_is_read(xx: None) -> None:
+    """Taking an entry out of a summary table changes the result."""
+    _replace("xx", letters="")
+    assert detect_language(XX_TALK) == "en"
+    _replace("zh", summary=dataclasses.replace(zh.CHINESE.summary, units="行|条|个|毫秒|分钟"))  # type: ignore[type-var]
+    assert ("30秒", "number") not in extract_identifiers("耗时 30秒")
+    _replace("zh", summary=zh.CHINESE.summary)
+    assert ("30秒", "number") in extract_identifiers("耗时 30秒")
+    sizing = {"ledger": build_ledger([]), "lang": "zh", "budget": 300, "counter": HeuristicCounter()}
+    assert revise("好的，马上", "", previous=None, known=(), **sizing).problem.startswith("chatty")  # type: ignore[arg-type]
+    _replace("zh", summary=dataclasses.replace(zh.CHINESE.summary, chatty="当然"))  # type: ignore[type-var]
+    assert revise("好的，马上", "", previous=None, known=(), **sizing).problem.startswith("no sections")  # type: ignore[arg-type]
 
 
 def test_a_language_is_registered_once(xx: None) -> None:

@@ -7,11 +7,13 @@ and the save-claim check (:mod:`contextmem.agent.claims`) iterate over the regis
 one module whose :class:`Language` is passed to :func:`register` (the built-in ones are listed in
 :mod:`.registry`). So does the date reader of memory search (:mod:`contextmem.memory.dates`): each
 language's relative-day phrases ("last Saturday", 上周六), number words and written dates are its tables.
+A summary language also has its letters (how a conversation in it is recognised) and a
+:class:`SummaryText`: the summariser writes its section titles, prompt and ledger labels.
 """
 
 from __future__ import annotations
 
-from .language import CUE_KINDS, DAY_KINDS, DayPhrase, Language
+from .language import CUE_KINDS, DAY_KINDS, DayPhrase, Language, SummaryText
 from .registry import TablePattern, derived, languages, register, unregister
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "DAY_KINDS",
     "DayPhrase",
     "Language",
+    "SummaryText",
     "TablePattern",
     "derived",
     "languages",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .language import DayPhrase, Language
+from .language import DayPhrase, Language, SummaryText
 
 __all__ = ["DAY_PHRASES", "ENGLISH", "MONTHS", "NUMBERS", "WEEKDAYS", "WORD_MONTHS", "YESTERDAY"]
 
@@ -224,4 +224,73 @@ ENGLISH = Language(
         re.IGNORECASE,
     ),
     not_saved_note="(not saved: no memory_write call was made)",
+    letters="A-Za-z",
+    summary=SummaryText(
+        sections={
+            "goal": "Goal",
+            "constraints": "Constraints",
+            "progress": "Progress",
+            "decisions": "Key decisions",
+            "next": "Next steps",
+            "context": "Critical context",
+        },
+        hints={
+            "goal": "what the user wants to achieve",
+            "constraints": "requirements, limits and things not to do",
+            "progress": "what has been done and found, with outcomes",
+            "decisions": "choices made and why",
+            "next": "what remains to do",
+            "context": "exact errors, paths, values and facts needed to resume",
+        },
+        hint=" ({})",
+        none="(none)",
+        none_items=frozenset({"(none)", "none", "n/a"}),
+        none_replies=frozenset({"none."}),
+        label_sep=": ",
+        joiner=" ",
+        earlier="Earlier: ",
+        system="""You maintain the running memory of a long conversation between a user and an AI assistant. \
+You never talk to the user; you only write the memory document.
+
+You get the new part of the conversation, the identifiers recorded so far, and a draft of the new memory \
+made automatically from the earlier memory and the new part. Correct the draft:
+- Drop draft items the new part makes outdated (a value that changed, a plan done or cancelled): keep \
+only the newest statement.
+- Merge draft items that say the same thing into one.
+- Add what matters in the new part that the draft missed: decisions, outcomes, preferences, plans.
+- Shorten wordy items, but copy names, numbers, dates, file paths, identifiers and error messages exactly \
+as written, character for character.
+- Keep every other item of the draft.
+- Write in English, tersely, as bullet points under the six headers of the template, in its order.
+- Output only the filled-in template: no greeting, no preface, no closing remark. \
+Stay under {budget} tokens.""",
+        prompt_labels={
+            "new": "New part of the conversation:",
+            "ledger": "Identifiers recorded so far (kept separately; copy them exactly when you use them):",
+            "draft": "Draft of the new memory (one fact a line, with its section):",
+            "empty": "(empty)",
+            "extra": "Additional instruction from the user for this summary:",
+            "fill": "Now write the corrected memory. Fill in this template, replacing each ... with bullet "
+            "points from the draft, corrected with the new part of the conversation; write every one of the "
+            "six sections:",
+        },
+        title="Summary of the earlier conversation:",
+        archive="Archive of the summarised messages (read the full text with read_file(path)):",
+        ledger_title="Identifiers (verbatim):",
+        ledger_labels={
+            "path": "paths",
+            "url": "urls",
+            "host": "hosts",
+            "email": "emails",
+            "error": "errors",
+            "id": "ids",
+            "number": "numbers",
+            "name": "names",
+        },
+        error_words="exit code|status code",
+        units="ms|µs|ns|s|sec|min|h|%|px|rps|qps|tokens?",
+        chatty="sure|certainly|of course|okay|ok|absolutely|here is|here's|hello|hi|hey|greetings|"
+        "i'd be happy|i can help|as an ai",
+        closer="let me know|hope this helps|feel free|if you need",
+    ),
 )

@@ -2,6 +2,8 @@
 
 Every field is data: words, or regex alternatives, never code. A table a language has no use for stays
 empty (Chinese has no stop words: its text is read as character bigrams; English has no counter words).
+A language summaries are written in also holds its letters (the share of them in a conversation tells
+its language) and a :class:`SummaryText`: the headers, prompt and labels of a summary in it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CUE_KINDS", "DAY_KINDS", "DayPhrase", "Language"]
+__all__ = ["CUE_KINDS", "DAY_KINDS", "DayPhrase", "Language", "SummaryText"]
 
 CUE_KINDS = (
     "constraint",
@@ -122,3 +124,55 @@ class Language:
     """A reply that claims to have kept something in memory."""
     not_saved_note: str = ""
     """What is appended to such a reply when nothing was saved."""
+    letters: str = ""
+    """The body of a regex character class of the letters this language is written in (``A-Za-z``)."""
+    letter_share: float = 0.0
+    """A conversation is in this language when its letters are at least this share of every language's
+    letters (0: never chosen by share; the first registered language is the default)."""
+    summary: SummaryText | None = None
+    """The words summaries in this language are written with (``None``: not a summary language)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryText:
+    """The text of a summary written in one language: its headers, its prompt, its labels, and the
+    forms a model's reply in this language takes. ``{budget}`` in :attr:`system` is the token budget."""
+
+    sections: Mapping[str, str]
+    """Per section key (goal, constraints, progress, decisions, next, context): its header."""
+    hints: Mapping[str, str]
+    """Per section key: what goes there, shown in the template the model fills in."""
+    hint: str
+    """How a hint follows the placeholder bullet: a format with one ``{}``."""
+    none: str
+    """What an empty section says."""
+    none_items: frozenset[str]
+    """Lower-cased items that say nothing, read back from a summary."""
+    none_replies: frozenset[str]
+    """Further lower-cased forms a model's reply writes for nothing."""
+    label_sep: str
+    """What follows a label before its value (``: ``, ``：``)."""
+    joiner: str
+    """What joins two sentences merged into one bullet."""
+    earlier: str
+    """The lead-in of a fact from a previous summary's free text."""
+    system: str
+    """The summary prompt's rules (the system message)."""
+    prompt_labels: Mapping[str, str]
+    """The summary prompt's labels: new, ledger, draft, empty, extra, fill."""
+    title: str
+    """The title of the summary block in the context."""
+    archive: str
+    """The line that introduces the archive of the summarised messages."""
+    ledger_title: str
+    """The title of the identifier ledger."""
+    ledger_labels: Mapping[str, str]
+    """Per identifier kind (path, url, host, email, error, id, number, name): its label."""
+    error_words: str = ""
+    """Regex alternatives of the words before an error's code ("exit code", 退出码)."""
+    units: str = ""
+    """Regex alternatives of the units written after a number (``ms``, 秒)."""
+    chatty: str = ""
+    """Regex alternatives of how a chatty reply opens ("Sure", 好的), matched case-insensitively."""
+    closer: str = ""
+    """Regex alternatives of how a chatty reply closes ("Hope this helps", 希望…帮助)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .language import DayPhrase, Language
-from .scripts import HAN
+from .language import DayPhrase, Language, SummaryText
+from .scripts import HAN, IDEOGRAPHS
 
 __all__ = ["CHINESE", "DAY_PHRASES", "DIGITS", "NUMERALS", "WEEKDAYS", "YESTERDAY"]
 
@@ -141,4 +141,67 @@ CHINESE = Language(
         r"|(?:保存|存储|记录|记|写入|存)(?:到|在|进|入)了?[^。！\n]{0,12}(?:记忆|备忘)"
     ),
     not_saved_note="（未保存：本轮没有调用 memory_write）",
+    letters=IDEOGRAPHS,
+    letter_share=0.2,  # low: a Chinese sentence about code carries many Latin letters (请修改src/auth.ts)
+    summary=SummaryText(
+        sections={
+            "goal": "目标",
+            "constraints": "约束",
+            "progress": "进展",
+            "decisions": "关键决策",
+            "next": "下一步",
+            "context": "关键上下文",
+        },
+        hints={
+            "goal": "用户想要达成什么",
+            "constraints": "要求、限制和禁止做的事",
+            "progress": "已完成的工作和发现，以及结果",
+            "decisions": "做出的选择及原因",
+            "next": "还要做什么",
+            "context": "继续工作所需的准确错误信息、路径、数值和事实",
+        },
+        hint="（{}）",
+        none="（无）",
+        none_items=frozenset({"（无）", "无"}),
+        none_replies=frozenset({"(无)", "无。"}),
+        label_sep="：",
+        joiner="",
+        earlier="此前：",
+        system="""你负责维护用户与 AI 助手之间长对话的记忆。你从不与用户对话，只输出记忆文档本身。
+
+你会收到新的对话内容、已记录的关键标识，以及一份由早先记忆和新对话自动生成的新记忆草稿。请修订草稿：
+- 删除被新对话推翻或已过时的条目（数值变了、计划已完成或取消）：只保留最新的说法。
+- 把意思相同的条目合并为一条。
+- 补充新对话中草稿遗漏的重要内容：决定、结果、偏好、计划。
+- 精简啰嗦的条目，但人名、数字、日期、文件路径、编号和错误信息必须逐字照抄，不得改写。
+- 草稿中的其他条目全部保留。
+- 用中文简洁地分条书写，使用模板中的六个标题，并保持顺序。
+- 只输出填好的模板：不要问候、不要开场白、不要结尾语。总长度不超过 {budget} 个 token。""",
+        prompt_labels={
+            "new": "新的对话内容：",
+            "ledger": "已记录的关键标识（另行保存；使用时请逐字照抄）：",
+            "draft": "新记忆的草稿（每行一条事实，标明所属部分）：",
+            "empty": "（空）",
+            "extra": "用户对本次总结的额外要求：",
+            "fill": "现在写出修订后的记忆。请填写下面的模板，"
+            "把每个 ... 替换为来自草稿、并按新对话修订过的要点，六个部分都要写：",
+        },
+        title="早期对话摘要：",
+        archive="已归档的原始消息（可用 read_file(path) 读取全文）：",
+        ledger_title="关键标识（原样保留）：",
+        ledger_labels={
+            "path": "路径",
+            "url": "链接",
+            "host": "主机",
+            "email": "邮箱",
+            "error": "错误",
+            "id": "编号",
+            "number": "数值",
+            "name": "名称",
+        },
+        error_words="状态码|退出码",
+        units="行|条|个|秒|毫秒|分钟|小时|天|次|元|万|亿|倍",
+        chatty="好的|当然|没问题|以下是|下面是|你好|您好|很高兴",
+        closer="希望.*帮助|如需|如果您?还?需要",
+    ),
 )

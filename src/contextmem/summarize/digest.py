@@ -11,7 +11,8 @@ from dataclasses import replace
 from itertools import pairwise
 
 from .facts import facts_from_summary, session_date
-from .prompts import SECTION_KEYS, SECTION_TITLES, Lang
+from .languages import Lang, summary_text
+from .prompts import SECTION_KEYS
 
 __all__ = ["fact_digest"]
 
@@ -48,7 +49,7 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     """
     start = session_date(facts_from_summary(previous, lang)) if previous else None
     facts = [(f, f.date or start) for f in facts_from_summary(summary, lang)]
-    titles = SECTION_TITLES[lang]
+    titles = summary_text(lang).sections
     bullets: dict[str, list[str]] = {}  # heading -> bullets, in the summary's order
     for fact, when in facts:
         line = "- " + replace(fact, date=when).item()

@@ -37,13 +37,14 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict, Unpack
 
-from ..lang import TablePattern
+from ..lang import TablePattern, derived
 from ..lang.scripts import HAN_CHAR
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
 from .cues import NOTED, REQUEST, SPEAKER_NAME
+from .languages import Lang, summaries, summary_text
 from .ledger import Ledger, TextCounter
-from .prompts import SECTION_KEYS, Lang, format_sections, parse_sections, without_labels
+from .prompts import SECTION_KEYS, format_sections, parse_sections, without_labels
 from .salience import (
     compress,
     content_tokens,
@@ -105,7 +106,10 @@ to go lower."""
 TOOL_ARROW = " → "  # ``run_tests → FAILED test_login``: a tool's line, in the summary as in the facts
 _TOOL_LINE = re.compile(rf"^[\w.:-]{{1,64}}{TOOL_ARROW}")
 TOOL = "\0tool"  # the speaker of a tool result's outcome line while facts are built: kept as written
-_NONE_ITEMS = {"(none)", "（无）", "none", "无", "n/a", "-", "…"}
+_NONE_ITEMS = derived(
+    lambda langs: frozenset({"-", "…"}).union(*(texts.none_items for _, texts in summaries(langs)))
+)
+"""Items that say nothing: a dash, an ellipsis, each summary language's none items."""
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
 _SPEAKER_TURN = TablePattern(
@@ -206,7 +210,7 @@ def facts_from_messages(
     facts = []
     for i, (s, section, who, when, otherwise, role) in enumerate(raw):
         text = _cap(s if who is TOOL else compress(s))
-        if text and text.lower() not in _NONE_ITEMS:
+        if text and text.lower() not in _NONE_ITEMS():
             speaker = None if who is TOOL else who
             facts.append(
                 Fact(text, section, 0.0, start + i, speaker, when, otherwise=otherwise, assistant=role)
@@ -236,12 +240,12 @@ def facts_from_summary(previous: str, lang: Lang) -> list[Fact]:
     preamble, sections = parse_sections(previous)
     items: list[tuple[str, str]] = []
     if preamble:
-        earlier = "此前：" if lang == "zh" else "Earlier: "
+        earlier = summary_text(lang).earlier
         items += [("progress", earlier + s) for s in sentences(preamble)]
     for key, body in sections.items():
         for line in body.splitlines():
             item = without_labels(" ".join(line.strip().lstrip("-*•").split()))
-            if item and item.lower() not in _NONE_ITEMS:
+            if item and item.lower() not in _NONE_ITEMS():
                 items.append((key, item))
     parts = [
         (key, head["date"] if head else None, part)
@@ -312,7 +316,7 @@ def _render(facts: Sequence[Fact], lang: Lang) -> str:
     """The six sections; within each, facts in order, a run of one session date in one bullet, the
     speaker named where it changes: ``- [8 May 2023] Caroline: a. b. Melanie: c.``"""
     by_section: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
-    joiner = "" if lang == "zh" else " "
+    joiner = summary_text(lang).joiner
     for key in SECTION_KEYS:
         bullets = by_section[key]
         run: tuple[str | None, str | None] | None = None  # (date, speaker) of the open bullet

@@ -24,8 +24,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
+from ..lang import Language, derived
 from ..messages import AssistantMessage, Message, UserMessage, text_of
 from ..redaction import REDACTED, find_secrets, redact_secrets
+from .languages import Lang, alternatives, summary_text
 from .salience import header_date
 
 __all__ = [
@@ -42,7 +44,6 @@ __all__ = [
 ]
 
 Kind = Literal["path", "url", "host", "email", "error", "id", "number", "name"]
-Lang = Literal["en", "zh"]  # the language of a conversation, its summary and its headers
 
 DEFAULT_MAX_ENTRIES = 150
 MAX_IDENTIFIER_CHARS = 200  # longer matches are data, not identifiers; they are not kept
@@ -61,85 +62,116 @@ _SEG = r"[A-Za-z0-9_.@%+~-]+"
 # cannot match without) is skipped when the hint is not in the text. What a pattern may try from any
 # letter is bounded (a URL scheme, an e-mail's local part, a host's labels, a dotted call): unbounded, it
 # is scanned again from every letter of a long run, and 32k characters of "a.a.…" took 10 s.
-_PATTERNS: list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]] = [
-    (
-        "url",
-        "://",
-        re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://(?:\[REDACTED\]|[^\s<>\"'`)\]}，。；、）》])+", re.I),
-    ),
-    ("email", "@", re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
-    ("path", ":\\", re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\(?:[^\\\s\"'<>|*?，。；]+\\?)+")),
-    ("path", "\\\\", re.compile(r"\\\\[A-Za-z0-9_.-]+(?:\\[^\\\s\"'<>|*?，。；]+)+")),
-    ("id", "-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)),
-    ("number", "/", re.compile(r"(?<![A-Za-z0-9_./-])\d{4}/\d{1,2}/\d{1,2}(?![A-Za-z0-9_./-])")),  # log dates
-    ("path", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-])(?:~|\.{{1,2}})?/{_SEG}(?:/{_SEG})*/?")),
-    ("relpath", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-]){_SEG}(?:/{_SEG})+/?")),
-    ("path", ".", re.compile(rf"(?<![A-Za-z0-9_.-])[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:{_EXT})(?![A-Za-z0-9_])")),
-    ("host", ".", re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])")),
-    (
-        "host",
-        None,
-        re.compile(
-            r"\b(?:[a-z0-9-]{1,63}\.){1,10}(?:com|org|net|io|dev|ai|cn|co|app|cloud|internal|local|svc|cluster)"
-            r"(?::\d{1,5})?\b",
-            re.I,
+_Patterns = list[tuple[Kind | Literal["relpath"], str | None, re.Pattern[str]]]
+
+
+def _words(form: str, name: str, langs: Sequence[Language]) -> str:
+    """``form`` holding the alternatives of the summary texts' field ``name`` (``""`` when none has any)."""
+    words = alternatives(langs, name)
+    return form.format(words) if words else ""
+
+
+def _build_patterns(all_langs: Sequence[Language]) -> _Patterns:
+    langs = [lang for lang in all_langs if lang.summary is not None]
+    patterns: _Patterns = [
+        (
+            "url",
+            "://",
+            re.compile(r"\b[a-z][a-z0-9+.-]{0,31}://(?:\[REDACTED\]|[^\s<>\"'`)\]}，。；、）》])+", re.I),
         ),
-    ),
-    (
-        "error",
-        None,
-        re.compile(r"\bHTTP[ /]?\d{3}\b|\b(?:exit code|status code|状态码|退出码)\s*\d{1,3}\b", re.I),
-    ),
-    ("error", None, re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Killed|Fault|Timeout|Failure)\b")),
-    (
-        "error",
-        None,
-        re.compile(
-            rf"\b(?!(?:{_NOT_ERRNO})\b)E[A-Z]{{3,}}\b|\bSIG[A-Z]{{2,}}\b|\bERR(?:OR)?_[A-Z0-9_]+\b"
-            r"|\bE\d{3,5}\b"
+        ("email", "@", re.compile(r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")),
+        ("path", ":\\", re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\(?:[^\\\s\"'<>|*?，。；]+\\?)+")),
+        ("path", "\\\\", re.compile(r"\\\\[A-Za-z0-9_.-]+(?:\\[^\\\s\"'<>|*?，。；]+)+")),
+        ("id", "-", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)),
+        (
+            "number",
+            "/",
+            re.compile(r"(?<![A-Za-z0-9_./-])\d{4}/\d{1,2}/\d{1,2}(?![A-Za-z0-9_./-])"),
+        ),  # log dates
+        ("path", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-])(?:~|\.{{1,2}})?/{_SEG}(?:/{_SEG})*/?")),
+        ("relpath", "/", re.compile(rf"(?<![A-Za-z0-9_.@%+~/-]){_SEG}(?:/{_SEG})+/?")),
+        (
+            "path",
+            ".",
+            re.compile(rf"(?<![A-Za-z0-9_.-])[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:{_EXT})(?![A-Za-z0-9_])"),
         ),
-    ),
-    ("id", None, re.compile(r"\b[A-Z]{1,3}\d{3,6}\b")),
-    ("id", None, re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")),  # JIRA-123, ORA-00942
-    (
-        "id",
-        None,
-        re.compile(
-            r"\b(?:call|toolu|msg|req|run|chatcmpl|resp|job|task|txn|ord|evt|sess)[_-]"
-            r"(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{3,}"
+        ("host", ".", re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\d.])")),
+        (
+            "host",
+            None,
+            re.compile(
+                r"\b(?:[a-z0-9-]{1,63}\.){1,10}(?:com|org|net|io|dev|ai|cn|co|app|cloud|internal|local|svc|cluster)"
+                r"(?::\d{1,5})?\b",
+                re.I,
+            ),
         ),
-    ),
-    ("id", None, re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),  # git SHA
-    ("name", "`", re.compile(r"`([^`\n]{1,80})`")),
-    ("name", None, re.compile(r"[“「『]([^”」』\n]{1,30})[”」』]")),
-    ("number", "-", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b")),
-    (
-        "number",
-        None,
-        re.compile(r"\bv\d+(?:\.\d+)*(?:-[0-9A-Za-z.]+)?\b|\b\d+(?:\.\d+){2,3}(?:-[0-9A-Za-z.]+)?\b"),
-    ),
-    (
-        "number",
-        None,
-        re.compile(
-            r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGT]|ms|µs|ns|s|sec|min|h|%|px|rps|qps|tokens?"
-            r"|行|条|个|秒|毫秒|分钟|小时|天|次|元|万|亿|倍)(?![A-Za-z])"
+        (
+            "error",
+            None,
+            re.compile(
+                r"\bHTTP[ /]?\d{3}\b" + _words(r"|\b(?:{})\s*\d{{1,3}}\b", "error_words", langs), re.I
+            ),
         ),
-    ),
-    (
-        "number",
-        None,
-        re.compile(r"(?<![A-Za-z0-9_.])\d+\.\d+(?![A-Za-z0-9_.])|(?<![A-Za-z0-9_.])\d{3,}(?![A-Za-z0-9_.])"),
-    ),
-    ("name", "()", re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}\(\)")),
-    ("name", None, re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+\b")),
-    ("name", None, re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")),
-]
-# ASCII word boundaries: Chinese characters are \w in Unicode mode, so "修改src/auth.ts文件" would have
-# no boundary around the path.
-_PATTERNS = [
-    (kind, hint, re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII)) for kind, hint, p in _PATTERNS
-]
+        ("error", None, re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Killed|Fault|Timeout|Failure)\b")),
+        (
+            "error",
+            None,
+            re.compile(
+                rf"\b(?!(?:{_NOT_ERRNO})\b)E[A-Z]{{3,}}\b|\bSIG[A-Z]{{2,}}\b|\bERR(?:OR)?_[A-Z0-9_]+\b"
+                r"|\bE\d{3,5}\b"
+            ),
+        ),
+        ("id", None, re.compile(r"\b[A-Z]{1,3}\d{3,6}\b")),
+        ("id", None, re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")),  # JIRA-123, ORA-00942
+        (
+            "id",
+            None,
+            re.compile(
+                r"\b(?:call|toolu|msg|req|run|chatcmpl|resp|job|task|txn|ord|evt|sess)[_-]"
+                r"(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{3,}"
+            ),
+        ),
+        ("id", None, re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),  # git SHA
+        ("name", "`", re.compile(r"`([^`\n]{1,80})`")),
+        ("name", None, re.compile(r"[“「『]([^”」』\n]{1,30})[”」』]")),
+        ("number", "-", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b")),
+        (
+            "number",
+            None,
+            re.compile(r"\bv\d+(?:\.\d+)*(?:-[0-9A-Za-z.]+)?\b|\b\d+(?:\.\d+){2,3}(?:-[0-9A-Za-z.]+)?\b"),
+        ),
+        (
+            "number",
+            None,
+            re.compile(
+                r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGT]"
+                + _words("|{}", "units", langs)
+                + ")(?![A-Za-z])"
+            ),
+        ),
+        (
+            "number",
+            None,
+            re.compile(
+                r"(?<![A-Za-z0-9_.])\d+\.\d+(?![A-Za-z0-9_.])|(?<![A-Za-z0-9_.])\d{3,}(?![A-Za-z0-9_.])"
+            ),
+        ),
+        ("name", "()", re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}\(\)")),
+        (
+            "name",
+            None,
+            re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+\b"),
+        ),
+        ("name", None, re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")),
+    ]
+    # ASCII word boundaries: Chinese characters are \w in Unicode mode, so "修改src/auth.ts文件" would have
+    # no boundary around the path.
+    return [
+        (kind, hint, re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII)) for kind, hint, p in patterns
+    ]
+
+
+_PATTERNS = derived(_build_patterns)
 _TRAILING = ".,;:!?'\")]}>，。；：！？、）】》"
 _EXT_SET = frozenset(_EXT.split("|"))
 
@@ -160,7 +192,7 @@ def extract_identifiers(text: str, known: Iterable[str] = ()) -> list[tuple[str,
     """
     work = original = redact_secrets(text, known)
     found: list[tuple[int, str, Kind]] = []
-    for pattern_kind, hint, pattern in _PATTERNS:
+    for pattern_kind, hint, pattern in _PATTERNS():
         if hint is not None and hint not in work:
             continue
 
@@ -208,29 +240,6 @@ class LedgerEntry:
 
 
 _KIND_ORDER: tuple[Kind, ...] = ("path", "url", "host", "email", "error", "id", "number", "name")
-_KIND_LABELS: dict[Lang, dict[Kind, str]] = {
-    "en": {
-        "path": "paths",
-        "url": "urls",
-        "host": "hosts",
-        "email": "emails",
-        "error": "errors",
-        "id": "ids",
-        "number": "numbers",
-        "name": "names",
-    },
-    "zh": {
-        "path": "路径",
-        "url": "链接",
-        "host": "主机",
-        "email": "邮箱",
-        "error": "错误",
-        "id": "编号",
-        "number": "数值",
-        "name": "名称",
-    },
-}
-_LEDGER_TITLE: dict[Lang, str] = {"en": "Identifiers (verbatim):", "zh": "关键标识（原样保留）："}
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,9 +313,9 @@ class Ledger:
         """A compact block, one line per kind: ``- paths: src/auth.ts, /etc/hosts``; ``""`` if empty."""
         if not self.entries:
             return ""
-        labels = _KIND_LABELS[lang]
-        sep = "：" if lang == "zh" else ": "
-        lines = [_LEDGER_TITLE[lang]]
+        words = summary_text(lang)
+        labels, sep = words.ledger_labels, words.label_sep
+        lines = [words.ledger_title]
         for kind in _KIND_ORDER:
             values = [e.value for e in self.entries if e.kind == kind]
             if values:

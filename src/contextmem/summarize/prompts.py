@@ -5,7 +5,8 @@ the extractive draft of the new summary (previous summary + new messages, :mod:`
 returns the draft corrected: stale items dropped, duplicates merged, what the draft missed added. The
 output has a fixed structure — Goal, Constraints, Progress, Key decisions, Next steps, Critical context —
 so it can be validated and reconciled with the draft (:mod:`.revise`). The language of the conversation
-(share of CJK characters) picks the prompt and the section headers.
+(:func:`~.languages.detect_language`) picks the prompt and the section headers, from its table
+(:class:`~contextmem.lang.SummaryText`).
 
 Everything that enters a prompt passes :func:`~contextmem.redaction.redact_secrets` (with ``known``,
 the secret values already found in the input, scrubbed wherever they reappear): a secret a model never
@@ -15,9 +16,9 @@ sees cannot end up in a summary.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ..lang.scripts import IDEOGRAPH_CHAR
+from ..lang import TablePattern, derived
 from ..messages import (
     AssistantMessage,
     Message,
@@ -29,7 +30,8 @@ from ..messages import (
 )
 from ..redaction import redact_secrets
 from ..textcut import cut_middle
-from .ledger import Lang, secrets_in
+from .languages import Lang, detect_language, summaries, summary_languages, summary_text
+from .ledger import secrets_in
 
 __all__ = [
     "SECTION_KEYS",
@@ -49,45 +51,26 @@ __all__ = [
 ]
 
 SECTION_KEYS: tuple[str, ...] = ("goal", "constraints", "progress", "decisions", "next", "context")
-SECTION_TITLES: dict[Lang, dict[str, str]] = {
-    "en": {
-        "goal": "Goal",
-        "constraints": "Constraints",
-        "progress": "Progress",
-        "decisions": "Key decisions",
-        "next": "Next steps",
-        "context": "Critical context",
-    },
-    "zh": {
-        "goal": "目标",
-        "constraints": "约束",
-        "progress": "进展",
-        "decisions": "关键决策",
-        "next": "下一步",
-        "context": "关键上下文",
-    },
-}
-
-_LATIN = re.compile(r"[A-Za-z]")
-CJK_SHARE_FOR_CHINESE = 0.2
 
 
-def detect_language(messages: Sequence[Message], previous: str = "") -> Lang:
-    """``"zh"`` when CJK characters are at least 20% of the letters users and the assistant wrote.
+_BY_LANGUAGE = derived(lambda langs: {code: texts.sections for code, texts in summaries(langs)})
 
-    Tool results are left out (logs and code are English whatever the conversation's language), and
-    so is the previous summary unless there is nothing else to go on. The threshold is low because a
-    Chinese sentence about code carries many Latin letters (``请修改src/auth.ts`` is 3 CJK : 9 Latin).
-    """
-    text = (
-        "".join(text_of(m.content) for m in messages if isinstance(m, UserMessage | AssistantMessage))
-        or previous
-    )
-    cjk = len(IDEOGRAPH_CHAR.findall(text))
-    latin = len(_LATIN.findall(text))
-    if cjk + latin == 0:
-        return "en"
-    return "zh" if cjk / (cjk + latin) >= CJK_SHARE_FOR_CHINESE else "en"
+
+class _SectionTitles(Mapping[Lang, Mapping[str, str]]):
+    """Per summary language (its code): the section headers, by section key; read from the registry."""
+
+    def __getitem__(self, lang: Lang) -> Mapping[str, str]:
+        return _BY_LANGUAGE()[lang]
+
+    def __iter__(self) -> Iterator[Lang]:
+        return iter(_BY_LANGUAGE())
+
+    def __len__(self) -> int:
+        return len(_BY_LANGUAGE())
+
+
+SECTION_TITLES: Mapping[Lang, Mapping[str, str]] = _SectionTitles()
+"""Per summary language: its section headers (:attr:`~contextmem.lang.SummaryText.sections`)."""
 
 
 # --- transcript ---------------------------------------------------------------------------------
@@ -139,11 +122,24 @@ def render_transcript(
 
 # --- parsing the structure ----------------------------------------------------------------------
 
-_TITLE_TO_KEY = {title.lower(): key for titles in SECTION_TITLES.values() for key, title in titles.items()}
-_HEADER = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:\d+[.)、][ \t]*)?(?P<title>"
-    + "|".join(re.escape(t) for t in sorted(_TITLE_TO_KEY, key=len, reverse=True))
-    + r")(?:\*\*)?[ \t]*[:：]?(?:\*\*)?[ \t]*(?P<rest>.*)$",
+_TITLE_TO_KEY = derived(
+    lambda langs: {
+        title.lower(): key for _, texts in summaries(langs) for key, title in texts.sections.items()
+    }
+)
+
+
+def _titles(_: object) -> str:
+    """Every summary language's headers, as regex alternatives, the longest first."""
+    return "|".join(re.escape(t) for t in sorted(_TITLE_TO_KEY(), key=len, reverse=True))
+
+
+_HEADER = TablePattern(
+    lambda langs: (
+        r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:\d+[.)、][ \t]*)?(?P<title>"
+        + _titles(langs)
+        + r")(?:\*\*)?[ \t]*[:：]?(?:\*\*)?[ \t]*(?P<rest>.*)$"
+    ),
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -159,7 +155,7 @@ def parse_sections(text: str) -> tuple[str, dict[str, str]]:
     preamble = text[: matches[0].start()] if matches else text
     sections: dict[str, str] = {}
     for i, m in enumerate(matches):
-        key = _TITLE_TO_KEY[m.group("title").lower()]
+        key = _TITLE_TO_KEY()[m.group("title").lower()]
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
         body = (m.group("rest") + text[m.end() : end]).strip()
         sections[key] = f"{sections[key]}\n{body}".strip() if key in sections else body
@@ -167,11 +163,8 @@ def parse_sections(text: str) -> tuple[str, dict[str, str]]:
 
 
 _BULLET = re.compile(r"^[ \t]*(?:[-*•+][ \t]*)?")
-_LABELS_AHEAD = re.compile(
-    r"^(?:(?:"
-    + "|".join(re.escape(t) for t in sorted(_TITLE_TO_KEY, key=len, reverse=True))
-    + r")[ \t]*[:：][ \t]*)+",
-    re.IGNORECASE,
+_LABELS_AHEAD = TablePattern(
+    lambda langs: r"^(?:(?:" + _titles(langs) + r")[ \t]*[:：][ \t]*)+", re.IGNORECASE
 )
 
 
@@ -186,16 +179,22 @@ def without_labels(item: str) -> str:
     return rest if rest.strip() else item
 
 
-_NONE_MARKERS = frozenset({"", "(none)", "none", "n/a", "（无）", "(无)", "无", "none.", "无。"})
+_NONE_MARKERS = derived(
+    lambda langs: frozenset({""}).union(
+        *(texts.none_items | texts.none_replies for _, texts in summaries(langs))
+    )
+)
+_HINTS = derived(
+    lambda langs: frozenset(hint for _, texts in summaries(langs) for hint in texts.hints.values())
+)
 
 
 def _is_placeholder(line: str) -> bool:
     """A template placeholder left unfilled (``- ...``, ``- ... (hint)``, a bare hint) or a none marker."""
     item = _BULLET.sub("", line).strip()
-    if item.lower() in _NONE_MARKERS or item.startswith(("...", "…")):
+    if item.lower() in _NONE_MARKERS() or item.startswith(("...", "…")):
         return True
-    bare = item.strip("()（）").strip()
-    return any(bare == hint for hints in _HINTS.values() for hint in hints.values())
+    return item.strip("()（）").strip() in _HINTS()
 
 
 def section_has_content(body: str) -> bool:
@@ -217,15 +216,22 @@ def complete_sections(text: str, lang: Lang) -> str:
     ):
         return text
     titles = [m.group("title") for m in _HEADER.finditer(text)]
-    zh_titles = set(SECTION_TITLES["zh"].values())
-    if titles:
-        lang = "zh" if sum(t in zh_titles for t in titles) * 2 > len(titles) else "en"
-    none = "（无）" if lang == "zh" else "(none)"
+    if titles:  # the language most of the headers are in; the default's when none has most
+        langs = summary_languages()
+        lang = next(
+            (
+                language.code
+                for language in langs[1:]
+                if sum(t in set(SECTION_TITLES[language.code].values()) for t in titles) * 2 > len(titles)
+            ),
+            langs[0].code,
+        )
+    words = summary_text(lang)
     blocks = []
     for key in SECTION_KEYS:
         lines = [line for line in lines_of.get(key, []) if not _is_placeholder(line)]
-        body = "\n".join(lines).strip() or f"- {none}"
-        blocks.append(f"## {SECTION_TITLES[lang][key]}\n{body}")
+        body = "\n".join(lines).strip() or f"- {words.none}"
+        blocks.append(f"## {words.sections[key]}\n{body}")
     return "\n\n".join(blocks)
 
 
@@ -240,8 +246,8 @@ def items_of(body: str) -> list[str]:
 
 def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
     """Markdown with every section header, in order; an empty section says so rather than vanishing."""
-    titles = SECTION_TITLES[lang]
-    none = "（无）" if lang == "zh" else "(none)"
+    words = summary_text(lang)
+    titles, none = words.sections, words.none
     blocks = []
     for key in SECTION_KEYS:
         items = sections.get(key) or []
@@ -265,76 +271,6 @@ def format_sections(sections: dict[str, list[str]], lang: Lang) -> str:
 # and ignored the new messages; shown a draft that already holds them, copying is harmless, and the draft
 # is the summary whenever the model fails.
 
-_SYSTEM: dict[Lang, str] = {
-    "en": """You maintain the running memory of a long conversation between a user and an AI assistant. \
-You never talk to the user; you only write the memory document.
-
-You get the new part of the conversation, the identifiers recorded so far, and a draft of the new memory \
-made automatically from the earlier memory and the new part. Correct the draft:
-- Drop draft items the new part makes outdated (a value that changed, a plan done or cancelled): keep \
-only the newest statement.
-- Merge draft items that say the same thing into one.
-- Add what matters in the new part that the draft missed: decisions, outcomes, preferences, plans.
-- Shorten wordy items, but copy names, numbers, dates, file paths, identifiers and error messages exactly \
-as written, character for character.
-- Keep every other item of the draft.
-- Write in English, tersely, as bullet points under the six headers of the template, in its order.
-- Output only the filled-in template: no greeting, no preface, no closing remark. \
-Stay under {budget} tokens.""",
-    "zh": """你负责维护用户与 AI 助手之间长对话的记忆。你从不与用户对话，只输出记忆文档本身。
-
-你会收到新的对话内容、已记录的关键标识，以及一份由早先记忆和新对话自动生成的新记忆草稿。请修订草稿：
-- 删除被新对话推翻或已过时的条目（数值变了、计划已完成或取消）：只保留最新的说法。
-- 把意思相同的条目合并为一条。
-- 补充新对话中草稿遗漏的重要内容：决定、结果、偏好、计划。
-- 精简啰嗦的条目，但人名、数字、日期、文件路径、编号和错误信息必须逐字照抄，不得改写。
-- 草稿中的其他条目全部保留。
-- 用中文简洁地分条书写，使用模板中的六个标题，并保持顺序。
-- 只输出填好的模板：不要问候、不要开场白、不要结尾语。总长度不超过 {budget} 个 token。""",
-}
-
-# What each section holds, shown in the template as the placeholder bullet's hint.
-_HINTS: dict[Lang, dict[str, str]] = {
-    "en": {
-        "goal": "what the user wants to achieve",
-        "constraints": "requirements, limits and things not to do",
-        "progress": "what has been done and found, with outcomes",
-        "decisions": "choices made and why",
-        "next": "what remains to do",
-        "context": "exact errors, paths, values and facts needed to resume",
-    },
-    "zh": {
-        "goal": "用户想要达成什么",
-        "constraints": "要求、限制和禁止做的事",
-        "progress": "已完成的工作和发现，以及结果",
-        "decisions": "做出的选择及原因",
-        "next": "还要做什么",
-        "context": "继续工作所需的准确错误信息、路径、数值和事实",
-    },
-}
-
-_LABELS: dict[Lang, dict[str, str]] = {
-    "en": {
-        "new": "New part of the conversation:",
-        "ledger": "Identifiers recorded so far (kept separately; copy them exactly when you use them):",
-        "draft": "Draft of the new memory (one fact a line, with its section):",
-        "empty": "(empty)",
-        "extra": "Additional instruction from the user for this summary:",
-        "fill": "Now write the corrected memory. Fill in this template, replacing each ... with bullet "
-        "points from the draft, corrected with the new part of the conversation; write every one of the "
-        "six sections:",
-    },
-    "zh": {
-        "new": "新的对话内容：",
-        "ledger": "已记录的关键标识（另行保存；使用时请逐字照抄）：",
-        "draft": "新记忆的草稿（每行一条事实，标明所属部分）：",
-        "empty": "（空）",
-        "extra": "用户对本次总结的额外要求：",
-        "fill": "现在写出修订后的记忆。请填写下面的模板，把每个 ... 替换为来自草稿、并按新对话修订过的要点，"
-        "六个部分都要写：",
-    },
-}
-
 PLACEHOLDER = "..."
 
 
@@ -347,7 +283,8 @@ def _flatten(summary: str, lang: Lang) -> str:
     preamble, sections = parse_sections(summary.strip())
     if not sections:
         return summary.strip()
-    names, sep = SECTION_TITLES[lang], "：" if lang == "zh" else ": "
+    words = summary_text(lang)
+    names, sep = words.sections, words.label_sep
     lines = [preamble] if preamble else []
     for key, body in sections.items():
         lines += [
@@ -359,18 +296,23 @@ def _flatten(summary: str, lang: Lang) -> str:
 
 
 _FLAT_ITEM = re.compile(r"^(?P<title>[^:：]{1,24}?)\s*[:：]\s*(?P<fact>\S.*)$")
-_TITLE_KEYS = {t.lower(): (lang, key) for lang, titles in SECTION_TITLES.items() for key, t in titles.items()}
+_TITLE_KEYS = derived(
+    lambda langs: {
+        t.lower(): (code, key) for code, texts in summaries(langs) for key, t in texts.sections.items()
+    }
+)
 
 
 def unflatten(text: str) -> str:
     """The inverse of the draft's flat list (:func:`_flatten`): ``- Progress: fact`` lines, as a small model
     writes back the list it was shown, as the sections they name; ``""`` when no line names one."""
-    found: dict[Lang, dict[str, list[str]]] = {"en": {}, "zh": {}}
+    found: dict[Lang, dict[str, list[str]]] = {lang: {} for lang in SECTION_TITLES}
     for line in text.splitlines():
         m = _FLAT_ITEM.match(_BULLET.sub("", line).strip())
-        if m and (hit := _TITLE_KEYS.get(m["title"].lower())):
+        if m and (hit := _TITLE_KEYS().get(m["title"].lower())):
             found[hit[0]].setdefault(hit[1], []).append(m["fact"].strip())
-    chosen: Lang = "zh" if len(found["zh"]) > len(found["en"]) else "en"
+    # the language it named most sections in (the first registered of those that tie)
+    chosen = max(found, key=lambda lang: len(found[lang]))
     sections = found[chosen]  # only those it wrote: a section it lacks is the draft's
     return "\n\n".join(
         f"## {SECTION_TITLES[chosen][key]}\n" + "\n".join(f"- {item}" for item in sections[key])
@@ -381,9 +323,11 @@ def unflatten(text: str) -> str:
 
 def summary_template(lang: Lang) -> str:
     """The six headers, each with a placeholder bullet and a hint: what the model fills in."""
-    titles, hints = SECTION_TITLES[lang], _HINTS[lang]
-    hint = "（{}）" if lang == "zh" else " ({})"
-    return "\n".join(f"## {titles[key]}\n- {PLACEHOLDER}{hint.format(hints[key])}" for key in SECTION_KEYS)
+    words = summary_text(lang)
+    return "\n".join(
+        f"## {words.sections[key]}\n- {PLACEHOLDER}{words.hint.format(words.hints[key])}"
+        for key in SECTION_KEYS
+    )
 
 
 def summary_prompt(
@@ -404,7 +348,7 @@ def summary_prompt(
     last, the template to fill in. The previous summary is not sent: the draft holds what of it still
     fits. Everything is redacted (``known``: secret values to scrub wherever they appear).
     """
-    labels = _LABELS[lang]
+    labels = summary_text(lang).prompt_labels
     facts = _flatten(redact_secrets(draft, known), lang)
     parts = [f"{labels['new']}\n{redact_secrets(transcript, known)}"]
     if ledger.strip():
@@ -413,4 +357,4 @@ def summary_prompt(
     if instruction and instruction.strip():
         parts.append(f"{labels['extra']}\n{redact_secrets(instruction.strip(), known)}")
     parts.append(f"{labels['fill']}\n\n{summary_template(lang)}")
-    return [SystemMessage(_SYSTEM[lang].format(budget=budget)), UserMessage("\n\n".join(parts))]
+    return [SystemMessage(summary_text(lang).system.format(budget=budget)), UserMessage("\n\n".join(parts))]

@@ -34,9 +34,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Unpack
 
+from ..lang import TablePattern
 from ..redaction import redact_secrets
 from .cues import QUOTED
 from .facts import Fact, Sizing, compact_facts, facts_from_summary
+from .languages import alternatives
 from .prompts import (
     SECTION_KEYS,
     complete_sections,
@@ -62,14 +64,11 @@ stale: every draft fact it dropped comes back, and its own items compete with th
 (evals/results/local_llm.md: answers kept then match or beat the draft's; rejecting it outright tied or
 lost one)."""
 
+
 _FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*$")
-_CHATTY = re.compile(
-    r"(?i)^\W*(?:sure|certainly|of course|okay|ok|absolutely|here is|here's|hello|hi|hey|greetings|"
-    r"i'd be happy|i can help|as an ai|好的|当然|没问题|以下是|下面是|你好|您好|很高兴)"
-)
-_CLOSER = re.compile(
-    r"(?i)^\W*(?:let me know|hope this helps|feel free|if you need|希望.*帮助|如需|如果您?还?需要)"
-)
+# A chatty opening or closing line, in any summary language ("(?!)", which never matches, when none has one).
+_CHATTY = TablePattern(lambda langs: r"(?i)^\W*(?:" + (alternatives(langs, "chatty") or "(?!)") + ")")
+_CLOSER = TablePattern(lambda langs: r"(?i)^\W*(?:" + (alternatives(langs, "closer") or "(?!)") + ")")
 _DIGIT = re.compile(r"\d")
 
 

@@ -42,8 +42,9 @@ from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
 from .facts import Sizing, fresh_draft, merge_facts, voiced
+from .languages import Lang, detect_language, summary_text
 from .ledger import DEFAULT_MAX_ENTRIES, Ledger, build_ledger, secrets_in
-from .prompts import Lang, detect_language, render_transcript, summary_prompt
+from .prompts import render_transcript, summary_prompt
 from .revise import revise
 
 __all__ = ["MIN_SUMMARY_TOKENS", "Summarizer", "Summary", "SummarySource", "merge_archive_refs"]
@@ -59,17 +60,6 @@ FRESH_SHARE, FRESH_MIN = 1 / 3, 200
 """The model corrects the new messages' facts (and the previous ones they may make stale) in this share of
 the summary's text budget, at least ``FRESH_MIN`` tokens; the other previous facts are merged in without
 it."""
-
-_RENDER_TEXT: dict[Lang, dict[str, str]] = {
-    "en": {
-        "title": "Summary of the earlier conversation:",
-        "archive": "Archive of the summarised messages (read the full text with read_file(path)):",
-    },
-    "zh": {
-        "title": "早期对话摘要：",
-        "archive": "已归档的原始消息（可用 read_file(path) 读取全文）：",
-    },
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +80,15 @@ class Summary:
 
     def render(self) -> str:
         """The block injected into the prompt: summary, identifiers, and where the full messages are."""
-        words = _RENDER_TEXT[self.lang]
-        blocks = [words["title"]]
+        words = summary_text(self.lang)
+        blocks = [words.title]
         if self.text.strip():
             blocks[0] += "\n" + self.text.strip()
         ledger = self.ledger.render(self.lang)
         if ledger:
             blocks.append(ledger)
         if self.archive_refs:
-            blocks.append("\n".join([words["archive"], *(f"- {ref}" for ref in self.archive_refs)]))
+            blocks.append("\n".join([words.archive, *(f"- {ref}" for ref in self.archive_refs)]))
         return "\n\n".join(blocks)
 
 
@@ -251,7 +241,7 @@ class Summarizer:
         kept: list[str] = []
         for ref in reversed(refs):  # the newest refs are kept when the guide must shrink
             candidate = [ref, *kept]
-            block = "\n".join([_RENDER_TEXT[lang]["archive"], *(f"- {r}" for r in candidate)])
+            block = "\n".join([summary_text(lang).archive, *(f"- {r}" for r in candidate)])
             if count(block) > archive_budget:
                 break
             kept = candidate
