@@ -50,6 +50,7 @@ from .demo_script import (
     turn_script,
 )
 from .render import describe_event, gauge
+from .state import open_runtime
 
 if TYPE_CHECKING:
     from ..runtime import ContextMem
@@ -164,7 +165,6 @@ async def _run(
     runtime_status: Path | None,
 ) -> dict[str, int]:
     from ..llm.registry import writes_summaries
-    from ..runtime import ContextMem
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="contextmem-demo-") as tmp:
@@ -177,29 +177,26 @@ async def _run(
         if model is not None and writes_summaries(s, s.model):  # needed from the first turn
             inner = await model.get()
             local = BoundedLLM(inner, llm_summaries) if inner is not None else None
-        runtime = await ContextMem.open(s, llm=local or ScriptedLLM(), memory=True)
-        demo = Demo(runtime, local, echo, model)
-        echo(f"contextmem demo · workspace {root}")
-        echo(
-            f"window {s.context_window:,} tokens, output reserve {s.max_tokens}, "
-            f"max turns {s.agent_max_context_turns}"
-        )
-        if local is not None:
-            echo(f"summaries: {local.name}, at most {llm_summaries} calls, then extractive")
-        elif fast:
-            echo("summaries: extractive (--fast); answers: extractive")
-        else:
+        async with open_runtime(s, llm=local or ScriptedLLM(), memory=True) as runtime:
+            demo = Demo(runtime, local, echo, model)
+            echo(f"contextmem demo · workspace {root}")
             echo(
-                f"summaries: extractive (set summary_local_model to have {s.model!r} write them); "
-                f"answers: {s.model!r}, loaded when the questions start"
+                f"window {s.context_window:,} tokens, output reserve {s.max_tokens}, "
+                f"max turns {s.agent_max_context_turns}"
             )
-        try:
+            if local is not None:
+                echo(f"summaries: {local.name}, at most {llm_summaries} calls, then extractive")
+            elif fast:
+                echo("summaries: extractive (--fast); answers: extractive")
+            else:
+                echo(
+                    f"summaries: extractive (set summary_local_model to have {s.model!r} write them); "
+                    f"answers: {s.model!r}, loaded when the questions start"
+                )
             sessions = demo.conversation["sessions"]
             for number, session in enumerate(sessions):
                 await demo.session(session, fold=number == len(sessions) - 1)
             await demo.questions()
-        finally:
-            await runtime.close()
         demo.memory_files()
         demo.final_table(time.monotonic() - started)
     failed = model is not None and model.failed

@@ -35,6 +35,7 @@ from .config import (
 from .render import ProgressBar, hits_table, table
 
 if TYPE_CHECKING:
+    from ..llm.base import LLM
     from ..memory import MemoryIndex
     from ..runtime import ContextMem
 
@@ -56,9 +57,13 @@ def _when(ts: float) -> str:
 
 @contextlib.asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, llm: str | None = NO_MODEL, embedder: str | None = None, memory: bool = False
+    settings: Settings,
+    *,
+    llm: LLM | str | None = NO_MODEL,
+    embedder: str | None = None,
+    memory: bool = False,
 ) -> AsyncIterator[ContextMem]:
-    """The command line's parts, from :meth:`ContextMem.open`: no model unless ``llm`` names one
+    """The command line's parts, from :meth:`ContextMem.open`: no model unless ``llm`` names or is one
     (``None``: the configured model), the memory index only if ``memory``. Closed on exit, index too."""
     from ..runtime import ContextMem
 
