@@ -180,3 +180,16 @@ async def test_fitted_settings_are_not_fitted_again(tmp_path):
     assert second.settings == first.settings
     await first.close()
     await second.close()
+
+
+async def test_close_closes_the_memory_index_the_runtime_opened(tmp_path):
+    """The runtime opened the index, so it closes it: no adapter closes it on the side (before, the CLI
+    and the MCP server each did, and a library user's index stayed open)."""
+    import sqlite3
+
+    runtime = await open_runtime(tmp_path)
+    assert runtime.memory is not None
+    assert runtime.memory.search("anything", k=1) == []
+    await runtime.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        runtime.memory.search("anything", k=1)

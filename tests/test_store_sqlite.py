@@ -21,7 +21,8 @@ from hypothesis import settings as hsettings
 
 from contextmem.errors import StoreLockedError, StoreSchemaError
 from contextmem.messages import Message, assistant, user
-from contextmem.store.sqlite import MIGRATIONS, SqliteSessionStore, decode_message, encode_message
+from contextmem.store.codec import decode_message, encode_message
+from contextmem.store.sqlite import MIGRATIONS, SqliteSessionStore
 from tests.fixtures.make_v1_sqlite import DATA
 from tests.fixtures.make_v1_sqlite import PATH as V1_FIXTURE
 from tests.store_workload import run_crashes, run_turns

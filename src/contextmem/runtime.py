@@ -209,10 +209,10 @@ class ContextMem:
                 await asyncio.wait_for(stop.wait(), timeout=3600)
 
     async def close(self) -> None:
-        """Stop the jobs, wait for the memory writes and close the store (unless ``owns_store`` is false:
-        an adapter's shared store). Any event loop may call it: when the sessions run on another loop,
-        still running in another thread (a framework's sync path runs them on a private loop), the work
-        is done there, where its futures and connections belong."""
+        """Stop the jobs, wait for the memory writes, close the memory index and the store (unless
+        ``owns_store`` is false: an adapter's shared store). Any event loop may call it: when the sessions
+        run on another loop, still running in another thread (a framework's sync path runs them on a
+        private loop), the work is done there, where its futures and connections belong."""
         loop = self._loop
         if loop is not None and loop.is_running() and loop is not asyncio.get_running_loop():
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), loop))
@@ -224,5 +224,7 @@ class ContextMem:
             self._stop.set()
             await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.flush()
+        if self.memory is not None:
+            self.memory.close()
         if self.owns_store:
             await self.store.close()

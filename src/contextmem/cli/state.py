@@ -64,18 +64,14 @@ async def open_runtime(
     memory: bool = False,
 ) -> AsyncIterator[ContextMem]:
     """The command line's parts, from :meth:`ContextMem.open`: no model unless ``llm`` names or is one
-    (``None``: the configured model), the memory index only if ``memory``. Closed on exit, index too."""
+    (``None``: the configured model), the memory index only if ``memory``. Closed on exit."""
     from ..runtime import ContextMem
 
     runtime = await ContextMem.open(settings, llm=llm, embedder=embedder or None, memory=memory)
     try:
         yield runtime
     finally:
-        try:
-            await runtime.close()
-        finally:
-            if runtime.memory is not None:
-                runtime.memory.close()
+        await runtime.close()
 
 
 def _index(runtime: ContextMem) -> MemoryIndex:

@@ -122,9 +122,7 @@ class Namespaces:
     async def close(self) -> None:
         """Flush pending memory writes of every namespace, close the indexes, then the shared store."""
         for runtime in self._open.values():
-            await runtime.close()  # its jobs and memory writes; the shared store stays open
-            if runtime.memory is not None:
-                runtime.memory.close()
+            await runtime.close()  # its jobs, memory writes and index; the shared store stays open
         self._open.clear()
         if self._store is not None:
             await self._store.close()

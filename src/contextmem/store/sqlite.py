@@ -25,7 +25,8 @@ Choices, and why:
 * **Not shared** (``shared = False``): the file is one machine's, so is its archive.
 * **Migrations** (:mod:`contextmem.store.migrations.sqlite`) are applied on first use, in one transaction.
 
-Messages are stored as JSON text of their OpenAI dict (:func:`encode_message`), which round-trips exactly.
+Messages are stored as JSON text of their OpenAI dict (:func:`~contextmem.store.codec.encode_message`),
+which round-trips exactly.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from ..messages import Message
 from ..safefs import ensure_private_file
 from .backend import EncodedSessionStore, StateFilter, check_append, check_archive, not_live_error
 from .base import SessionInfo, SessionState, StoredMessage
-from .codec import decode_message, encode_message
+from .codec import decode_message
 from .locks import try_flock
 from .sql import OFFLOAD_SQL, OFFLOADED_SQL, idle_sessions_where, session_lock_key
 from .sqlite_schema import MIGRATIONS, integrity_problems, migrate
@@ -55,8 +56,6 @@ from .sqlite_schema import schema_version as _schema_version
 __all__ = [
     "MIGRATIONS",
     "SqliteSessionStore",
-    "decode_message",
-    "encode_message",
     "migrate",
     "session_lock_key",
 ]
