@@ -4,6 +4,7 @@ bullets a session per heading, found first by a question that names the day."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 from contextmem.messages import Message, assistant, user
@@ -106,4 +107,18 @@ async def test_a_cleared_session_goes_to_memory_as_its_facts_too(tmp_path: Path)
     await runtime.flush()
     daily = "\n".join(p.read_text() for p in (tmp_path / "ws" / "memory").glob("*.md"))
     assert "### 8 February 2022" in daily and "(none)" not in daily and "Identifiers" not in daily
+    await runtime.close()
+
+
+async def test_a_memory_entry_goes_to_the_daily_file_of_the_runtimes_clock(tmp_path: Path) -> None:
+    """A replay (or a test) runs on its own clock: the entry is filed, and headed, as written then."""
+    settings = Settings(workspace=tmp_path / "ws", context_window=20_000)
+    runtime = await ContextMem.open(settings, llm=None, store=InMemorySessionStore(), memory=False)
+    runtime.clock = lambda: datetime(2022, 6, 9, 20, 15)
+    engine = await runtime.session("chat")
+    await engine.add(*sessions())
+    await engine.clear()
+    await runtime.flush()
+    assert [p.name for p in (tmp_path / "ws" / "memory").glob("*.md")] == ["2022-06-09.md"]
+    assert "## 20:15 chat: context cleared" in (tmp_path / "ws" / "memory" / "2022-06-09.md").read_text()
     await runtime.close()

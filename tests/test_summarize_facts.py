@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextmem.eval.recall import every_nth, kept_answers, most_recent
+from contextmem.eval.recall import answer_parts, every_nth, found_answers, kept_answers, most_recent
 from contextmem.messages import Message, UserMessage, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.cues import ADVICE, EVENT
@@ -708,6 +709,44 @@ def test_kept_answers_and_the_baselines() -> None:
     budget = sum(COUNTER.count_text(f"fact number {i} is Answer{i}") for i in (9, 6, 3, 0))
     text, tokens = every_nth(messages, budget, COUNTER)
     assert tokens <= budget and "Answer9" in text and "Answer6" in text and "Answer8" not in text
+
+
+def test_partial_credit_scores_an_answers_parts_as_whole_words() -> None:
+    assert answer_parts("Lord of the Rings, Harry Potter, and Star Wars.") == [
+        "lord of the rings",
+        "harry potter",
+        "star wars",
+    ]
+    view = "Tim: I loved Harry-Potter! Then the PARTY, with J.K. Rowling."
+    answers = ["Harry Potter, Star Wars", "art", "J. K. Rowling", "...", "Rowling and Tolkien"]
+    kept = kept_answers(view, answers, 5, partial=True)
+    assert kept.credits == (0.5, 0.0, 1.0, 0.0, 0.5) and kept.kept == 2.0  # "art" is not in "party"
+    assert kept_answers(view, answers, 5).credits == (0, 1, 0, 0, 0)  # as substrings: "art" in "party"
+    found = found_answers(view, ["Star Wars", "", "", "", "Tolkien"], answers, 5, partial=True)
+    assert found.credits == (1.0, 0.0, 1.0, 0.0, 1.0)  # parts found in the view and the hits together
+
+
+async def test_eval_compaction_replays_on_the_transcripts_clock(tmp_path: Path) -> None:
+    """Each memory entry goes to the daily file of the newest message when it was written; the
+    replay's files stay in ``workspace``."""
+    from contextmem.errors import UsageError
+    from contextmem.eval.compaction import evaluate
+    from contextmem.settings import Settings
+
+    days = [datetime(2023, 1 + i // 28, 1 + i % 28, 18, 30) for i in range(60)]
+    texts = [f"A: [Session {i} · {d:%Y-%m-%d}]\nWe adopted a puppy named Pup{i}." for i, d in enumerate(days)]
+    transcript = chat(*(t for text in texts for t in (text, "B: " + CHAT[2], "A: " + CHAT[3], "B: Cute!")))
+    times = [day for day in days for _ in range(4)]
+    answers = [f"Pup{i}" for i in range(60)]
+    questions = [f"Which puppy did we adopt on {day:%Y-%m-%d}?" for day in days]
+    settings, workspace = Settings(context_window=4000), tmp_path / "replay"
+    memory = {"questions": questions, "embedder": "hash:64"}
+    result = await evaluate(settings, transcript, answers, **memory, times=times, workspace=workspace)
+    written = sorted(p.stem for p in (workspace / "memory").glob("*.md"))
+    assert len(written) > 3 and set(written) <= {f"{day:%Y-%m-%d}" for day in days}
+    assert result.lost == 0 and result.view_or_memory is not None
+    with pytest.raises(UsageError, match="240 messages but 3 times"):
+        await evaluate(settings, transcript, answers, times=days[:3])
 
 
 async def test_eval_compaction_replays_with_no_model_and_scores_the_view() -> None:

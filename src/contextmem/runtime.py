@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ class ContextMem:
     llm: LLM | None
     memory: MemoryIndex | None
     owns_store: bool = True  # close() closes the store; False when an adapter shares one store
+    clock: Callable[[], datetime] = datetime.now  # when a memory entry is written: its daily file and heading
     _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
     _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
@@ -154,8 +156,9 @@ class ContextMem:
         if title is None or not text:
             return
         heading = f"{event.session_id}: {title}"
+        moment = self.clock()  # now, not when the worker thread gets to it
         write = asyncio.get_running_loop().run_in_executor(
-            None, lambda: append_daily(self.workspace, str(text), datetime.now(), title=heading)
+            None, lambda: append_daily(self.workspace, str(text), moment, title=heading)
         )
         self._writes.append(write)
 

@@ -14,14 +14,22 @@ context is written to the daily memory file as it would be in use (the fact list
 answer is then also *found* when it is in the view or in the chunks of the top :data:`MEMORY_K`
 ``memory_search`` hits for its question.
 
+A transcript that says when each message was written (``times``) is replayed on that clock: each memory
+entry goes to the daily file of the newest message the session held when it was written, as it would
+have in use, and memory is searched as on the day of the last message. ``partial`` scores answers as
+LoCoMo does (:func:`~contextmem.eval.recall.answer_credit`); ``workspace`` keeps the replay's files
+(store, archive, memory) in that directory instead of a temporary one.
+
 ``contextmem eval compaction TRANSCRIPT --questions QA.jsonl`` is the command line's view of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,13 +92,13 @@ def load_questions(path: str | Path) -> list[dict[str, str]]:
     return out
 
 
-def _memory_chunks(index: MemoryIndex, questions: Sequence[str]) -> list[str]:
+def _memory_chunks(index: MemoryIndex, questions: Sequence[str], today: date | None) -> list[str]:
     """Per question, the text of its top :data:`MEMORY_K` hits' chunks (their lines, read from the file)."""
     files = index.workspace.files
     out = []
     for question in questions:
         chunks = []
-        for hit in index.search(question, k=MEMORY_K):
+        for hit in index.search(question, k=MEMORY_K, today=today):
             lines = files.read_text(hit.path).splitlines()
             chunks.append("\n".join(lines[hit.start_line - 1 : hit.end_line]))
         out.append("\n".join(chunks))
@@ -106,6 +114,9 @@ async def evaluate(
     questions: Sequence[str] | None = None,
     embedder: Embedder | str | None = None,
     llm: LLM | str | None = None,
+    times: Sequence[datetime] | None = None,
+    partial: bool = False,
+    workspace: str | Path | None = None,
 ) -> CompactionEval:
     """Replay ``transcript``, then score the next request's view against ``answers``. With no ``llm``
     every compaction is the extractive one, as in the engine's fallback; with one (an LLM, or a model
@@ -113,25 +124,35 @@ async def evaluate(
 
     With ``questions`` (one per answer) and an ``embedder``, memory is on and ``view_or_memory`` counts
     the answers in the view or in the top :data:`MEMORY_K` memory hits for their question. Everything is
-    written to a temporary workspace (its own SQLite store and memory index), never to the user's.
+    written to a temporary workspace (its own SQLite store and memory index), never to the user's;
+    with ``workspace``, to that directory (a new or empty one), which is kept.
+
+    ``times`` (one per message) is when each was written: the clock of the replay (see the module
+    docstring). ``partial``: answers scored by their parts, punctuation aside (see :mod:`.recall`).
     """
     if settings.context_window is None:
         settings = settings.with_value("context_window", DEFAULT_WINDOW)
     memory = questions is not None and embedder is not None
     if memory and len(questions or ()) != len(answers):
         raise UsageError(f"{len(answers)} answers but {len(questions or ())} questions. Fix: one per answer")
-    with tempfile.TemporaryDirectory(prefix="contextmem-eval-") as tmp:
-        settings = settings.with_value("workspace", tmp).with_value("store", "")  # all in tmp
+    if times is not None and len(times) != len(transcript):
+        raise UsageError(f"{len(transcript)} messages but {len(times)} times. Fix: one per message")
+    with contextlib.ExitStack() as stack:
+        tmp = workspace or stack.enter_context(tempfile.TemporaryDirectory(prefix="contextmem-eval-"))
+        settings = settings.with_value("workspace", str(tmp)).with_value("store", "")  # all in tmp
         runtime = await ContextMem.open(
             settings, llm=NO_MODEL if llm is None else llm, embedder=embedder, memory=memory
         )
         engine = await runtime.session("eval")
+        if times:  # seqs number the transcript's messages from 1; the newest is always live
+            runtime.clock = lambda: times[min(engine.seqs[-1] if engine.seqs else 1, len(times)) - 1]
         report = await replay(engine, transcript, system_prompt=system_prompt)
         request = await engine.build(system_prompt)
         await engine.close()
         await runtime.flush()
         index = runtime.memory
-        hits = _memory_chunks(index, questions or ()) if index is not None else None
+        today = times[-1].date() if times else None
+        hits = _memory_chunks(index, questions or (), today) if index is not None else None
         if index is not None:
             index.close()
         await runtime.close()
@@ -148,10 +169,10 @@ async def evaluate(
         questions=len(answers),
         messages=len(transcript),
         transcript_tokens=sum(counter.count_text(text_of(m.content)) for m in transcript),
-        view=kept_answers(view, answers, tokens),
-        recent=kept_answers(recent_text, answers, recent_tokens),
-        nth=kept_answers(nth_text, answers, nth_tokens),
+        view=kept_answers(view, answers, tokens, partial=partial),
+        recent=kept_answers(recent_text, answers, recent_tokens, partial=partial),
+        nth=kept_answers(nth_text, answers, nth_tokens, partial=partial),
         summary_tokens=est.summary,
         lost=report.lost,
-        view_or_memory=found_answers(view, hits, answers, tokens) if hits is not None else None,
+        view_or_memory=None if hits is None else found_answers(view, hits, answers, tokens, partial=partial),
     )
