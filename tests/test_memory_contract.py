@@ -14,6 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from contextmem.memory import HashEmbedder, MemoryIndex, SqliteMemoryIndex
@@ -185,6 +186,33 @@ def test_a_day_named_relative_to_today_ranks_its_daily_file_first(make: Factory)
     assert index.search("What did I do?", 1)[0].path != "memory/2026-03-14.md"  # no day named: as before
 
 
+def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> None:
+    # A turn that answers rarely names its subject; the turn before it does.
+    talk = "### Ann\nDo you still go hiking in the mountains?\n\n### Bob\nYes, every weekend since May.\n"
+    talk += "\n### Ann\nI bought a new kettle.\n\n### Bob\nWhich brand?\n"
+    alone = make("alone", neighbour_weight=0.0)
+    read = make("read")  # the default weight, 0.5
+    for index in (alone, read):
+        (index.workspace.daily_dir / "talk.md").write_text(talk)
+    # every chunk is a candidate here (the vector side takes 50); only the first matches "mountains"
+    plain_kw = {h.start_line: h.keyword_score for h in alone.search("mountains", 5)}
+    assert plain_kw == {1: plain_kw[1], 4: None, 7: None, 10: None}
+    # Bob's answer borrows half of the question's keyword score; the kettle and its reply border no match
+    kw = {h.start_line: h.keyword_score for h in read.search("mountains", 5)}
+    assert kw == {1: plain_kw[1], 4: pytest.approx(plain_kw[1] / 2), 7: None, 10: None}  # type: ignore[operator]
+    # the vector side: each score is the cosine of the blend of the chunk and its neighbours
+    emb = HashEmbedder(DIM)
+    texts = ["### Ann\nDo you still go hiking in the mountains?", "### Bob\nYes, every weekend since May."]
+    texts += ["### Ann\nI bought a new kettle.", "### Bob\nWhich brand?"]
+    v, q = emb.embed(texts, "passage"), emb.embed(["hiking weekend"], "query")[0]
+    blend = [v[0] + 0.5 * v[1], v[1] + 0.5 * (v[0] + v[2]), v[2] + 0.5 * (v[1] + v[3]), v[3] + 0.5 * v[2]]
+    want = [float(b @ q / np.linalg.norm(b)) for b in blend]
+    got = {h.start_line: h.vector_score for h in read.search("hiking weekend", 5, mode="vector")}
+    assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx(want, abs=1e-5)
+    plain = {h.start_line: h.vector_score for h in alone.search("hiking weekend", 5, mode="vector")}
+    assert [plain[line] for line in (1, 4, 7, 10)] == pytest.approx([float(x @ q) for x in v], abs=1e-5)
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"
@@ -244,9 +272,11 @@ def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str
     rng = random.Random(3)
     words = [f"w{i}" for i in range(300)]
     embedder = HashEmbedder(DIM)
-    # chunk_chars below a line's length: every line is a chunk of its own, chunk i is line i + 1
-    big = PgMemoryIndex(Workspace(tmp_path, "big"), embedder, pg_dsn, chunk_chars=10)
-    small = PgMemoryIndex(Workspace(tmp_path, "small"), embedder, pg_dsn, chunk_chars=10)
+    # chunk_chars below a line's length: every line is a chunk of its own, chunk i is line i + 1; each
+    # chunk alone (neighbour_weight=0), so the ranking is the plain cosine an exact scan computes
+    options: dict[str, Any] = {"chunk_chars": 10, "neighbour_weight": 0.0}
+    big = PgMemoryIndex(Workspace(tmp_path, "big"), embedder, pg_dsn, **options)
+    small = PgMemoryIndex(Workspace(tmp_path, "small"), embedder, pg_dsn, **options)
     texts: dict[str, list[str]] = {}
     for index, n in ((big, 2000), (small, 40)):
         index.workspace.ensure()
@@ -323,6 +353,7 @@ def test_postgres_memory_migrations_share_the_runner_table_with_the_session_stor
         assert [r for r in rows if r[0] == "memory"] == [
             ("memory", 1, "initial"),
             ("memory", 2, "sparse_terms"),
+            ("memory", 3, "chunks_by_line"),
         ]
         conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
     with pytest.raises(StoreError, match="schema version 99"):

@@ -346,6 +346,7 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
         (1, "initial (adopted)"),
         (2, "fts_per_namespace"),
         (3, "sparse_terms"),
+        (4, "chunks_by_line"),
     ]
 
 
@@ -364,12 +365,15 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
     with sqlite3.connect(db_path) as db:  # back to what the old scheme left: no migration table
         db.execute("DROP TABLE cm_schema_migrations")
         db.execute("DROP TABLE sparse_terms")
+        db.execute("DROP INDEX chunks_by_line")
+        db.execute("CREATE INDEX chunks_by_path ON chunks(namespace, path)")
     embedder.passages.clear()
     index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
     assert _memory_migrations(db_path) == [
         (1, "initial (adopted)"),
         (2, "fts_per_namespace (adopted)"),
         (3, "sparse_terms"),
+        (4, "chunks_by_line"),
     ]
     assert not index.sync().changed and embedder.passages == []
     assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]

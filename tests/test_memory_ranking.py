@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
-from contextmem.memory.ranking import Candidate, combine, decay_factor
+from contextmem.memory.ranking import (
+    Candidate,
+    combine,
+    decay_factor,
+    in_context_keyword_scores,
+    in_context_vector_scores,
+)
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
 from contextmem.workspace import Workspace
 
@@ -172,3 +178,28 @@ def test_a_fact_under_the_session_the_question_names_is_the_top_hit(tmp_path: Pa
     hits = index.search("What happened to Bart on 2022-01-18?", 3)
     assert "pocket watch" in hits[0].snippet
     index.close()
+
+
+def test_in_context_vector_scores_blend_a_chunk_with_its_neighbours() -> None:
+    own = np.eye(3, dtype=np.float32)  # three chunks, each along its own axis
+    around = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32)  # 0 - 1 - 2 in one file
+    query = np.array([1, 0, 0], dtype=np.float32)
+    plain = in_context_vector_scores(query, own, np.zeros_like(own), 0.5)
+    assert plain.tolist() == [1.0, 0.0, 0.0]  # no neighbours: the plain cosine
+    assert in_context_vector_scores(query, own, around, 0.0).tolist() == [1.0, 0.0, 0.0]
+    read = in_context_vector_scores(query, own, around, 0.5)
+    # chunk 1 sits next to chunk 0, which is what the query is about: cos((0.5, 1, 0.5), (1, 0, 0))
+    assert read[1] == pytest.approx(0.5 / np.sqrt(1.5))
+    assert read[0] == pytest.approx(1 / np.sqrt(1.25)) and read[2] == 0.0
+
+
+def test_in_context_keyword_scores_lend_a_share_to_the_neighbours() -> None:
+    neighbours = {1: (None, 2), 2: (1, 3), 3: (2, None), 9: (None, None)}
+    assert in_context_keyword_scores({1: 4.0, 9: 1.0}, neighbours, 0.0) == {1: 4.0, 9: 1.0}
+    assert in_context_keyword_scores({1: 4.0, 3: 2.0, 9: 1.0}, neighbours, 0.5) == {
+        1: 4.0,
+        2: 3.0,  # borrows half of both neighbours'
+        3: 2.0,
+        9: 1.0,
+    }
+    assert in_context_keyword_scores({7: 5.0}, neighbours, 0.5) == {}  # only the chunks asked about

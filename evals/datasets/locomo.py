@@ -81,14 +81,18 @@ def conversations(path: Path = DATA) -> list[Conversation]:
     for item in json.loads(path.read_text(encoding="utf-8")):
         conv = item["conversation"]
         numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
-        sessions = tuple(
-            _session(n, conv[f"session_{n}_date_time"], conv[f"session_{n}"]) for n in numbers
-        )
+        sessions = tuple(_session(n, conv[f"session_{n}_date_time"], conv[f"session_{n}"]) for n in numbers)
         known = {t.dia_id for s in sessions for t in s.turns}
         questions = tuple(
-            Question(q["question"], None if "answer" not in q else str(q["answer"]),
-                     _evidence(q["evidence"], known), int(q["category"]))
+            Question(
+                q["question"],
+                None if "answer" not in q else str(q["answer"]),
+                _evidence(q["evidence"], known),
+                int(q["category"]),
+            )
             for q in item["qa"]
         )
-        out.append(Conversation(item["sample_id"], (conv["speaker_a"], conv["speaker_b"]), sessions, questions))
+        out.append(
+            Conversation(item["sample_id"], (conv["speaker_a"], conv["speaker_b"]), sessions, questions)
+        )
     return out

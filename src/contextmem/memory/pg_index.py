@@ -48,6 +48,7 @@ from ..workspace import Workspace
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
 from .pg_link import PgLink, register_vector_type
+from .ranking import Neighbours
 from .sync import FileState, IndexState, SyncPlan
 from .text import MAX_QUERY_TERMS, CjkMode, keyword_tokens, query_terms
 
@@ -71,6 +72,16 @@ _INSERT_FILE = (
     "INSERT INTO cm_memory_files (namespace, path, mtime_ns, size, hash)"
     " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
     " mtime_ns = EXCLUDED.mtime_ns, size = EXCLUDED.size, hash = EXCLUDED.hash"
+)
+
+# The chunks just before and after each of a set of chunks, in the same file (by start line).
+_NEIGHBOURS = (
+    "SELECT c.id,"
+    " (SELECT p.id FROM cm_memory_chunks p WHERE p.namespace = c.namespace AND p.path = c.path"
+    "  AND p.start_line < c.start_line ORDER BY p.start_line DESC LIMIT 1),"
+    " (SELECT n.id FROM cm_memory_chunks n WHERE n.namespace = c.namespace AND n.path = c.path"
+    "  AND n.start_line > c.start_line ORDER BY n.start_line LIMIT 1)"
+    " FROM cm_memory_chunks c WHERE c.namespace = %s AND c.id = ANY(%s)"
 )
 
 
@@ -352,6 +363,11 @@ class PgMemoryIndex(BaseMemoryIndex):
                 " WHERE namespace = %s AND id = ANY(%s)",
                 (self.namespace, wanted),
             )
+        }
+
+    def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
+        return {
+            int(r[0]): (r[1], r[2]) for r in self._rows("reading chunks", _NEIGHBOURS, (self.namespace, ids))
         }
 
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:

@@ -15,6 +15,11 @@ daily file's chunks do not decay and rank before every other chunk (by their own
 themselves), and so do chunks that write that day (``naming_chunks``: a memory entry's ``### 2022-01-18``
 session, a core-memory line "release on 8 May 2026"). Recency must not bury the very day the user
 asked about.
+
+A chunk is read in its context (``neighbour_weight``, :func:`in_context_vector_scores` and
+:func:`in_context_keyword_scores`): its vector is blended with the vectors of the chunks just before and
+after it in the same file, and its keyword score gains a share of theirs. A turn of a conversation ("Yes,
+every weekend!") rarely names what it is about; the turn before it does.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ from numpy.typing import NDArray
 
 __all__ = [
     "Candidate",
+    "Neighbours",
     "Ranking",
     "combine",
     "decay_factor",
     "fuse",
+    "in_context_keyword_scores",
+    "in_context_vector_scores",
     "mmr",
     "passes_min_score",
     "top_k_indices",
@@ -148,6 +156,41 @@ def fuse(
         **ranking,
     )
     return [c for c in ranked if passes_min_score(c, min_score)]
+
+
+Neighbours = Mapping[int, tuple[int | None, int | None]]
+"""Chunk id -> the ids of the chunks just before and after it in its file (``None`` at either end)."""
+
+
+def in_context_vector_scores(
+    query: NDArray[np.float32], own: NDArray[np.float32], around: NDArray[np.float32], weight: float
+) -> NDArray[np.float32]:
+    """Each chunk's cosine with ``query`` when read in context: the cosine of ``own[i] + weight *
+    around[i]``, where ``around[i]`` is the sum of its neighbours' vectors (zero where it has none).
+
+    Invariant: with ``weight == 0`` or no neighbours, the plain cosine ``own @ query`` (rows unit-length).
+    """
+    blend = own + np.float32(weight) * around
+    norms = np.linalg.norm(blend, axis=1)
+    norms[norms == 0] = 1.0
+    return np.asarray((blend @ query) / norms, dtype=np.float32)
+
+
+def in_context_keyword_scores(
+    scores: Mapping[int, float], neighbours: Neighbours, weight: float
+) -> dict[int, float]:
+    """Each chunk's keyword score plus ``weight`` times its neighbours' (a neighbour outside ``scores``
+    adds 0). A chunk of ``neighbours`` with no score of its own gets one when a neighbour matched.
+
+    Invariant: with ``weight == 0`` the result is ``scores`` restricted to ``neighbours``' chunks.
+    """
+    out = {}
+    for cid, pair in neighbours.items():
+        own = scores.get(cid)
+        borrowed = sum(scores.get(n, 0.0) for n in pair if n is not None)
+        if own is not None or (weight > 0 and borrowed > 0):
+            out[cid] = (own or 0.0) + weight * borrowed
+    return out
 
 
 def passes_min_score(candidate: Candidate, min_score: float) -> bool:

@@ -36,7 +36,7 @@ from ..store.migrations import discover, migrate_sqlite
 from ..workspace import Workspace
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
-from .ranking import top_k_indices
+from .ranking import Neighbours, top_k_indices
 from .sync import FileState, IndexState, SyncPlan
 from .text import fts_document, fts_query
 from .vector_cache import VectorCache
@@ -47,6 +47,16 @@ MIGRATION_COMPONENT = "memory"
 _IN_BATCH = 500
 _TOKENIZER = "porter unicode61 remove_diacritics 2"
 _FTS_DDL = f"CREATE VIRTUAL TABLE IF NOT EXISTS \"{{table}}\" USING fts5(body, tokenize='{_TOKENIZER}')"
+
+# The chunks just before and after each of a set of chunks, in the same file (by start line).
+_NEIGHBOURS = (
+    "SELECT c.id,"
+    " (SELECT p.id FROM chunks p WHERE p.namespace = c.namespace AND p.path = c.path"
+    "  AND p.start_line < c.start_line ORDER BY p.start_line DESC LIMIT 1),"
+    " (SELECT n.id FROM chunks n WHERE n.namespace = c.namespace AND n.path = c.path"
+    "  AND n.start_line > c.start_line ORDER BY n.start_line LIMIT 1)"
+    " FROM chunks c WHERE +c.namespace = ? AND c.id IN ({marks})"
+)
 
 
 def migrate_index(conn: sqlite3.Connection) -> int:
@@ -273,6 +283,15 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 out[int(cid)] = StoredChunk(
                     cid, path, start, end, text, date.fromisoformat(day) if day else None
                 )
+        return out
+
+    def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
+        out: dict[int, tuple[int | None, int | None]] = {}
+        for part, marks in _in_batches(ids):
+            for cid, before, after in self._db.execute(
+                _NEIGHBOURS.format(marks=marks), (self.namespace, *part)
+            ):
+                out[int(cid)] = (before, after)
         return out
 
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
