@@ -19,6 +19,7 @@ import pytest
 
 from contextmem.memory import HashEmbedder, MemoryIndex, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors
+from contextmem.memory.ranking import context_weight
 from contextmem.workspace import Workspace
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 
@@ -190,6 +191,8 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     # A turn that answers rarely names its subject; the turn before it does.
     talk = "### Ann\nDo you still go hiking in the mountains?\n\n### Bob\nYes, every weekend since May.\n"
     talk += "\n### Ann\nI bought a new kettle.\n\n### Bob\nWhich brand?\n"
+    texts = ["### Ann\nDo you still go hiking in the mountains?", "### Bob\nYes, every weekend since May."]
+    texts += ["### Ann\nI bought a new kettle.", "### Bob\nWhich brand?"]
     alone = make("alone", neighbour_weight=0.0)
     read = make("read")  # the default weight, 0.5
     for index in (alone, read):
@@ -197,15 +200,16 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     # every chunk is a candidate here (the vector side takes 50); only the first matches "mountains"
     plain_kw = {h.start_line: h.keyword_score for h in alone.search("mountains", 5)}
     assert plain_kw == {1: plain_kw[1], 4: None, 7: None, 10: None}
-    # Bob's answer borrows half of the question's keyword score; the kettle and its reply border no match
+    # Bob's answer borrows about half of the question's keyword score (a short chunk: nearly the whole
+    # weight); the kettle and its reply border no match
     kw = {h.start_line: h.keyword_score for h in read.search("mountains", 5)}
-    assert kw == {1: plain_kw[1], 4: pytest.approx(plain_kw[1] / 2), 7: None, 10: None}  # type: ignore[operator]
+    share = context_weight(len(texts[1]), 1200, 0.5)
+    assert kw == {1: plain_kw[1], 4: pytest.approx(share * plain_kw[1]), 7: None, 10: None}  # type: ignore[operator]
     # the vector side: each score is the cosine of the blend of the chunk and its neighbours
     emb = HashEmbedder(DIM)
-    texts = ["### Ann\nDo you still go hiking in the mountains?", "### Bob\nYes, every weekend since May."]
-    texts += ["### Ann\nI bought a new kettle.", "### Bob\nWhich brand?"]
     v, q = emb.embed(texts, "passage"), emb.embed(["hiking weekend"], "query")[0]
-    blend = [v[0] + 0.5 * v[1], v[1] + 0.5 * (v[0] + v[2]), v[2] + 0.5 * (v[1] + v[3]), v[3] + 0.5 * v[2]]
+    w = [context_weight(len(t), 1200, 0.5) for t in texts]
+    blend = [v[0] + w[0] * v[1], v[1] + w[1] * (v[0] + v[2]), v[2] + w[2] * (v[1] + v[3]), v[3] + w[3] * v[2]]
     want = [float(b @ q / np.linalg.norm(b)) for b in blend]
     got = {h.start_line: h.vector_score for h in read.search("hiking weekend", 5, mode="vector")}
     assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx(want, abs=1e-5)

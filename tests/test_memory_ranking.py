@@ -17,6 +17,7 @@ from contextmem.memory.embedders import EmbedKind, Vectors, normalise
 from contextmem.memory.ranking import (
     Candidate,
     combine,
+    context_weight,
     decay_factor,
     in_context_keyword_scores,
     in_context_vector_scores,
@@ -184,10 +185,11 @@ def test_in_context_vector_scores_blend_a_chunk_with_its_neighbours() -> None:
     own = np.eye(3, dtype=np.float32)  # three chunks, each along its own axis
     around = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32)  # 0 - 1 - 2 in one file
     query = np.array([1, 0, 0], dtype=np.float32)
-    plain = in_context_vector_scores(query, own, np.zeros_like(own), 0.5)
+    half = np.full(3, 0.5, dtype=np.float32)
+    plain = in_context_vector_scores(query, own, np.zeros_like(own), half)
     assert plain.tolist() == [1.0, 0.0, 0.0]  # no neighbours: the plain cosine
-    assert in_context_vector_scores(query, own, around, 0.0).tolist() == [1.0, 0.0, 0.0]
-    read = in_context_vector_scores(query, own, around, 0.5)
+    assert in_context_vector_scores(query, own, around, np.zeros(3, dtype=np.float32)).tolist() == [1, 0, 0]
+    read = in_context_vector_scores(query, own, around, half)
     # chunk 1 sits next to chunk 0, which is what the query is about: cos((0.5, 1, 0.5), (1, 0, 0))
     assert read[1] == pytest.approx(0.5 / np.sqrt(1.5))
     assert read[0] == pytest.approx(1 / np.sqrt(1.25)) and read[2] == 0.0
@@ -195,11 +197,20 @@ def test_in_context_vector_scores_blend_a_chunk_with_its_neighbours() -> None:
 
 def test_in_context_keyword_scores_lend_a_share_to_the_neighbours() -> None:
     neighbours = {1: (None, 2), 2: (1, 3), 3: (2, None), 9: (None, None)}
-    assert in_context_keyword_scores({1: 4.0, 9: 1.0}, neighbours, 0.0) == {1: 4.0, 9: 1.0}
-    assert in_context_keyword_scores({1: 4.0, 3: 2.0, 9: 1.0}, neighbours, 0.5) == {
+    none, half = dict.fromkeys(neighbours, 0.0), dict.fromkeys(neighbours, 0.5)
+    assert in_context_keyword_scores({1: 4.0, 9: 1.0}, neighbours, none) == {1: 4.0, 9: 1.0}
+    assert in_context_keyword_scores({1: 4.0, 3: 2.0, 9: 1.0}, neighbours, half) == {
         1: 4.0,
         2: 3.0,  # borrows half of both neighbours'
         3: 2.0,
         9: 1.0,
     }
-    assert in_context_keyword_scores({7: 5.0}, neighbours, 0.5) == {}  # only the chunks asked about
+    assert in_context_keyword_scores({7: 5.0}, neighbours, half) == {}  # only the chunks asked about
+    assert in_context_keyword_scores({1: 4.0}, neighbours, {**half, 2: 0.25})[2] == 1.0  # its own weight
+
+
+def test_a_short_chunk_borrows_more_context_than_a_full_one() -> None:
+    assert context_weight(0, 1200, 0.5) == 0.5
+    assert context_weight(300, 1200, 0.5) == pytest.approx(0.375)
+    assert context_weight(1200, 1200, 0.5) == context_weight(5000, 1200, 0.5) == 0.0
+    assert context_weight(100, 1200, 0.0) == 0.0

@@ -30,7 +30,15 @@ from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
-from .ranking import Candidate, Neighbours, fuse, in_context_keyword_scores, in_context_vector_scores, mmr
+from .ranking import (
+    Candidate,
+    Neighbours,
+    context_weight,
+    fuse,
+    in_context_keyword_scores,
+    in_context_vector_scores,
+    mmr,
+)
 from .sparse import SparseEncoder, Terms, dot, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
@@ -260,7 +268,7 @@ class BaseMemoryIndex(ABC):
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
             if self.neighbour_weight > 0 and rows:
-                vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, list(rows))
+                vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, rows)
             naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
             sparse = (
                 {cid: dot(q_terms, blob) for cid, blob in self._chunk_terms(list(rows)).items()}
@@ -293,13 +301,17 @@ class BaseMemoryIndex(ABC):
         query: Vector | None,
         vec_scores: dict[int, float],
         kw_scores: dict[int, float],
-        ids: list[int],
+        rows: Mapping[int, StoredChunk],
     ) -> tuple[dict[int, float], dict[int, float]]:
         """The candidates' vector and keyword scores when each is read with its neighbours in its file."""
+        ids = list(rows)
         neighbours = self._chunk_neighbours(ids)
-        weight = self.neighbour_weight
+        weights = {
+            cid: context_weight(len(row.text), self.chunk_chars, self.neighbour_weight)
+            for cid, row in rows.items()
+        }
         if kw_scores:
-            kw_scores = in_context_keyword_scores(kw_scores, neighbours, weight)
+            kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
             around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
             matrix = self._chunk_vectors(ids + around_ids)
@@ -309,7 +321,8 @@ class BaseMemoryIndex(ABC):
                 for n in neighbours.get(cid, (None, None)):
                     if n is not None:
                         around[row] += matrix[row_of[n]]
-            scores = in_context_vector_scores(query, matrix[: len(ids)], around, weight)
+            row_weights = np.fromiter((weights[cid] for cid in ids), dtype=np.float32, count=len(ids))
+            scores = in_context_vector_scores(query, matrix[: len(ids)], around, row_weights)
             vec_scores = dict(zip(ids, scores.tolist(), strict=True))
         return vec_scores, kw_scores
 

@@ -19,7 +19,8 @@ asked about.
 A chunk is read in its context (``neighbour_weight``, :func:`in_context_vector_scores` and
 :func:`in_context_keyword_scores`): its vector is blended with the vectors of the chunks just before and
 after it in the same file, and its keyword score gains a share of theirs. A turn of a conversation ("Yes,
-every weekend!") rarely names what it is about; the turn before it does.
+every weekend!") rarely names what it is about; the turn before it does. The shorter the chunk, the more
+it borrows (:func:`context_weight`): a full chunk carries its own context.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "Neighbours",
     "Ranking",
     "combine",
+    "context_weight",
     "decay_factor",
     "fuse",
     "in_context_keyword_scores",
@@ -163,34 +165,51 @@ Neighbours = Mapping[int, tuple[int | None, int | None]]
 
 
 def in_context_vector_scores(
-    query: NDArray[np.float32], own: NDArray[np.float32], around: NDArray[np.float32], weight: float
+    query: NDArray[np.float32],
+    own: NDArray[np.float32],
+    around: NDArray[np.float32],
+    weights: NDArray[np.float32],
 ) -> NDArray[np.float32]:
-    """Each chunk's cosine with ``query`` when read in context: the cosine of ``own[i] + weight *
+    """Each chunk's cosine with ``query`` when read in context: the cosine of ``own[i] + weights[i] *
     around[i]``, where ``around[i]`` is the sum of its neighbours' vectors (zero where it has none).
 
-    Invariant: with ``weight == 0`` or no neighbours, the plain cosine ``own @ query`` (rows unit-length).
+    Invariant: where ``weights[i] == 0`` or chunk ``i`` has no neighbours, the plain cosine ``own[i] @
+    query`` (rows unit-length).
     """
-    blend = own + np.float32(weight) * around
+    blend = own + weights.astype(np.float32)[:, None] * around
     norms = np.linalg.norm(blend, axis=1)
     norms[norms == 0] = 1.0
     return np.asarray((blend @ query) / norms, dtype=np.float32)
 
 
 def in_context_keyword_scores(
-    scores: Mapping[int, float], neighbours: Neighbours, weight: float
+    scores: Mapping[int, float], neighbours: Neighbours, weights: Mapping[int, float]
 ) -> dict[int, float]:
-    """Each chunk's keyword score plus ``weight`` times its neighbours' (a neighbour outside ``scores``
-    adds 0). A chunk of ``neighbours`` with no score of its own gets one when a neighbour matched.
+    """Each chunk's keyword score plus ``weights[chunk]`` times its neighbours' (a neighbour outside
+    ``scores`` adds 0). A chunk of ``neighbours`` with no score of its own gets one when a neighbour
+    matched.
 
-    Invariant: with ``weight == 0`` the result is ``scores`` restricted to ``neighbours``' chunks.
+    Invariant: where a chunk's weight is 0 its score is its own (absent when it has none).
     """
     out = {}
     for cid, pair in neighbours.items():
         own = scores.get(cid)
+        weight = weights.get(cid, 0.0)
         borrowed = sum(scores.get(n, 0.0) for n in pair if n is not None)
         if own is not None or (weight > 0 and borrowed > 0):
             out[cid] = (own or 0.0) + weight * borrowed
     return out
+
+
+def context_weight(chars: int, chunk_chars: int, weight: float) -> float:
+    """How much a chunk of ``chars`` characters borrows from its neighbours: ``weight`` for an empty one,
+    falling linearly to 0 for a chunk of ``chunk_chars`` or more. A short chunk (one turn of a
+    conversation) lacks its context; a full one carries its own, and its neighbours are often about
+    something else.
+
+    Invariant: ``0 <= context_weight(...) <= weight``, non-increasing in ``chars``.
+    """
+    return weight * max(0.0, 1.0 - chars / chunk_chars) if chunk_chars > 0 else 0.0
 
 
 def passes_min_score(candidate: Candidate, min_score: float) -> bool:
