@@ -37,7 +37,8 @@ An async twin is the method's name with an ``a`` in front, as across the public 
 has no twin, since ``a`` + ``sync`` is the keyword ``async``: ``await asyncio.to_thread(index.sync)``.
 
 Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
-union is min-max fused with the vector/keyword weights, daily files decay down to a floor, ``min_score``
+union is read in context (each candidate with the chunks just before and after it in its file, the
+shorter it is the more) and min-max fused with the vector/keyword weights, daily files decay down to a floor, ``min_score``
 is judged on the fused score or the keyword evidence, and ``mmr_lambda`` diversifies. Implementations are
 thread-safe.
 
