@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from contextmem.memory import SqliteMemoryIndex
+from contextmem.memory.text import keyword_tokens
 from contextmem.workspace import Workspace
 from evals.datasets.locomo import Conversation, Question, Session, Turn, conversations
 from evals.memory_madial import CachingEmbedder
@@ -80,8 +81,6 @@ def _stemmer() -> Any:
 
 
 def _words(text: str, stem: Any) -> list[str]:
-    from contextmem.memory.text import keyword_tokens
-
     return stem.stemWords(keyword_tokens(text))
 
 
