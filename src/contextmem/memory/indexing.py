@@ -39,7 +39,7 @@ from .ranking import (
     in_context_vector_scores,
     mmr,
 )
-from .sparse import SparseEncoder, Terms, dot, sparse_encoder
+from .sparse import SparseEncoder, Terms, dots, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
 
@@ -270,11 +270,10 @@ class BaseMemoryIndex(ABC):
             if self.neighbour_weight > 0 and rows:
                 vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, rows)
             naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
-            sparse = (
-                {cid: dot(q_terms, blob) for cid, blob in self._chunk_terms(list(rows)).items()}
-                if q_terms
-                else {}
-            )
+            sparse: dict[int, float] = {}
+            if q_terms:
+                blobs = self._chunk_terms(list(rows))
+                sparse = dict(zip(blobs, dots(q_terms, list(blobs.values())), strict=True))
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
                 vec_scores,
@@ -316,11 +315,19 @@ class BaseMemoryIndex(ABC):
             around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
             matrix = self._chunk_vectors(ids + around_ids)
             row_of = {cid: i for i, cid in enumerate(around_ids, start=len(ids))}
-            around = np.zeros((len(ids), matrix.shape[1]), dtype=np.float32)
-            for row, cid in enumerate(ids):
-                for n in neighbours.get(cid, (None, None)):
-                    if n is not None:
-                        around[row] += matrix[row_of[n]]
+            none = matrix.shape[0]  # a zero row stands for "no neighbour on this side"
+            matrix = np.vstack([matrix, np.zeros((1, matrix.shape[1]), dtype=matrix.dtype)])
+            sides = np.array(
+                [
+                    [
+                        row_of.get(n, none) if n is not None else none
+                        for n in neighbours.get(cid, (None, None))
+                    ]
+                    for cid in ids
+                ],
+                dtype=np.intp,
+            ).reshape(len(ids), 2)
+            around = matrix[sides[:, 0]] + matrix[sides[:, 1]]
             row_weights = np.fromiter((weights[cid] for cid in ids), dtype=np.float32, count=len(ids))
             scores = in_context_vector_scores(query, matrix[: len(ids)], around, row_weights)
             vec_scores = dict(zip(ids, scores.tolist(), strict=True))

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError, UsageError
 
-__all__ = ["MAX_SPARSE_DIM", "SparseEncoder", "Terms", "dot", "pack", "sparse_encoder", "unpack"]
+__all__ = ["MAX_SPARSE_DIM", "SparseEncoder", "Terms", "dot", "dots", "pack", "sparse_encoder", "unpack"]
 
 MAX_SPARSE_DIM = 1 << 16  # term ids are stored as uint16
 Terms = dict[int, float]  # term id -> weight (> 0)
@@ -85,12 +85,23 @@ def unpack(blob: bytes) -> tuple[NDArray[np.uint16], NDArray[np.float16]]:
 
 def dot(query: Mapping[int, float], blob: bytes) -> float:
     """The dot product of a query's terms with a stored chunk's: the sparse similarity (>= 0)."""
-    ids, values = unpack(blob)
-    if not query or not ids.size:
-        return 0.0
+    return dots(query, [blob])[0]
+
+
+def dots(query: Mapping[int, float], blobs: Sequence[bytes]) -> list[float]:
+    """:func:`dot` of ``query`` with each blob, in one pass over all their terms (a search scores ~100
+    candidates; a numpy call per candidate cost more than the rest of the fusion).
+
+    Invariant: ``dots(q, bs)[i] == dot(q, bs[i])`` to float32 precision, and every value is ``>= 0``.
+    """
+    if not query or not blobs:
+        return [0.0] * len(blobs)
     q_ids = np.fromiter(query, dtype=np.int64, count=len(query))
-    q_values = np.fromiter(query.values(), dtype=np.float64, count=len(query))
-    shared, at_chunk, at_query = np.intersect1d(ids, q_ids, assume_unique=True, return_indices=True)
-    if not shared.size:
-        return 0.0
-    return float(values[at_chunk].astype(np.float64) @ q_values[at_query])
+    dense = np.zeros(int(q_ids.max()) + 2, dtype=np.float32)  # the last slot stays 0: ids beyond the query
+    dense[q_ids] = np.fromiter(query.values(), dtype=np.float32, count=len(query))
+    parts = [unpack(blob) for blob in blobs]
+    ids = np.minimum(np.concatenate([p[0] for p in parts]).astype(np.int64), dense.size - 1)
+    weights = np.concatenate([p[1] for p in parts]).astype(np.float32)
+    owner = np.repeat(np.arange(len(parts)), [p[0].size for p in parts])
+    sums: list[float] = np.bincount(owner, weights=dense[ids] * weights, minlength=len(parts)).tolist()
+    return sums

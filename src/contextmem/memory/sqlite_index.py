@@ -13,7 +13,7 @@ SQLite's own:
 * **Keywords**: each namespace has its own FTS5 table (named from a hash of the namespace), queried with
   ``ORDER BY bm25 LIMIT candidates`` (a shared table made every query read a posting list as long as the
   namespace); hits are re-checked against ``chunks.namespace``.
-* **Vector search** is an exact scan of the namespace's float32 matrix (:mod:`.vector_cache`), refreshed
+* **Vector search** is an exact scan of the namespace's float16 matrix (:mod:`.vector_cache`), refreshed
   incrementally by chunk id when the namespace's ``generation`` moves.
 
 Search cost: ``bench/results/memory_latency.md``. Thread-safe (one connection behind the index's lock);
@@ -261,7 +261,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         extra = np.fromiter((cid for cid in also if cid not in scores), dtype=np.int64)
         if extra.size:
             rows_at, found = cache.rows_of(extra)
-            extra_scores = cache.matrix[rows_at[found]] @ query
+            extra_scores = cache.rows(rows_at[found]) @ query
             scores.update(zip(extra[found].tolist(), extra_scores.tolist(), strict=True))
         return scores
 
@@ -310,10 +310,10 @@ class SqliteMemoryIndex(BaseMemoryIndex):
 
     def _chunk_vectors(self, ids: list[int]) -> Vector:
         cache = self._vectors()
-        return cache.matrix[np.searchsorted(cache.ids, ids)]
+        return cache.rows(np.searchsorted(cache.ids, ids))
 
     def _vectors(self) -> VectorCache:
-        """This namespace's vectors as one contiguous float32 matrix, rows in ascending chunk-id order.
+        """This namespace's vectors as one contiguous float16 matrix, rows in ascending chunk-id order.
 
         Refreshed when the namespace's generation moves, *incrementally*: chunk ids are never reused
         (AUTOINCREMENT), so only chunks with ids above the cached maximum are read from SQLite and written
