@@ -318,7 +318,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         Refreshed when the namespace's generation moves, *incrementally*: chunk ids are never reused
         (AUTOINCREMENT), so only chunks with ids above the cached maximum are read from SQLite and written
         into the buffer's spare rows, and rows of deleted chunks are masked. An append to today's file
-        at 100k chunks reads that file's chunks, not 150 MB, and copies nothing.
+        at 100k chunks reads that file's chunks, not the whole matrix, and copies nothing.
         """
         row = self._db.execute(
             "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
