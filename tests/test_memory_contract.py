@@ -216,6 +216,12 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx(want, abs=2e-3)
     plain = {h.start_line: h.vector_score for h in alone.search("hiking weekend", 5, mode="vector")}
     assert [plain[line] for line in (1, 4, 7, 10)] == pytest.approx([float(x @ q) for x in v], abs=2e-3)
+    # A daily file's entries stand alone: the same talk written as one borrows nothing.
+    daily = make("daily")
+    (daily.workspace.daily_dir / "2026-03-14.md").write_text(talk)
+    assert {h.start_line: h.keyword_score for h in daily.search("mountains", 5)} == plain_kw
+    got = {h.start_line: h.vector_score for h in daily.search("hiking weekend", 5, mode="vector")}
+    assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx([plain[x] for x in (1, 4, 7, 10)], abs=1e-6)
 
 
 def test_mmr_diversifies(make: Factory) -> None:

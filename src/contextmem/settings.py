@@ -180,7 +180,7 @@ class Settings(BaseModel):
         ge=0,
         le=1,
         description="How much the chunks just before and after a memory chunk in its file count when it "
-        "is searched (its context; 0: each chunk alone)",
+        "is searched (its context; 0: each chunk alone; a daily file's chunks stand alone)",
     )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(

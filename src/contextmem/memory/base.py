@@ -38,8 +38,9 @@ has no twin, since ``a`` + ``sync`` is the keyword ``async``: ``await asyncio.to
 
 Ranking is the same everywhere (:mod:`.ranking`): each retriever returns up to ``candidates`` chunks, the
 union is read in context (each candidate with the chunks just before and after it in its file, the
-shorter it is the more) and min-max fused with the vector/keyword weights, daily files decay down to a
-floor, ``min_score`` is judged on the fused score or the keyword evidence, and ``mmr_lambda`` diversifies.
+shorter it is the more; not in daily files, whose entries stand alone) and min-max fused with the
+vector/keyword weights, daily files decay down to a floor, ``min_score`` is judged on the fused score or
+the keyword evidence, and ``mmr_lambda`` diversifies.
 Implementations are thread-safe.
 
 Implementations: :class:`~contextmem.memory.sqlite_index.SqliteMemoryIndex` (default, one file) and

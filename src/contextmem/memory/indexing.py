@@ -302,13 +302,21 @@ class BaseMemoryIndex(ABC):
         kw_scores: dict[int, float],
         rows: Mapping[int, StoredChunk],
     ) -> tuple[dict[int, float], dict[int, float]]:
-        """The candidates' vector and keyword scores when each is read with its neighbours in its file."""
-        ids = list(rows)
-        neighbours = self._chunk_neighbours(ids)
+        """The candidates' vector and keyword scores when each is read with its neighbours in its file.
+
+        A daily file's chunks borrow nothing: its entries are what compaction and ``memory_write`` wrote at
+        different moments, each standing alone (dated, attributed bullets), so its neighbours are other
+        moments. Notes and transcripts are read on: a turn that answers rarely names its subject."""
         weights = {
-            cid: context_weight(len(row.text), self.chunk_chars, self.neighbour_weight)
+            cid: 0.0
+            if row.day is not None
+            else context_weight(len(row.text), self.chunk_chars, self.neighbour_weight)
             for cid, row in rows.items()
         }
+        if not any(weights.values()):
+            return vec_scores, kw_scores
+        ids = list(rows)
+        neighbours = self._chunk_neighbours(ids)
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
