@@ -306,7 +306,7 @@ class BaseMemoryIndex(ABC):
 
         A daily file's chunks borrow nothing: its entries are what compaction and ``memory_write`` wrote at
         different moments, each standing alone (dated, attributed bullets), so its neighbours are other
-        moments. Notes and transcripts are read on: a turn that answers rarely names its subject."""
+        moments. Notes and transcripts are read in context: a turn that answers rarely names its subject."""
         weights = {
             cid: 0.0
             if row.day is not None
