@@ -118,6 +118,17 @@ def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
     assert [c.chunk_id for c in ranked] == [2, 4, 1, 3]
 
 
+def test_scores_apart_by_float32_rounding_are_a_tie() -> None:
+    """One text in three files scores 1.0 and 0.99999994 (float32 rounding): min-max must not stretch
+    that to the whole range; a real gap (0.999 against 1.0) still orders them."""
+    options: dict[str, Any] = {"vector_weight": 1.0, "keyword_weight": 0.0, "today": date(2026, 3, 1)}
+    options["half_life_days"] = 30.0
+    rounded = [Candidate(1, 1.0, None), Candidate(2, 0.99999994, None), Candidate(3, 0.99999994, None)]
+    assert [c.vector_norm for c in combine(rounded, **options)] == [1.0, 1.0, 1.0]
+    apart = [Candidate(1, 1.0, None), Candidate(2, 0.999, None)]
+    assert [c.vector_norm for c in combine(apart, **options)] == [1.0, 0.0]
+
+
 def test_a_floored_decay_keeps_recency_a_tie_breaker() -> None:
     """A year-old exact answer against yesterday's near-miss: plain 30-day decay (2**-12.2 at 365 days)
     buries the answer; with a floor of 0.8 recency moves a score by at most a fifth, so the answer wins
@@ -205,7 +216,7 @@ def test_in_context_keyword_scores_lend_a_share_to_the_neighbours() -> None:
         3: 2.0,
         9: 1.0,
     }
-    assert in_context_keyword_scores({7: 5.0}, neighbours, half) == {}  # only the chunks asked about
+    assert in_context_keyword_scores({7: 5.0}, neighbours, half) == {7: 5.0}  # not a borrower: its own
     assert in_context_keyword_scores({1: 4.0}, neighbours, {**half, 2: 0.25})[2] == 1.0  # its own weight
 
 

@@ -308,21 +308,20 @@ class BaseMemoryIndex(ABC):
         different moments, each standing alone (dated, attributed bullets), so its neighbours are other
         moments. Notes and transcripts are read in context: a turn that answers rarely names its subject."""
         weights = {
-            cid: 0.0
-            if row.day is not None
-            else context_weight(len(row.text), self.chunk_chars, self.neighbour_weight)
+            cid: context_weight(len(row.text), self.chunk_chars, self.neighbour_weight)
             for cid, row in rows.items()
+            if row.day is None
         }
-        if not any(weights.values()):
+        borrowers = [cid for cid, weight in weights.items() if weight > 0]
+        if not borrowers:
             return vec_scores, kw_scores
-        ids = list(rows)
-        neighbours = self._chunk_neighbours(ids)
+        neighbours = self._chunk_neighbours(borrowers)
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
             around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
-            matrix = self._chunk_vectors(ids + around_ids)
-            row_of = {cid: i for i, cid in enumerate(around_ids, start=len(ids))}
+            matrix = self._chunk_vectors(borrowers + around_ids)
+            row_of = {cid: i for i, cid in enumerate(around_ids, start=len(borrowers))}
             none = matrix.shape[0]  # a zero row stands for "no neighbour on this side"
             matrix = np.vstack([matrix, np.zeros((1, matrix.shape[1]), dtype=matrix.dtype)])
             sides = np.array(
@@ -331,14 +330,14 @@ class BaseMemoryIndex(ABC):
                         row_of.get(n, none) if n is not None else none
                         for n in neighbours.get(cid, (None, None))
                     ]
-                    for cid in ids
+                    for cid in borrowers
                 ],
                 dtype=np.intp,
-            ).reshape(len(ids), 2)
+            ).reshape(len(borrowers), 2)
             around = matrix[sides[:, 0]] + matrix[sides[:, 1]]
-            row_weights = np.fromiter((weights[cid] for cid in ids), dtype=np.float32, count=len(ids))
-            scores = in_context_vector_scores(query, matrix[: len(ids)], around, row_weights)
-            vec_scores = dict(zip(ids, scores.tolist(), strict=True))
+            row_weights = np.fromiter((weights[cid] for cid in borrowers), np.float32, count=len(borrowers))
+            scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
+            vec_scores = {**vec_scores, **dict(zip(borrowers, scores.tolist(), strict=True))}
         return vec_scores, kw_scores
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:

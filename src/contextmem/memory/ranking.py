@@ -20,7 +20,8 @@ A chunk is read in its context (``neighbour_weight``, :func:`in_context_vector_s
 :func:`in_context_keyword_scores`): its vector is blended with the vectors of the chunks just before and
 after it in the same file, and its keyword score gains a share of theirs. A turn of a conversation ("Yes,
 every weekend!") rarely names what it is about; the turn before it does. The shorter the chunk, the more
-it borrows (:func:`context_weight`): a full chunk carries its own context.
+it borrows (:func:`context_weight`): a full chunk carries its own context. A daily file's chunks borrow
+nothing (:class:`.indexing.BaseMemoryIndex` gives them weight 0): its entries stand alone.
 """
 
 from __future__ import annotations
@@ -66,7 +67,12 @@ class Candidate:
     sparse_norm: float = 0.0
 
 
+_TIE = 1e-6  # relative: scores are float32 products, equal texts differ by their rounding (~1e-7)
+
+
 def _minmax(values: Sequence[float | None]) -> list[float]:
+    """Each value scaled to [0, 1] between the smallest and largest (``None``: 0). Values that differ by no
+    more than float32 rounding are a tie, all 1: stretching 1e-7 to the whole range would rank by noise."""
     present = [v for v in values if v is not None]
     if not present:
         return [0.0] * len(values)
@@ -76,7 +82,7 @@ def _minmax(values: Sequence[float | None]) -> list[float]:
     for v in values:
         if v is None:
             out.append(0.0)
-        elif span <= 1e-12:
+        elif span <= _TIE * max(1.0, abs(high)):
             out.append(1.0)
         else:
             out.append((v - low) / span)
@@ -185,13 +191,14 @@ def in_context_vector_scores(
 def in_context_keyword_scores(
     scores: Mapping[int, float], neighbours: Neighbours, weights: Mapping[int, float]
 ) -> dict[int, float]:
-    """Each chunk's keyword score plus ``weights[chunk]`` times its neighbours' (a neighbour outside
-    ``scores`` adds 0). A chunk of ``neighbours`` with no score of its own gets one when a neighbour
+    """``scores``, each chunk of ``neighbours`` plus ``weights[chunk]`` times its neighbours' (a neighbour
+    outside ``scores`` adds 0). A chunk of ``neighbours`` with no score of its own gets one when a neighbour
     matched.
 
-    Invariant: where a chunk's weight is 0 its score is its own (absent when it has none).
+    Invariant: where a chunk's weight is 0, or it is not in ``neighbours``, its score is its own (absent
+    when it has none).
     """
-    out = {}
+    out = dict(scores)
     for cid, pair in neighbours.items():
         own = scores.get(cid)
         weight = weights.get(cid, 0.0)

@@ -257,13 +257,14 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         sims = cache.scores(query)
         top = top_k_indices(sims, limit)
         top = top[np.isfinite(sims[top])]  # never a masked (deleted) row
-        scores = dict(zip(cache.ids[top].tolist(), sims[top].tolist(), strict=True))
-        extra = np.fromiter((cid for cid in also if cid not in scores), dtype=np.int64)
-        if extra.size:
-            rows_at, found = cache.rows_of(extra)
-            extra_scores = cache.rows(rows_at[found]) @ query
-            scores.update(zip(extra[found].tolist(), extra_scores.tolist(), strict=True))
-        return scores
+        # The float16 scan only picks the candidates; every score comes from the same float32 product, so
+        # a candidate found by the scan and one added by ``also`` compare alike.
+        found_ids = set(cache.ids[top].tolist())
+        extra = np.fromiter((cid for cid in also if cid not in found_ids), dtype=np.int64)
+        rows_at, found = cache.rows_of(extra)
+        picked = np.concatenate([top, rows_at[found]])
+        exact = cache.rows(picked) @ query
+        return dict(zip(cache.ids[picked].tolist(), exact.tolist(), strict=True))
 
     def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
         marks = ",".join("?" * len(paths))

@@ -5,8 +5,8 @@ in float16 and scanned by simsimd's half-precision dot-product kernels on every 
 matrix through memory, so half the bytes is half the time (100k x 384: 4.6 ms against 8.5 ms for numpy's
 float32 product, and 77 MB of memory instead of 153 MB). The rounding moves a cosine of unit vectors by
 under 0.002: two cells of LoCoMo dev retrieval moved (vector R@25 66.8 -> 66.7, its category 5 58.4 ->
-58.1), no MADial recall@5. SQLite keeps the float32 vectors; the few candidates a search rescores are read
-back as float32 (:meth:`VectorCache.rows`).
+58.1), no MADial recall@5. SQLite keeps the float32 vectors. The scan only picks candidates: their scores
+come from their rows read back as unit-length float32 (:meth:`VectorCache.rows`).
 
 The matrix is refreshed incrementally when the namespace's ``generation`` moves: chunk ids are never
 reused, so new chunks are appended into spare rows and deleted ones masked (an append to today's file at
@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import MissingExtraError
+from .embedders import normalise
 
 __all__ = ["VectorCache", "dot_rows"]
 
@@ -56,8 +57,9 @@ class VectorCache:
         return self.buffer[: self.ids.size]
 
     def rows(self, positions: NDArray[np.intp]) -> NDArray[np.float32]:
-        """The vectors at row ``positions`` as float32: the few candidates a search scores after the scan."""
-        return self.matrix[positions].astype(np.float32)
+        """The vectors at row ``positions`` as unit-length float32 rows: the few candidates a search scores
+        after the scan (renormalised, so the float16 rounding leaves a vector's cosine with itself 1)."""
+        return normalise(self.matrix[positions].reshape(-1, self.buffer.shape[1]))
 
     @property
     def last_id(self) -> int:
