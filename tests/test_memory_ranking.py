@@ -21,6 +21,7 @@ from contextmem.memory.ranking import (
     decay_factor,
     in_context_keyword_scores,
     in_context_vector_scores,
+    mmr,
 )
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
 from contextmem.workspace import Workspace
@@ -116,6 +117,31 @@ def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
     # A chunk that writes the day (a memory entry's session heading) ranks with the day's own file.
     ranked = combine(candidates, **options, named_days={asked}, naming_chunks={4})
     assert [c.chunk_id for c in ranked] == [2, 4, 1, 3]
+
+
+@given(
+    st.lists(st.floats(0, 1), min_size=1, max_size=30),
+    st.integers(1, 12),
+    st.sampled_from([0.0, 0.3, 0.7, 1.0]),
+    st.integers(0, 2**32 - 1),
+)
+def test_each_mmr_pick_is_the_best_trade_of_score_for_novelty(
+    scores: list[float], k: int, lambda_: float, seed: int
+) -> None:
+    vectors = normalise(np.random.default_rng(seed).normal(size=(len(scores), 8)).astype(np.float32))
+    ranked = [Candidate(i, None, None, score=s) for i, s in enumerate(scores)]
+    picks = [c.chunk_id for c in mmr(ranked, vectors, k, lambda_)]
+    assert len(picks) == len(set(picks)) == min(k, len(scores))
+    if k == 1 or len(scores) == 1:
+        return
+    for n, pick in enumerate(picks):
+
+        def value(i: int, before: list[int] = picks[:n]) -> float:
+            redundancy = max((float(vectors[i] @ vectors[j]) for j in before), default=0.0)
+            return lambda_ * scores[i] - (1 - lambda_) * redundancy
+
+        left = [i for i in range(len(scores)) if i not in picks[:n]]
+        assert value(pick) >= max(value(i) for i in left) - 1e-6
 
 
 def test_scores_apart_by_float32_rounding_are_a_tie() -> None:

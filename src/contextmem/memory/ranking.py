@@ -236,21 +236,26 @@ def mmr(
     k: int,
     lambda_: float = 0.7,
 ) -> list[Candidate]:
-    """Maximal marginal relevance: trade score for diversity. ``vectors[i]`` belongs to ``ranked[i]``."""
+    """Maximal marginal relevance: trade score for diversity. ``vectors[i]`` belongs to ``ranked[i]``.
+
+    Each pick maximises ``lambda_ * score - (1 - lambda_) * (its largest cosine with a chunk already
+    picked)`` among the candidates left (the first: the best score); ties go to the earlier candidate.
+    Invariant: the picks are ``min(k, len(ranked))`` distinct candidates of ``ranked``. Vectorised: one
+    pass over the candidates per pick (a Python loop over pairs cost 16 ms for 25 of 100).
+    """
     if len(ranked) <= 1 or k <= 1:
         return list(ranked[:k])
     sims = vectors @ vectors.T
+    relevance = lambda_ * np.fromiter((c.score for c in ranked), np.float64, count=len(ranked))
+    redundancy = np.zeros(len(ranked))  # no pick yet: nothing is redundant
+    taken = np.zeros(len(ranked), dtype=bool)
     chosen: list[int] = []
-    remaining = list(range(len(ranked)))
-    while remaining and len(chosen) < k:
-        best, best_value = remaining[0], -math.inf
-        for i in remaining:
-            redundancy = max((float(sims[i, j]) for j in chosen), default=0.0)
-            value = lambda_ * ranked[i].score - (1 - lambda_) * redundancy
-            if value > best_value:
-                best, best_value = i, value
+    for _ in range(min(k, len(ranked))):
+        value = np.where(taken, -np.inf, relevance - (1 - lambda_) * redundancy)
+        best = int(np.argmax(value))
         chosen.append(best)
-        remaining.remove(best)
+        taken[best] = True
+        redundancy = sims[best] if len(chosen) == 1 else np.maximum(redundancy, sims[best])
     return [ranked[i] for i in chosen]
 
 
