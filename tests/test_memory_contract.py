@@ -224,6 +224,26 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx([plain[x] for x in (1, 4, 7, 10)], abs=1e-6)
 
 
+def test_a_query_that_names_a_speaker_lifts_what_that_speaker_said(make: Factory) -> None:
+    # Ann's and Bob's turns hold the same words (each names the other), so only who said it tells them apart
+    talk = "### Ann\nBob baked bread on Sunday.\n\n### Bob\nAnn baked bread on Sunday.\n\n"
+    talk += "### Ann\nThe kettle broke again.\n\n### Bob\nBuy a new kettle then.\n"
+    blind = make("blind", neighbour_weight=0.0, speaker_weight=0.0)
+    told = make("told", neighbour_weight=0.0)  # the default weight, 0.05
+    for index in (blind, told):
+        (index.workspace.daily_dir / "talk.md").write_text(talk)
+    asked = "What did Bob say about the bread?"
+    even = {h.start_line: h.score for h in blind.search(asked, 4)}
+    assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > max(even[7], even[10])
+    ranked = [h.start_line for h in told.search(asked, 4)]
+    assert ranked[:2] == [4, 1]
+    # a query that names nobody is ranked as without the rule
+    unnamed = "Who baked bread on Sunday?"
+    assert [(h.start_line, h.score) for h in told.search(unnamed, 4)] == [
+        (h.start_line, h.score) for h in blind.search(unnamed, 4)
+    ]
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"

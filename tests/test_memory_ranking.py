@@ -119,6 +119,23 @@ def test_a_day_the_query_names_is_not_decayed_and_ranks_first() -> None:
     assert [c.chunk_id for c in ranked] == [2, 4, 1, 3]
 
 
+def test_a_chunk_said_by_the_speaker_the_query_names_gains_the_speaker_weight() -> None:
+    candidates = [Candidate(1, 0.90, 2.0), Candidate(2, 0.89, 2.0), Candidate(3, 0.10, None)]
+    options: dict[str, Any] = {"vector_weight": 0.7, "keyword_weight": 0.3, "today": date(2026, 3, 1)}
+    options["half_life_days"] = 30.0
+    plain = combine(candidates, **options)
+    assert [c.chunk_id for c in plain] == [1, 2, 3]
+    # nobody singled out: the weight is not in the sum, every score is as without it
+    unnamed = combine(candidates, **options, speaker_weight=0.05)
+    assert [c.score for c in unnamed] == [c.score for c in plain]
+    said = combine(candidates, **options, speaker_weight=0.05, speaking_chunks={2})
+    assert [c.chunk_id for c in said] == [2, 1, 3]
+    by_id = {c.chunk_id: c.score for c in said}
+    vector_norm = (0.89 - 0.10) / (0.90 - 0.10)  # min-max; the keyword part is a tie: 1 for both
+    assert by_id[2] == pytest.approx((0.7 * vector_norm + 0.3 * 1 + 0.05) / 1.05)
+    assert by_id[1] == pytest.approx(1.0 / 1.05) and 0 <= min(by_id.values()) <= max(by_id.values()) <= 1
+
+
 @given(
     st.lists(st.floats(0, 1), min_size=1, max_size=30),
     st.integers(1, 12),

@@ -182,6 +182,13 @@ class Settings(BaseModel):
         description="How much the chunks just before and after a memory chunk in its file count when it "
         "is searched (its context; 0: each chunk alone; a daily file's chunks stand alone)",
     )
+    speaker_weight: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Weight of a memory chunk said by the speaker a query names ('What did Caroline say "
+        "about…'; a name heading or a 'Name:' line; 0: not used)",
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

@@ -40,6 +40,7 @@ from .ranking import (
     mmr,
 )
 from .sparse import SparseEncoder, Terms, dots, sparse_encoder
+from .speakers import speakers, speaking_chunks
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
 
@@ -67,6 +68,7 @@ class IndexOptions(TypedDict, total=False):
     keyword_weight: float  # default 0.3
     sparse_weight: float  # the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: off)
     neighbour_weight: float  # how much a chunk's neighbours in its file count; default 0.5 (0: off)
+    speaker_weight: float  # of a chunk said by the speaker the query names; default 0.05 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -82,6 +84,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "keyword_weight": settings.keyword_weight,
         "sparse_weight": settings.sparse_weight,
         "neighbour_weight": settings.neighbour_weight,
+        "speaker_weight": settings.speaker_weight,
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }
@@ -95,7 +98,9 @@ class BaseMemoryIndex(ABC):
     candidates with them (vector mode is everything the embedder says; keyword mode is BM25 alone).
     With ``neighbour_weight > 0`` each candidate is read in context: its vector blended with those of the
     chunks just before and after it in its file, its keyword score raised by a share of theirs
-    (:func:`.ranking.in_context_vector_scores`).
+    (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
+    speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
+    speaker said.
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
@@ -109,6 +114,7 @@ class BaseMemoryIndex(ABC):
         keyword_weight: float = 0.3,
         sparse_weight: float = 0.3,
         neighbour_weight: float = 0.5,
+        speaker_weight: float = 0.05,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -129,6 +135,10 @@ class BaseMemoryIndex(ABC):
             raise ConfigError(
                 f"neighbour_weight={neighbour_weight!r} must be >= 0. Fix: e.g. 0.5, or 0 to turn it off"
             )
+        if speaker_weight < 0:
+            raise ConfigError(
+                f"speaker_weight={speaker_weight!r} must be >= 0. Fix: e.g. 0.05, or 0 to turn it off"
+            )
         if not 0 <= decay_floor < 1:
             raise ConfigError(
                 f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
@@ -142,6 +152,7 @@ class BaseMemoryIndex(ABC):
         self.sparse_weight = sparse_weight if self.sparse is not None else 0.0
         self._sparse_name = self.sparse.sparse_name if self.sparse is not None else None
         self.neighbour_weight = neighbour_weight
+        self.speaker_weight = speaker_weight
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -288,6 +299,8 @@ class BaseMemoryIndex(ABC):
                 min_score=min_score,
                 named_days=named,
                 naming_chunks=naming,
+                speaker_weight=self.speaker_weight,
+                speaking_chunks=self._speaking(query, rows) if self.speaker_weight > 0 else frozenset(),
             )
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
@@ -339,6 +352,11 @@ class BaseMemoryIndex(ABC):
             scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
             vec_scores = {**vec_scores, **dict(zip(borrowers, scores.tolist(), strict=True))}
         return vec_scores, kw_scores
+
+    @staticmethod
+    def _speaking(query: str, rows: Mapping[int, StoredChunk]) -> frozenset[int]:
+        """The candidates said by a speaker ``query`` names (:func:`.speakers.speaking_chunks`)."""
+        return speaking_chunks({cid: speakers(row.text) for cid, row in rows.items()}, query)
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""

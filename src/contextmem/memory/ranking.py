@@ -22,6 +22,10 @@ after it in the same file, and its keyword score gains a share of theirs. A turn
 every weekend!") rarely names what it is about; the turn before it does. The shorter the chunk, the more
 it borrows (:func:`context_weight`): a full chunk carries its own context. A daily file's chunks borrow
 nothing (:class:`.indexing.BaseMemoryIndex` gives them weight 0): its entries stand alone.
+
+Who said it counts a little (``speaker_weight``, ``speaking_chunks``): when a query names one of the
+speakers its candidates carry (:mod:`.speakers`), the chunks that speaker said gain a fixed component.
+It stays small because a question can name the wrong person, or ask about what was said *to* them.
 """
 
 from __future__ import annotations
@@ -113,11 +117,15 @@ class Ranking(TypedDict):
     decay_floor: NotRequired[float]  # the share of a score decay never takes; default 0
     named_days: NotRequired[Collection[date]]
     naming_chunks: NotRequired[Collection[int]]
+    speaker_weight: NotRequired[float]  # of the speaker component; default 0 (not used)
+    speaking_chunks: NotRequired[Collection[int]]
 
 
 def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
-    """Score candidates, best first: ``(vw * vec + kw * keyword + sw * sparse) / (vw + kw + sw)``, times
-    the decay; chunks of ``named_days`` undecayed and first (see the module docstring).
+    """Score candidates, best first: ``(vw * vec + kw * keyword + sw * sparse + pw * said) / (vw + kw + sw +
+    pw)``, times the decay; chunks of ``named_days`` undecayed and first (see the module docstring).
+    ``said`` is 1 for ``speaking_chunks`` and 0 for the rest; ``pw`` (``speaker_weight``) counts only
+    when ``speaking_chunks`` is not empty, so a query that names no speaker is scored as without it.
 
     Weights are divided by their sum so scores stay in [0, 1] and ``min_score`` keeps its meaning.
     A mode that uses one component is the same call with the other weights at 0.
@@ -128,7 +136,9 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     floor = ranking.get("decay_floor", 0.0)
     named_days = ranking.get("named_days", frozenset())
     naming = ranking.get("naming_chunks", frozenset())
-    total = vector_weight + keyword_weight + sparse_weight
+    speaking = ranking.get("speaking_chunks", frozenset())
+    speaker_weight = ranking.get("speaker_weight", 0.0) if speaking else 0.0
+    total = vector_weight + keyword_weight + sparse_weight + speaker_weight
     if total <= 0:
         vector_weight, keyword_weight, sparse_weight, total = 1.0, 0.0, 0.0, 1.0
     vec = _minmax([c.vector for c in candidates])
@@ -136,7 +146,8 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     sp = _minmax([c.sparse for c in candidates])
     scored = []
     for cand, v, k, s in zip(candidates, vec, kw, sp, strict=True):
-        base = (vector_weight * v + keyword_weight * k + sparse_weight * s) / total
+        said = speaker_weight if cand.chunk_id in speaking else 0.0
+        base = (vector_weight * v + keyword_weight * k + sparse_weight * s + said) / total
         named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
         scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k, sparse_norm=s))

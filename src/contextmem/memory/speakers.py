@@ -1,0 +1,64 @@
+"""Who said it: the speakers a chunk attributes its text to, and the ones a query names. Pure.
+
+Memory text says who spoke in two markdown shapes, and both are read here:
+
+- a heading that is a name, with the turn under it (``### Caroline``; a transcript kept as a note);
+- a line that opens with a name and a colon, after an optional bullet and ``[date]``
+  (``- [2022-01-18] Bart: I got a gold-plated pocket watch.``; what a compaction writes to daily memory).
+
+A name is one to three words of letters (no digits, so ``### Session 1, 8 May 2023`` and ``### 2022-01-18``
+are not speakers). A query names a speaker when it holds one of the names the candidates carry, as a whole
+word (Latin) or as a substring (Chinese, which has no spaces): "What did Caroline research?" names
+Caroline. No word list: the names come from the memory itself. So a note's short heading (``### Goals``)
+or label line (``Note: …``) reads as a speaker too; a query that names it lifts the chunks under it, which
+is what the heading is for there as well.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+
+from ..lang.scripts import CJK_LETTERS
+
+__all__ = ["MAX_NAME_CHARS", "named_speakers", "speakers", "speaking_chunks"]
+
+MAX_NAME_CHARS = 40  # a longer "name" is a sentence with a colon in it
+_WORD = r"[^\W\d_]+(?:['’.-][^\W\d_]+)*"  # letters, and O'Neil, Jean-Luc
+_NAME = rf"{_WORD}(?:\.?[ ]{_WORD}){{0,2}}"  # one to three words: Caroline, Mary Ann, J. K. Rowling
+_HEADING_NAME = re.compile(rf"^#{{1,6}}[ \t]+({_NAME})[ \t]*$", re.M)
+_LINE_NAME = re.compile(
+    rf"^[ \t]*(?:[-*+][ \t]+)?(?:\[[^\]\n]{{1,40}}\][ \t]*)?(?:\*\*)?({_NAME})(?:\*\*)?[ \t]*[:：]", re.M
+)
+_CJK = re.compile(f"[{CJK_LETTERS}]")
+
+
+def speakers(text: str) -> frozenset[str]:
+    """The names ``text`` attributes what is said to (case-folded): name headings and ``Name:`` lines.
+
+    Invariant: every name is at most :data:`MAX_NAME_CHARS` long and holds no digit.
+    """
+    found = _HEADING_NAME.findall(text) + _LINE_NAME.findall(text)
+    return frozenset(name.casefold() for name in found if len(name) <= MAX_NAME_CHARS)
+
+
+def _names(query: str, name: str) -> bool:
+    if _CJK.search(name):
+        return name in query
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", query) is not None
+
+
+def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
+    """The names of ``known`` (case-folded, as :func:`speakers` returns them) that ``query`` names."""
+    folded = query.casefold()
+    return frozenset(name for name in known if _names(folded, name))
+
+
+def speaking_chunks(labels: Mapping[int, Collection[str]], query: str) -> frozenset[int]:
+    """The chunks (id -> :func:`speakers`) said by a speaker ``query`` names; none when that is every
+    chunk (a query that names both sides of a talk singles nobody out).
+
+    Invariant: the result is a proper subset of ``labels``' keys, or empty."""
+    named = named_speakers(query, {name for names in labels.values() for name in names})
+    picked = frozenset(cid for cid, names in labels.items() if named & set(names))
+    return picked if len(picked) < len(labels) else frozenset()

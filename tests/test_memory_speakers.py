@@ -1,0 +1,58 @@
+"""Who said it: the names memory text attributes its lines to, and the ones a query names."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextmem.memory.speakers import MAX_NAME_CHARS, named_speakers, speakers, speaking_chunks
+
+
+def test_name_headings_and_name_lines_are_speakers() -> None:
+    assert speakers("# Session 1, 8 May 2023\n\n### Caroline\nHey Mel! Good to see you!") == {"caroline"}
+    digest = "### 2022-01-18\n- [2022-01-18] Bart: I got a gold-plated pocket watch.\n- **Lisa**: nice"
+    assert speakers(digest) == {"bart", "lisa"}
+    assert speakers("user: where is the key?\nassistant: under the mat") == {"user", "assistant"}
+    assert speakers("### 小明\n我明天去北京。\n小红：一路顺风") == {"小明", "小红"}
+    assert speakers("### Mary Ann O'Neil\nhello\nJ. K. Rowling: hi\nJean-Luc: bonjour") == {
+        "mary ann o'neil",
+        "j. k. rowling",
+        "jean-luc",
+    }
+
+
+def test_dates_numbers_and_sentences_are_not_speakers() -> None:
+    assert speakers("### 2022-01-18\n## 09:30\n### Session 2, 7 May\nA plain line with no colon.") == set()
+    assert speakers("The plan we agreed on yesterday after a long talk with everyone there: go") == set()
+    assert speakers("Room 101: booked") == set()
+
+
+@given(st.text(max_size=300))
+def test_a_speaker_is_a_short_name_without_digits(text: str) -> None:
+    for name in speakers(text):
+        assert 0 < len(name) <= MAX_NAME_CHARS
+        assert not any(c.isdigit() for c in name)
+        assert name == name.casefold()
+
+
+def test_a_query_names_a_speaker_as_a_whole_word() -> None:
+    known = {"caroline", "mel", "小明"}
+    assert named_speakers("What did Caroline's mom give her?", known) == {"caroline"}
+    assert named_speakers("When did CAROLINE go?", known) == {"caroline"}
+    assert named_speakers("What does Melanie paint?", known) == set()  # "Mel" is not a word of it
+    assert named_speakers("小明什么时候去北京？", known) == {"小明"}  # no spaces: a substring
+
+
+def test_only_a_query_that_singles_someone_out_picks_chunks() -> None:
+    labels = {1: {"ann"}, 2: {"bob"}, 3: set(), 4: {"ann", "bob"}}
+    assert speaking_chunks(labels, "What did Bob bake?") == {2, 4}
+    assert speaking_chunks(labels, "What did Ann tell Bob?") == {1, 2, 4}  # not the unattributed note
+    assert speaking_chunks(labels, "What was baked?") == set()
+    talk = {1: {"ann"}, 2: {"bob"}, 3: {"ann"}}
+    assert speaking_chunks(talk, "What did Ann tell Bob?") == set()  # both sides: nobody singled out
+
+
+@given(st.dictionaries(st.integers(), st.sets(st.sampled_from(["ann", "bob", "cy"]))), st.text(max_size=40))
+def test_speaking_chunks_never_picks_every_chunk(labels: dict[int, set[str]], query: str) -> None:
+    picked = speaking_chunks(labels, query)
+    assert picked <= labels.keys() and (not picked or len(picked) < len(labels))
