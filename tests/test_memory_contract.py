@@ -165,6 +165,21 @@ def test_a_day_the_query_names_ranks_its_daily_file_first(make: Factory) -> None
     assert index.search("What happened?", 1)[0].path != "memory/2026-01-10.md"  # no day named: as before
 
 
+def test_a_day_the_query_names_ranks_the_chunks_under_its_heading_first(make: Factory) -> None:
+    # A transcript kept as a note: the day is in each session's heading, not in the turn that answers.
+    index = make()
+    session = "# Session {n}, 1:56 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
+    session += "### Bob\nWe baked bread and a cake.\n\n"
+    talk = session.format(n=1, day="8 May, 2023") + session.format(n=2, day="9 June, 2023")
+    (index.workspace.daily_dir / "talk.md").write_text(talk)
+    sessions = {"8 May, 2023": {1, 6}, "9 June, 2023": {9, 14}}  # each session's chunks: greeting, Bob's turn
+    for day, chunks in sessions.items():
+        for mode in ("hybrid", "keyword", "vector"):
+            hits = index.search(f"What did they bake on {day}?", 3, mode=mode)
+            # that day's chunks first, though the other day's bread turn says the same words
+            assert {h.start_line for h in hits[:2]} == chunks, (day, mode)
+
+
 def test_a_day_named_relative_to_today_ranks_its_daily_file_first(make: Factory) -> None:
     index = make(today=lambda: date(2026, 3, 18))  # a Wednesday
     ws = index.workspace
@@ -385,6 +400,7 @@ def test_postgres_memory_migrations_share_the_runner_table_with_the_session_stor
             ("memory", 1, "initial"),
             ("memory", 2, "sparse_terms"),
             ("memory", 3, "chunks_by_line"),
+            ("memory", 4, "heading_day"),
         ]
         conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
     with pytest.raises(StoreError, match="schema version 99"):

@@ -8,7 +8,15 @@ from datetime import date
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.text import chunk_markdown, fts_document, fts_query, keyword_tokens, query_days
+from contextmem.memory.text import (
+    chunk_markdown,
+    fts_document,
+    fts_query,
+    heading_days,
+    index_chunks,
+    keyword_tokens,
+    query_days,
+)
 
 _LINE = st.one_of(
     st.just(""),
@@ -72,6 +80,26 @@ def test_fts_query_cannot_inject_syntax() -> None:
         db.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
     assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_query("launches"),)).fetchone()[0] == 1
     assert fts_query("  ,.!? ") is None
+
+
+def test_a_heading_dates_every_line_under_it() -> None:
+    text = "# Session 3, 7:48 pm on 8 May, 2023\n### Ann\nHi\n## Notes\nx\n# Plain\ny\n### 2023年5月9日\n- z"
+    may8, may9 = date(2023, 5, 8), date(2023, 5, 9)
+    assert heading_days(text) == [may8, may8, may8, may8, may8, None, None, may9, may9]
+    # nothing relative dates a heading, nor one that writes two days
+    assert heading_days("## Yesterday\nx\n## May 8\nw\n## 2023-05-08 to 2023-05-09\ny") == [None] * 6
+    # a chunk carries the day of its first line: a later chunk of the same section too
+    section = "### 2023-05-08\n" + "\n\n".join(f"- fact {i} " + "word " * 40 for i in range(6))
+    chunks = index_chunks(section, max_chars=300)
+    assert len(chunks) > 1 and {c.heading_day for c in chunks} == {may8}
+
+
+_PIECES = ["#", " ", "\n", "\r\n", "2023-05-08", "x", "8 May 2023", "May", "\u2028"]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=5)), max_size=30).map("".join))
+def test_heading_days_has_a_day_for_every_line(text: str) -> None:
+    assert len(heading_days(text)) == len(text.splitlines())
 
 
 def test_query_days_reads_iso_and_chinese_dates() -> None:

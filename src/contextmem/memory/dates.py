@@ -218,6 +218,22 @@ def written_days(query: str) -> set[date]:
     return days
 
 
+def full_days(text: str) -> set[date]:
+    """The days ``text`` writes in full, with their year, and nothing relative to a today: the written
+    forms of :func:`written_days` and month-day phrases that carry a year ("8 May, 2023", "May 8, 2022").
+    What a heading dates its section by (:func:`.text.heading_days`)."""
+    days = written_days(text)
+    grammar = _GRAMMAR()
+    if grammar.scanner is None:
+        return days
+    for match in grammar.scanner.finditer(text):
+        phrase, pattern, reader = grammar.phrases[int((match.lastgroup or "f0")[1:])]
+        found = pattern.fullmatch(match.group())
+        if phrase.kind == "month_day" and found is not None and found.groupdict(default="").get("year"):
+            days.update(_resolve(phrase, reader, found.groupdict(default=""), date.max))
+    return days
+
+
 def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
     """A pattern that finds ``days`` written in a text, as session headers and memory entries write them:
     ``2023-05-08``, ``2023/5/8``, ``2023年5月8日``, ``8 May 2023``, ``May 8, 2023`` (any case, an optional

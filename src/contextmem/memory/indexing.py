@@ -59,6 +59,7 @@ class StoredChunk:
     end_line: int
     text: str
     day: date | None  # daily files only
+    heading_day: date | None = None  # the day its headings write (text.heading_days)
 
 
 class IndexOptions(TypedDict, total=False):
@@ -249,9 +250,10 @@ class BaseMemoryIndex(ABC):
     ) -> list[MemoryHit]:
         """The ``k`` best chunks of this namespace for ``query``; syncs with the files first.
 
-        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion, and from the
-        daily file of each day the query names (:func:`text.query_days`; "yesterday", "last Saturday"
-        and 上周六 resolved against ``today``, default the index's clock), which ranks first. ``min_score``
+        ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion, and from each day
+        the query names (:func:`text.query_days`; "yesterday", "last Saturday" and 上周六 resolved against
+        ``today``, default the index's clock): its daily file and the sections whose heading writes it,
+        which rank first. ``min_score``
         is judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
         Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
@@ -274,13 +276,18 @@ class BaseMemoryIndex(ABC):
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
             kw_scores = self._keyword_scores(query, pool) if mode != "vector" else {}
-            dated = self._chunk_ids_of([daily_relative(d) for d in sorted(named)], pool) if named else set()
+            days = sorted(named)
+            dated = self._chunks_of_days([daily_relative(d) for d in days], days, pool) if named else set()
             also = kw_scores.keys() | dated
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
             if self.neighbour_weight > 0 and rows:
                 vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, rows)
-            naming = {cid for cid, row in rows.items() if mentions.search(row.text)} if mentions else set()
+            naming = (
+                {cid for cid, row in rows.items() if row.heading_day in named or mentions.search(row.text)}
+                if mentions
+                else set()
+            )
             sparse: dict[int, float] = {}
             if q_terms:
                 blobs = self._chunk_terms(list(rows))
@@ -460,8 +467,10 @@ class BaseMemoryIndex(ABC):
         """The ``limit`` nearest chunks of this namespace by cosine, plus the cosine of chunks ``also``."""
 
     @abstractmethod
-    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
-        """The ids of at most ``limit`` chunks of this namespace's files ``paths`` (the first by line)."""
+    def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
+        """The ids of at most ``limit`` chunks of this namespace (the first by path and line) that are of
+        one of ``days``: in their daily files ``paths``, or under a heading that writes one of them
+        (``heading_day``)."""
 
     @abstractmethod
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:

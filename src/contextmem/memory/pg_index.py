@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from datetime import date
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import numpy as np
@@ -61,9 +62,9 @@ T = TypeVar("T")
 DIM = 384
 MIGRATION_COMPONENT = "memory"
 _INSERT_CHUNK = (
-    "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, model, embedding,"
-    " keywords, sparse_model, sparse)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
+    "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, heading_day,"
+    " model, embedding, keywords, sparse_model, sparse)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
 )
 _ID_VECTORS = (
     "SELECT id, embedding FROM cm_memory_chunks WHERE namespace = %s AND model = %s AND id = ANY(%s)"
@@ -247,6 +248,7 @@ class PgMemoryIndex(BaseMemoryIndex):
                 c.hash,
                 c.text,
                 day,
+                c.heading_day,
                 model,
                 vectors[c.hash],
                 config,
@@ -342,12 +344,12 @@ class PgMemoryIndex(BaseMemoryIndex):
             scores[int(cid)] = float(np.dot(vector, query))
         return scores
 
-    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
+    def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
         found = self._rows(
             "reading chunks",
-            "SELECT id FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)"
-            " ORDER BY path, start_line LIMIT %s",
-            (self.namespace, paths, limit),
+            "SELECT id FROM cm_memory_chunks WHERE namespace = %s"
+            " AND (path = ANY(%s) OR heading_day = ANY(%s)) ORDER BY path, start_line LIMIT %s",
+            (self.namespace, paths, days, limit),
         )
         return {int(r[0]) for r in found}
 
@@ -356,10 +358,10 @@ class PgMemoryIndex(BaseMemoryIndex):
         if not wanted:
             return {}
         return {
-            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5])
+            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6])
             for r in self._rows(
                 "reading chunks",
-                "SELECT id, path, start_line, end_line, text, day FROM cm_memory_chunks"
+                "SELECT id, path, start_line, end_line, text, day, heading_day FROM cm_memory_chunks"
                 " WHERE namespace = %s AND id = ANY(%s)",
                 (self.namespace, wanted),
             )

@@ -13,8 +13,9 @@ A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2
 relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
 daily file's chunks do not decay and rank before every other chunk (by their own score among
 themselves), and so do chunks that write that day (``naming_chunks``: a memory entry's ``### 2022-01-18``
-session, a core-memory line "release on 8 May 2026"). Recency must not bury the very day the user
-asked about.
+session, a core-memory line "release on 8 May 2026") or sit under a heading that does (a transcript's
+``# Session 3, 8 May, 2023``: the turn that answers rarely writes the date). Recency must not bury the
+very day the user asked about.
 
 A chunk is read in its context (``neighbour_weight``, :func:`in_context_vector_scores` and
 :func:`in_context_keyword_scores`): its vector is blended with the vectors of the chunks just before and

