@@ -347,7 +347,7 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
         (2, "fts_per_namespace"),
         (3, "sparse_terms"),
         (4, "chunks_by_line"),
-        (5, "heading_day"),
+        (5, "heading_day_speakers"),
     ]
 
 
@@ -370,6 +370,7 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
         db.execute("CREATE INDEX chunks_by_path ON chunks(namespace, path)")
         db.execute("DROP INDEX chunks_by_heading_day")
         db.execute("ALTER TABLE chunks DROP COLUMN heading_day")
+        db.execute("ALTER TABLE chunks DROP COLUMN speakers")
     embedder.passages.clear()
     index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
     assert _memory_migrations(db_path) == [
@@ -377,7 +378,7 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
         (2, "fts_per_namespace (adopted)"),
         (3, "sparse_terms"),
         (4, "chunks_by_line"),
-        (5, "heading_day"),
+        (5, "heading_day_speakers"),
     ]
     assert not index.sync().changed and embedder.passages == []
     assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.speakers import MAX_NAME_CHARS, named_speakers, speakers, speaking_chunks
+from contextmem.memory.speakers import (
+    MAX_NAME_CHARS,
+    join_speakers,
+    named_speakers,
+    speakers,
+    speaking_chunks,
+    split_speakers,
+)
+from contextmem.memory.text import index_chunks
 
 
 def test_name_headings_and_name_lines_are_speakers() -> None:
@@ -28,11 +36,23 @@ def test_dates_numbers_and_sentences_are_not_speakers() -> None:
 
 
 @given(st.text(max_size=300))
-def test_a_speaker_is_a_short_name_without_digits(text: str) -> None:
+def test_a_speaker_is_a_short_name_without_digits_and_is_stored_as_it_was_found(text: str) -> None:
     for name in speakers(text):
         assert 0 < len(name) <= MAX_NAME_CHARS
         assert not any(c.isdigit() for c in name)
         assert name == name.casefold()
+    assert split_speakers(join_speakers(speakers(text))) == speakers(text)
+
+
+def test_a_long_line_costs_only_its_head() -> None:
+    # a search reads every candidate's speakers: a megabyte line must not be scanned to its end
+    assert speakers("Ann" + " word" * 200_000 + ": hi") == set()
+    assert speakers("Ann: " + "word " * 200_000) == {"ann"}
+
+
+def test_indexed_chunks_carry_their_speakers() -> None:
+    chunks = index_chunks("### Ann\nHi Bob!\n\n### Bob\nHello.\n\n- [2023-05-08] Cy: bye\n", max_chars=20)
+    assert [c.speakers for c in chunks] == [{"ann"}, {"bob"}, {"cy"}]
 
 
 def test_a_query_names_a_speaker_as_a_whole_word() -> None:

@@ -40,7 +40,7 @@ from .ranking import (
     mmr,
 )
 from .sparse import SparseEncoder, Terms, dots, sparse_encoder
-from .speakers import speakers, speaking_chunks
+from .speakers import speaking_chunks
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
 
@@ -60,6 +60,7 @@ class StoredChunk:
     text: str
     day: date | None  # daily files only
     heading_day: date | None = None  # the day its headings write (text.heading_days)
+    speakers: frozenset[str] = frozenset()  # who speaks in it (speakers.speakers)
 
 
 class IndexOptions(TypedDict, total=False):
@@ -307,7 +308,9 @@ class BaseMemoryIndex(ABC):
                 named_days=named,
                 naming_chunks=naming,
                 speaker_weight=self.speaker_weight,
-                speaking_chunks=self._speaking(query, rows) if self.speaker_weight > 0 else frozenset(),
+                speaking_chunks=speaking_chunks({cid: row.speakers for cid, row in rows.items()}, query)
+                if self.speaker_weight > 0
+                else frozenset(),
             )
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
@@ -359,11 +362,6 @@ class BaseMemoryIndex(ABC):
             scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
             vec_scores = {**vec_scores, **dict(zip(borrowers, scores.tolist(), strict=True))}
         return vec_scores, kw_scores
-
-    @staticmethod
-    def _speaking(query: str, rows: Mapping[int, StoredChunk]) -> frozenset[int]:
-        """The candidates said by a speaker ``query`` names (:func:`.speakers.speaking_chunks`)."""
-        return speaking_chunks({cid: speakers(row.text) for cid, row in rows.items()}, query)
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""

@@ -50,6 +50,7 @@ from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
 from .pg_link import PgLink, register_vector_type
 from .ranking import Neighbours
+from .speakers import join_speakers, split_speakers
 from .sync import FileState, IndexState, SyncPlan
 from .text import MAX_QUERY_TERMS, CjkMode, keyword_tokens, query_terms
 
@@ -63,8 +64,8 @@ DIM = 384
 MIGRATION_COMPONENT = "memory"
 _INSERT_CHUNK = (
     "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, heading_day,"
-    " model, embedding, keywords, sparse_model, sparse)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
+    " speakers, model, embedding, keywords, sparse_model, sparse)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
 )
 _ID_VECTORS = (
     "SELECT id, embedding FROM cm_memory_chunks WHERE namespace = %s AND model = %s AND id = ANY(%s)"
@@ -249,6 +250,7 @@ class PgMemoryIndex(BaseMemoryIndex):
                 c.text,
                 day,
                 c.heading_day,
+                join_speakers(c.speakers),
                 model,
                 vectors[c.hash],
                 config,
@@ -358,11 +360,11 @@ class PgMemoryIndex(BaseMemoryIndex):
         if not wanted:
             return {}
         return {
-            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6])
+            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], split_speakers(r[7]))
             for r in self._rows(
                 "reading chunks",
-                "SELECT id, path, start_line, end_line, text, day, heading_day FROM cm_memory_chunks"
-                " WHERE namespace = %s AND id = ANY(%s)",
+                "SELECT id, path, start_line, end_line, text, day, heading_day, speakers"
+                " FROM cm_memory_chunks WHERE namespace = %s AND id = ANY(%s)",
                 (self.namespace, wanted),
             )
         }

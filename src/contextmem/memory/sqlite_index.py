@@ -37,6 +37,7 @@ from ..workspace import Workspace
 from .embedders import Embedder
 from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
 from .ranking import Neighbours, top_k_indices
+from .speakers import join_speakers, split_speakers
 from .sync import FileState, IndexState, SyncPlan
 from .text import fts_document, fts_query
 from .vector_cache import VectorCache
@@ -158,8 +159,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             )
             for rel, chunk, day in plan.rows():
                 cur = db.execute(
-                    "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day, heading_day)"
-                    " VALUES (?,?,?,?,?,?,?,?)",
+                    "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day, heading_day,"
+                    " speakers) VALUES (?,?,?,?,?,?,?,?,?)",
                     (
                         ns,
                         rel,
@@ -169,6 +170,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                         chunk.text,
                         day and day.isoformat(),
                         chunk.heading_day and chunk.heading_day.isoformat(),
+                        join_speakers(chunk.speakers),
                     ),
                 )
                 db.execute(
@@ -279,8 +281,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         out: dict[int, StoredChunk] = {}
         for part, marks in _in_batches(list(ids)):
-            for cid, path, start, end, text, day, heading_day in self._db.execute(
-                f"SELECT id, path, start_line, end_line, text, day, heading_day FROM chunks"
+            for cid, path, start, end, text, day, heading_day, names in self._db.execute(
+                f"SELECT id, path, start_line, end_line, text, day, heading_day, speakers FROM chunks"
                 f" WHERE +namespace=? AND id IN ({marks})",  # '+': look up by id, not by namespace
                 (self.namespace, *part),
             ):
@@ -292,6 +294,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                     text,
                     date.fromisoformat(day) if day else None,
                     date.fromisoformat(heading_day) if heading_day else None,
+                    split_speakers(names),
                 )
         return out
 

@@ -21,6 +21,7 @@ from ..errors import MissingExtraError
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
 from .dates import full_days, relative_days
+from .speakers import speakers
 
 __all__ = [
     "KEYWORD_SCHEME",
@@ -69,12 +70,14 @@ _ISO_DAY_RE = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file, and their text's hash.
-    ``heading_day``: the day the headings it sits under write (:func:`heading_days`), if any."""
+    ``heading_day``: the day the headings it sits under write (:func:`heading_days`), if any;
+    ``speakers``: who speaks in it (:func:`.speakers.speakers`). Both set by :func:`index_chunks`."""
 
     start_line: int
     end_line: int
     text: str
     heading_day: date | None = None
+    speakers: frozenset[str] = frozenset()
 
     @property
     def hash(self) -> str:
@@ -216,19 +219,21 @@ def heading_days(text: str) -> list[date | None]:
 
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), its
-    :func:`heading_days` day (of its first line) set, and chunks without body text (:func:`has_body`) left
-    out.
+    :func:`heading_days` day (of its first line) and speakers (of the redacted text) set, and chunks
+    without body text (:func:`has_body`) left out.
 
     Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
     c.start_line..c.end_line of t joined with "\\n", file_secrets(t))``; ``check`` verifies it.
     """
     known = file_secrets(text)
     days = heading_days(text)
-    return [
-        Chunk(c.start_line, c.end_line, redact_chunk(c.text, known), days[c.start_line - 1])
-        for c in chunk_markdown(text, max_chars=max_chars)
-        if has_body(c.text)
-    ]
+    chunks = []
+    for c in chunk_markdown(text, max_chars=max_chars):
+        if has_body(c.text):
+            redacted = redact_chunk(c.text, known)
+            day = days[c.start_line - 1]
+            chunks.append(Chunk(c.start_line, c.end_line, redacted, day, speakers(redacted)))
+    return chunks
 
 
 def keyword_tokens(text: str, cjk: CjkMode = "bigram") -> list[str]:
