@@ -270,13 +270,18 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         return dict(zip(cache.ids[picked].tolist(), exact.tolist(), strict=True))
 
     def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
-        isodays = [d.isoformat() for d in days]
         marks = ",".join("?" * len(days))
+        # Two lookups, each on its own index: with an OR, SQLite walks every chunk of the namespace.
         sql = (
-            f"SELECT id FROM chunks WHERE namespace=? AND (path IN ({marks}) OR heading_day IN ({marks}))"
-            " ORDER BY path, start_line LIMIT ?"
+            "SELECT id FROM (SELECT id, path, start_line FROM chunks WHERE namespace=? AND path IN"
+            f" ({marks}) UNION SELECT id, path, start_line FROM chunks WHERE namespace=? AND heading_day IN"
+            f" ({marks})) ORDER BY path, start_line LIMIT ?"
         )
-        return {int(r[0]) for r in self._db.execute(sql, (self.namespace, *paths, *isodays, limit))}
+        isodays = [d.isoformat() for d in days]
+        return {
+            int(r[0])
+            for r in self._db.execute(sql, (self.namespace, *paths, self.namespace, *isodays, limit))
+        }
 
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         out: dict[int, StoredChunk] = {}
