@@ -405,6 +405,9 @@ def test_each_date_table_is_read(registered: None) -> None:
     assert relative_days("二十一天前", WED) == frozenset()
     assert query_days("2026年3月14日") == {date(2026, 3, 14)}
     _replace("zh", written_dates=())
+    assert query_days("2026年3月14日") == {date(2026, 3, 14)}  # its month-day phrase carries the year too
+    assert query_days("2026年3月14日", WED) == {date(2026, 3, 14)}
+    _replace("zh", day_phrases=tuple(p for p in zh.CHINESE.day_phrases if p.kind != "month_day"))
     assert query_days("2026年3月14日") == frozenset()
     mentions = day_mentions([date(2023, 5, 8)])
     assert mentions is not None and not mentions.search("8 May 2023") and mentions.search("2023年5月8日")

@@ -165,9 +165,10 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
 
 
 def query_days(query: str, today: date | None = None) -> frozenset[date]:
-    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, and the forms the languages
-    write a date in, ``2026年1月5日``: :func:`.dates.written_days`; with ``today``, also the days it names
-    relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 — :func:`.dates.relative_days`),
+    """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, and the days the languages write
+    with their year, ``2026年1月5日``, ``8 May, 2023``: :func:`.dates.full_days`; with ``today``, also the
+    days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 —
+    :func:`.dates.relative_days`),
     the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first
     (:mod:`.ranking`)."""
     days = set(relative_days(query, today)) if today is not None else set()
