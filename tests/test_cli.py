@@ -502,13 +502,19 @@ def test_mcp_stdio_on_a_terminal_says_it_waits_and_stops_on_the_first_ctrl_c(tmp
     pytest.importorskip("mcp")
     master, slave = pty.openpty()
     argv = [sys.executable, "-m", "contextmem.cli.main", "--workspace", str(tmp_path), "mcp"]
-    proc = subprocess.Popen(
-        [*argv, "--transport", "stdio", "--no-llm", "--embedder", "hash"],
-        stdin=slave,
-        stdout=slave,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # A shell's background job starts with SIGINT ignored, and a child inherits that; a handled signal is
+    # the default again in the child, so Ctrl-C reaches it as from a user's terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [*argv, "--transport", "stdio", "--no-llm", "--embedder", "hash"],
+            stdin=slave,
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     os.close(slave)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()  # type: ignore[union-attr]

@@ -132,8 +132,13 @@ def test_an_interrupt_inside_a_commit_rolls_that_part_back(
     pg = not isinstance(index, SqliteMemoryIndex)
     assert threading.current_thread() is threading.main_thread()  # where SIGINT is handled
     monkeypatch.setattr(type(index), "_insert_files", insert_files_pg if pg else insert_files)
-    with pytest.raises(KeyboardInterrupt if pg else Interrupted):
-        index.sync()
+    # Python's own Ctrl-C handler, also when the runner started with SIGINT ignored (a shell's background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt if pg else Interrupted):
+            index.sync()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.setattr(type(index), "_insert_files", original)
     assert index.stats() == {"files": 4, "chunks": 16}
     assert not index._storage_problems()  # type: ignore[attr-defined]
