@@ -18,18 +18,17 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import date
-from typing import Any, Self, TypedDict
+from typing import Any, Self
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ..errors import ConfigError
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
+from .index_options import StoredChunk, Vector
 from .ranking import (
     Candidate,
     Neighbours,
@@ -44,52 +43,10 @@ from .speakers import speaking_chunks
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
 
-__all__ = ["BaseMemoryIndex", "IndexOptions", "StoredChunk", "settings_options"]
+__all__ = ["BaseMemoryIndex"]
 
-Vector = NDArray[np.float32]
 _MODES = ("hybrid", "keyword", "vector")
 _QUERY_CACHE = 256  # query embeddings kept (a repeated query skips the model)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredChunk:
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    text: str
-    day: date | None  # daily files only
-    heading_day: date | None = None  # the day its headings write (text.heading_days)
-    speakers: frozenset[str] = frozenset()  # who speaks in it (speakers.speakers)
-
-
-class IndexOptions(TypedDict, total=False):
-    """What every index takes besides its storage: ranking, chunking and the clock."""
-
-    vector_weight: float  # default 0.7
-    keyword_weight: float  # default 0.3
-    sparse_weight: float  # the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: off)
-    neighbour_weight: float  # how much a chunk's neighbours in its file count; default 0.5 (0: off)
-    speaker_weight: float  # of a chunk said by the speaker the query names; default 0.05 (0: off)
-    half_life_days: float  # of daily files' decay; default 30
-    decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
-    cjk: CjkMode  # how CJK runs become keywords; default "bigram"
-    chunk_chars: int  # default 1200
-    snippet_chars: int  # default 700
-    today: Callable[[], date]  # default date.today
-
-
-def settings_options(settings: Any) -> dict[str, Any]:
-    """The ranking options every index takes from :class:`~contextmem.settings.Settings`."""
-    return {
-        "vector_weight": settings.vector_weight,
-        "keyword_weight": settings.keyword_weight,
-        "sparse_weight": settings.sparse_weight,
-        "neighbour_weight": settings.neighbour_weight,
-        "speaker_weight": settings.speaker_weight,
-        "half_life_days": settings.daily_half_life_days,
-        "decay_floor": settings.daily_decay_floor,
-    }
 
 
 class BaseMemoryIndex(ABC):

@@ -47,7 +47,8 @@ from ..store.migrations import Migration, discover, migrate_postgres
 from ..store.pg_connect import Patience
 from ..workspace import Workspace
 from .embedders import Embedder
-from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
+from .index_options import IndexOptions, StoredChunk, Vector, settings_options
+from .indexing import BaseMemoryIndex
 from .pg_link import PgLink, register_vector_type
 from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers

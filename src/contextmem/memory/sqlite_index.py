@@ -35,7 +35,8 @@ from ..safefs import ensure_private_file
 from ..store.migrations import discover, migrate_sqlite
 from ..workspace import Workspace
 from .embedders import Embedder
-from .indexing import BaseMemoryIndex, IndexOptions, StoredChunk, Vector, settings_options
+from .index_options import IndexOptions, StoredChunk, Vector, settings_options
+from .indexing import BaseMemoryIndex
 from .ranking import Neighbours, top_k_indices
 from .speakers import join_speakers, split_speakers
 from .sync import FileState, IndexState, SyncPlan
