@@ -22,7 +22,7 @@ from contextmem.errors import ConfigError
 from contextmem.lang import en, scripts, zh
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.dates import day_mentions, relative_days
-from contextmem.memory.text import query_days
+from contextmem.memory.text import query_days, query_month_days
 from contextmem.messages import AssistantMessage, UserMessage
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.cues import DATE, PREFERENCE
@@ -66,6 +66,7 @@ XX = lang.Language(
     ),
     number_words={"ba": 2, "ko": 3},
     written_dates=(r"(?<!\d)(?P<day>\d{1,2})\s+(?P<month>unomo|dumo)\s+(?P<year>\d{4})",),
+    written_months=(r"(?<![a-z])(?P<month>unomo|dumo)\s+(?P<year>\d{4})",),
     date_spellings=(r"{d} {month} {y}",),
     save_claim=re.compile(r"\bmemzo\b"),
     not_saved_note="(xx: ne memzo)",
@@ -195,9 +196,11 @@ def test_a_stub_language_relative_days_and_written_dates_are_read(xx: None) -> N
     assert mentions is not None and mentions.search("on 8 Dumo 2024 we met")
     assert mentions.search("on 8 dum. 2024 we met") and not mentions.search("on 18 dumo 2024")
     assert day_mentions([date(2024, 3, 8)]) is not None  # a month its table lacks: no {month} spelling
+    assert len(query_month_days("kio dumo 2024")) == 29 and query_month_days("8 dumo 2024") == frozenset()
     lang.unregister("xx")
     assert relative_days("hiera ko dinu pas, pre lundi", WED) == frozenset()
     assert query_days("8 dumo 2024") == frozenset()
+    assert query_month_days("kio dumo 2024") == frozenset()
     mentions = day_mentions([date(2024, 2, 8)])
     assert mentions is not None and not mentions.search("on 8 Dumo 2024 we met")
 

@@ -180,6 +180,23 @@ def test_a_day_the_query_names_ranks_the_chunks_under_its_heading_first(make: Fa
             assert {h.start_line for h in hits[:2]} == chunks, (day, mode)
 
 
+def test_a_month_the_query_names_ranks_its_days_first(make: Factory) -> None:
+    index = make(today=lambda: date(2024, 3, 1))
+    session = "# Session {n}, 1:56 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
+    session += "### Bob\nWe baked bread and a cake.\n\n"
+    talk = session.format(n=1, day="8 May, 2023") + session.format(n=2, day="9 June, 2023")
+    (index.workspace.daily_dir / "talk.md").write_text(talk)
+    (index.workspace.daily_dir / "2023-06-20.md").write_text("## 09:00\n\nuser: we baked bread\n")
+    (index.workspace.daily_dir / "2024-02-27.md").write_text("## 09:00\n\nuser: we baked bread and a cake\n")
+    may = {("memory/talk.md", 1), ("memory/talk.md", 6)}  # the session's greeting and Bob's turn
+    june = {("memory/talk.md", 9), ("memory/talk.md", 14), ("memory/2023-06-20.md", 1)}
+    for query, month in (("What did they bake in May 2023?", may), ("2023年6月他们烤了什么？", june)):
+        for mode in ("hybrid", "keyword", "vector"):
+            hits = index.search(query, 4, mode=mode)
+            # the month's sections and daily file first, though the newest file says the same words
+            assert {(h.path, h.start_line) for h in hits[: len(month)]} == month, (query, mode)
+
+
 def test_a_day_named_relative_to_today_ranks_its_daily_file_first(make: Factory) -> None:
     index = make(today=lambda: date(2026, 3, 18))  # a Wednesday
     ws = index.workspace

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.dates import day_mentions, relative_days
-from contextmem.memory.text import MAX_QUERY_DAYS, query_days
+from contextmem.memory.dates import day_mentions, relative_days, written_months
+from contextmem.memory.text import MAX_QUERY_DAYS, MAX_QUERY_MONTHS, query_days, query_month_days
 
 WED = date(2026, 3, 18)  # a Wednesday; its ISO week starts on Monday 2026-03-16
 
@@ -200,3 +200,36 @@ def test_day_mentions_finds_a_day_as_headers_and_entries_write_it() -> None:
     for text in ("18 May 2023", "2023-05-080", "12023-05-08", "8 May 2024", "2023-05-18"):
         assert not pattern.search(text), text
     assert day_mentions([]) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "months"),
+    [
+        ("What instrument is Tim learning in December 2023?", {(2023, 12)}),
+        ("trips in Dec. 2023 and in May, 2024", {(2023, 12), (2024, 5)}),
+        ("2023年12月我们去了哪里？", {(2023, 12)}),
+        ("二〇二三年 aside, 2023年十二月 and 2024 年 3 月", {(2023, 12), (2024, 3)}),
+        # a full date names its day, not its month
+        ("What book did Tim finish on 8th December, 2023?", set()),
+        ("on December 8, 2023", set()),
+        ("2023年12月8日", set()),
+        # no month: the verb "may", a month without a year, a five-digit number, a time, month 13
+        ("we may 2023 soon", set()),
+        ("in December", set()),
+        ("December 20234", set()),
+        ("May 2023:15", set()),
+        ("2023年13月", set()),
+    ],
+)
+def test_written_months_reads_a_month_with_its_year_outside_a_full_date(query: str, months: set) -> None:
+    assert written_months(query) == months
+
+
+def test_a_named_month_is_each_of_its_days_and_months_are_bounded() -> None:
+    assert query_month_days("in February 2024") == frozenset(
+        date(2024, 2, 1) + timedelta(days=i) for i in range(29)
+    )
+    assert query_month_days("8 February, 2024") == frozenset()  # a day, read by query_days
+    many = " ".join(f"May {year}" for year in range(2000, 2010))
+    assert {(d.year, d.month) for d in query_month_days(many)} == {(2000, 5), (2001, 5)}  # the earliest
+    assert MAX_QUERY_MONTHS == 2

@@ -203,6 +203,7 @@ ENGLISH = Language(
     day_phrases=DAY_PHRASES,
     number_words={word: value for value, word in enumerate(NUMBERS, start=1)},
     weeks_back={"last": 1},
+    written_months=(rf"(?<![A-Za-z]){_MONTH},?\s+(?P<year>\d{{4}})(?![\d:])",),
     date_spellings=(r"{d}(?:st|nd|rd|th)? {month},? {y}", r"{month} {d}(?:st|nd|rd|th)?,? {y}"),
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
     sentence_end=r"(?<=[.!?;…])\s+(?=\S)",

@@ -93,6 +93,10 @@ class Language:
     written_dates: tuple[str, ...] = ()
     """Regexes of a date written with its year, named groups ``year``, ``month`` (digits, a number word
     or a month name) and ``day``: memory search reads it without a reference day."""
+    written_months: tuple[str, ...] = ()
+    """Regexes of a month written with its year ("December 2023", 2023年12月), named groups ``year`` and
+    ``month`` (digits, a number word or a month name): memory search reads it as every day of that month.
+    Matched case-insensitively; a match inside a full date ("8 December, 2023") is not a month."""
     date_spellings: tuple[str, ...] = ()
     """Regexes of how a text writes one day, with ``{y}``, ``{m}``, ``{d}`` for its numbers and
     ``{month}`` for its month's name (its first name, or that name's first three letters and a dot)."""

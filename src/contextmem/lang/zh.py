@@ -117,6 +117,7 @@ CHINESE = Language(
     tens_digits={name: value for name, value in DIGITS.items() if name != "两"},  # 两 counts, alone
     weeks_back={"上上": 2, "上": 1, "这": 0, "本": 0},
     written_dates=(r"(?<!\d)(?P<year>\d{4})\s*年\s*(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*[日号]",),
+    written_months=(rf"(?<!\d)(?P<year>\d{{4}})\s*年\s*(?P<month>\d{{1,2}}|{_NUMBER})\s*月",),
     date_spellings=(r"{y}年0?{m}月0?{d}[日号]",),
     dates=(r"\d{4}年\d{1,2}月\d{1,2}日",),
     partial_dates=(

@@ -33,7 +33,7 @@ from datetime import date, timedelta
 from ..lang import Language, derived
 from ..lang.language import DayPhrase
 
-__all__ = ["day_mentions", "relative_days", "written_days"]
+__all__ = ["day_mentions", "full_days", "relative_days", "written_days", "written_months"]
 
 MAX_DAYS_AGO = 9999  # "N days ago" beyond this (or before year 1) resolves to nothing
 
@@ -146,6 +146,7 @@ class _Grammar:
     phrases: tuple[tuple[DayPhrase, re.Pattern[str], _Reader], ...]
     scanner: re.Pattern[str] | None
     written: tuple[tuple[re.Pattern[str], _Reader], ...]
+    months: tuple[tuple[re.Pattern[str], _Reader], ...]
     spellings: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
 
 
@@ -177,10 +178,15 @@ def _grammar(languages: tuple[Language, ...]) -> _Grammar:
         for language in languages
         for pattern in language.written_dates
     )
+    months = tuple(
+        (re.compile(pattern, re.IGNORECASE), _Reader.of(language))
+        for language in languages
+        for pattern in language.written_months
+    )
     spellings = tuple(
         (spelling, language.months) for language in languages for spelling in language.date_spellings
     )
-    return _Grammar(phrases, scanner, written, spellings)
+    return _Grammar(phrases, scanner, written, months, spellings)
 
 
 _GRAMMAR: Callable[[], _Grammar] = derived(_grammar)
@@ -205,17 +211,32 @@ def relative_days(query: str, today: date) -> frozenset[date]:
 def written_days(query: str) -> set[date]:
     """The days ``query`` writes with their year in a registered language's form (2026年1月5日);
     impossible dates are ignored."""
-    days: set[date] = set()
+    return {day for _, day in _written(query)}
+
+
+def _written(text: str) -> Iterator[tuple[tuple[int, int], date]]:
+    """Each date ``text`` writes in a language's written form: its span and its day."""
     for pattern, reader in _GRAMMAR().written:
-        for found in pattern.finditer(query):
+        for found in pattern.finditer(text):
             month, day = reader.month(found["month"]), reader.number(found["day"])
             if month is None or day is None:
                 continue
             try:
-                days.add(date(int(found["year"]), month, day))
+                yield found.span(), date(int(found["year"]), month, day)
             except ValueError:
                 continue
-    return days
+
+
+def _with_year(text: str) -> Iterator[tuple[tuple[int, int], Iterator[date]]]:
+    """Each month-day phrase of ``text`` that carries its year ("8 May, 2023"): its span and its day."""
+    grammar = _GRAMMAR()
+    if grammar.scanner is None:
+        return
+    for match in grammar.scanner.finditer(text):
+        phrase, pattern, reader = grammar.phrases[int((match.lastgroup or "f0")[1:])]
+        found = pattern.fullmatch(match.group())
+        if phrase.kind == "month_day" and found is not None and found.groupdict(default="").get("year"):
+            yield match.span(), _resolve(phrase, reader, found.groupdict(default=""), date.max)
 
 
 def full_days(text: str) -> set[date]:
@@ -223,15 +244,26 @@ def full_days(text: str) -> set[date]:
     forms of :func:`written_days` and month-day phrases that carry a year ("8 May, 2023", "May 8, 2022").
     What a heading dates its section by (:func:`.text.heading_days`)."""
     days = written_days(text)
-    grammar = _GRAMMAR()
-    if grammar.scanner is None:
-        return days
-    for match in grammar.scanner.finditer(text):
-        phrase, pattern, reader = grammar.phrases[int((match.lastgroup or "f0")[1:])]
-        found = pattern.fullmatch(match.group())
-        if phrase.kind == "month_day" and found is not None and found.groupdict(default="").get("year"):
-            days.update(_resolve(phrase, reader, found.groupdict(default=""), date.max))
+    for _, found in _with_year(text):
+        days.update(found)
     return days
+
+
+def written_months(text: str) -> set[tuple[int, int]]:
+    """The ``(year, month)`` of each month ``text`` writes with its year ("December 2023", 2023年12月:
+    :attr:`contextmem.lang.Language.written_months`), except inside a full date ("8 December, 2023" names
+    a day, not its month); months outside 1..12 are ignored."""
+    taken = [span for span, _ in _written(text)] + [span for span, _ in _with_year(text)]
+    months: set[tuple[int, int]] = set()
+    for pattern, reader in _GRAMMAR().months:
+        for found in pattern.finditer(text):
+            start, end = found.span()
+            if any(start < stop and begin < end for begin, stop in taken):
+                continue
+            month = reader.month(found["month"])
+            if month is not None and 1 <= month <= 12 and int(found["year"]) >= 1:
+                months.add((int(found["year"]), month))
+    return months
 
 
 def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:

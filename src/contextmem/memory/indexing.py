@@ -41,7 +41,16 @@ from .ranking import (
 from .sparse import SparseEncoder, Terms, dots, sparse_encoder
 from .speakers import speaking_chunks
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
-from .text import KEYWORD_SCHEME, Chunk, CjkMode, best_snippet, bound_query, query_days, query_terms
+from .text import (
+    KEYWORD_SCHEME,
+    Chunk,
+    CjkMode,
+    best_snippet,
+    bound_query,
+    query_days,
+    query_month_days,
+    query_terms,
+)
 
 __all__ = ["BaseMemoryIndex"]
 
@@ -210,9 +219,10 @@ class BaseMemoryIndex(ABC):
 
         ``candidates`` (default ``max(50, 4k)``) come from each retriever before fusion, and from each day
         the query names (:func:`text.query_days`; "yesterday", "last Saturday" and 上周六 resolved against
-        ``today``, default the index's clock): its daily file and the sections whose heading writes it,
-        which rank first. ``min_score``
-        is judged on the fused score *or* the keyword evidence (see :func:`ranking.passes_min_score`).
+        ``today``, default the index's clock) and each day of a month it names with its year
+        (:func:`text.query_month_days`: "in December 2023"): its daily file and the sections whose
+        heading writes it, which rank first. ``min_score`` is judged on the fused score *or* the keyword
+        evidence (see :func:`ranking.passes_min_score`).
         Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
         if mode not in _MODES:
@@ -230,6 +240,7 @@ class BaseMemoryIndex(ABC):
         today = today or self._today()
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
+        named |= query_month_days(query)  # a named month: each of its days
         with self._lock:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
@@ -241,11 +252,11 @@ class BaseMemoryIndex(ABC):
             rows = self._chunk_rows(vec_scores.keys() | also)
             if self.neighbour_weight > 0 and rows:
                 vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, rows)
-            naming = (
-                {cid for cid, row in rows.items() if row.heading_day in named or mentions.search(row.text)}
-                if mentions
-                else set()
-            )
+            naming = {
+                cid
+                for cid, row in rows.items()
+                if row.heading_day in named or (mentions is not None and mentions.search(row.text))
+            }
             sparse: dict[int, float] = {}
             if q_terms:
                 blobs = self._chunk_terms(list(rows))

@@ -8,6 +8,7 @@ or jieba words. Other scripts pass through for ``porter unicode61`` to fold case
 
 from __future__ import annotations
 
+import calendar
 import functools
 import hashlib
 import importlib
@@ -20,13 +21,14 @@ from typing import Any, Literal
 from ..errors import MissingExtraError
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
-from .dates import full_days, relative_days
+from .dates import full_days, relative_days, written_months
 from .speakers import speakers
 
 __all__ = [
     "KEYWORD_SCHEME",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_DAYS",
+    "MAX_QUERY_MONTHS",
     "MAX_QUERY_TERMS",
     "Chunk",
     "CjkMode",
@@ -44,6 +46,7 @@ __all__ = [
     "index_chunks",
     "keyword_tokens",
     "query_days",
+    "query_month_days",
     "query_terms",
     "redact_chunk",
 ]
@@ -61,6 +64,7 @@ KEYWORD_SCHEME = "6"
 MAX_QUERY_CHARS = 2_000
 MAX_QUERY_TERMS = 256  # distinct tokens ORed in a keyword query (FTS5 MATCH, to_tsquery)
 MAX_QUERY_DAYS = 8  # days named by one query whose daily files are fetched as candidates
+MAX_QUERY_MONTHS = 2  # months named by one query (each its days) whose chunks are fetched as candidates
 
 _TOKEN_RE = re.compile(rf"[{CJK_LETTERS}]+|[^\W{CJK_LETTERS}_]+(?:['’][^\W{CJK_LETTERS}_]+)*")
 _HEADING_RE = re.compile(r"#{1,6}\s")
@@ -173,6 +177,17 @@ def query_days(query: str, today: date | None = None) -> frozenset[date]:
     (:mod:`.ranking`)."""
     days = set(relative_days(query, today)) if today is not None else set()
     return frozenset(sorted(days | _full_days(query))[:MAX_QUERY_DAYS])
+
+
+def query_month_days(query: str) -> frozenset[date]:
+    """Every day of the months ``query`` writes with their year ("in December 2023", 2023年12月:
+    :func:`.dates.written_months`), of the earliest :data:`MAX_QUERY_MONTHS` months. A question about a
+    month asks about its days: like :func:`query_days`' days, their daily files and the sections dated
+    in them rank first (:mod:`.ranking`)."""
+    days: set[date] = set()
+    for year, month in sorted(written_months(query))[:MAX_QUERY_MONTHS]:
+        days.update(date(year, month, d) for d in range(1, calendar.monthrange(year, month)[1] + 1))
+    return frozenset(days)
 
 
 def _full_days(text: str) -> set[date]:
