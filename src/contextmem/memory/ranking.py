@@ -10,7 +10,8 @@ share decays (``decay_floor``, default 0.8 in the index): under the bare exponen
 answer kept 2**-12 of its score and any recent near-miss outranked it.
 
 A query that names a calendar day (``named_days``, :func:`.text.query_days`: ``2026-03-14``, or one
-relative to the search's ``today`` such as "last Saturday" or 上周六) asks about that day: its
+relative to the search's ``today`` such as "last Saturday" or 上周六; each day of a month it writes with
+its year, :func:`.text.query_month_days`) asks about that day: its
 daily file's chunks do not decay and rank before every other chunk (by their own score among
 themselves), and so do chunks that write that day (``naming_chunks``: a memory entry's ``### 2022-01-18``
 session, a core-memory line "release on 8 May 2026") or sit under a heading that does (a transcript's
