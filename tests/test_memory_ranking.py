@@ -15,15 +15,17 @@ from hypothesis import strategies as st
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
 from contextmem.memory.ranking import (
+    REPLY_AFTER,
     Candidate,
     combine,
     context_weight,
     decay_factor,
+    follow_questions,
     in_context_keyword_scores,
     in_context_vector_scores,
     mmr,
 )
-from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
+from contextmem.memory.text import Chunk, asks, best_snippet, chunk_markdown, index_chunks, query_terms
 from contextmem.workspace import Workspace
 
 QUERY = "Who is my manager?"
@@ -268,3 +270,42 @@ def test_a_short_chunk_borrows_more_context_than_a_full_one() -> None:
     assert context_weight(300, 1200, 0.5) == pytest.approx(0.375)
     assert context_weight(1200, 1200, 0.5) == context_weight(5000, 1200, 0.5) == 0.0
     assert context_weight(100, 1200, 0.0) == 0.0
+
+
+def _ranked(ids: Sequence[int]) -> list[Candidate]:
+    return [Candidate(cid, 0.5, None, score=1.0 - i / 100) for i, cid in enumerate(ids)]
+
+
+def test_the_reply_to_a_question_among_the_best_follows_it_at_its_score() -> None:
+    ranked = _ranked([10, 20, 30, 40])
+    out = follow_questions(ranked, {20: 21, 30: 40})  # 21 not a candidate; 40 ranked below its question
+    assert [c.chunk_id for c in out] == [10, 20, 21, 30, 40]
+    assert out[2].score == out[1].score and out[2].vector is None  # the reply: its question's score
+    assert out[4].score == out[3].score and out[4].vector == 0.5  # a candidate keeps its own evidence
+    # a reply ranked before its question stays there; a question below the first few leads nowhere
+    assert [c.chunk_id for c in follow_questions(ranked, {30: 10})] == [10, 20, 30, 40]
+    # a reply that was placed is not placed twice, and its own reply follows the chain
+    assert [c.chunk_id for c in follow_questions(ranked, {10: 30, 30: 31})] == [10, 30, 20, 31, 40]
+    far = _ranked(range(1, REPLY_AFTER + 2))
+    assert follow_questions(far, {REPLY_AFTER + 1: 99}) == far
+
+
+@given(
+    st.lists(st.integers(0, 30), unique=True, max_size=12),
+    st.dictionaries(st.integers(0, 30), st.integers(0, 40), max_size=8),
+)
+def test_following_questions_keeps_every_candidate_in_order_once(ids: list[int], replies: dict) -> None:
+    ranked = _ranked(ids)
+    out = [c.chunk_id for c in follow_questions(ranked, replies)]
+    assert len(out) == len(set(out)) and set(ids) <= set(out)
+    moved = {replies[cid] for cid in ids[:REPLY_AFTER] if cid in replies}
+    assert [c for c in out if c in ids and c not in moved] == [c for c in ids if c not in moved]  # in order
+    for i, cid in enumerate(ids[:REPLY_AFTER]):
+        reply = replies.get(cid)
+        if reply is not None and i + 1 < len(ids) and ids[i + 1] != reply:
+            assert out.index(reply) < out.index(ids[i + 1])  # before the candidate ranked next
+
+
+def test_asks_reads_each_languages_question_mark() -> None:
+    assert asks("Will it be shot on location?") and asks("你们在哪里拍的？ \n")
+    assert not asks("We shot it in Miami.") and not asks("Why? Because of the light.")

@@ -17,7 +17,7 @@ import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any, Self
 
@@ -30,9 +30,11 @@ from .dates import day_mentions
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector
 from .ranking import (
+    REPLY_AFTER,
     Candidate,
     Neighbours,
     context_weight,
+    follow_questions,
     fuse,
     in_context_keyword_scores,
     in_context_vector_scores,
@@ -45,6 +47,7 @@ from .text import (
     KEYWORD_SCHEME,
     Chunk,
     CjkMode,
+    asks,
     best_snippet,
     bound_query,
     query_days,
@@ -280,11 +283,30 @@ class BaseMemoryIndex(ABC):
                 if self.speaker_weight > 0
                 else frozenset(),
             )
+            replies, more = self._replies(ranked[:REPLY_AFTER], rows)
+            if replies:
+                rows = {**rows, **more}
+                ranked = follow_questions(ranked, replies)
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
                 ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
         terms = set(query_terms(query, self.cjk))
         return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
+
+    def _replies(
+        self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk]
+    ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
+        """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
+        note's or transcript's chunk that ends with a question (:func:`text.asks`), and the chunk after it
+        in its file; with the replies' rows not yet read. A daily file's entries stand alone, as for
+        :meth:`_in_context`: the chunk after a question there is another moment."""
+        asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None and asks(rows[c.chunk_id].text)]
+        if not asking:
+            return {}, {}
+        neighbours = self._chunk_neighbours(asking)
+        replies = {cid: after for cid, (_, after) in neighbours.items() if after is not None}
+        more = self._chunk_rows([cid for cid in replies.values() if cid not in rows])
+        return {q: r for q, r in replies.items() if r in rows or r in more}, more
 
     def _in_context(
         self,

@@ -42,12 +42,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "REPLY_AFTER",
     "Candidate",
     "Neighbours",
     "Ranking",
     "combine",
     "context_weight",
     "decay_factor",
+    "follow_questions",
     "fuse",
     "in_context_keyword_scores",
     "in_context_vector_scores",
@@ -241,6 +243,38 @@ def passes_min_score(candidate: Candidate, min_score: float) -> bool:
     return candidate.score >= min_score or (
         candidate.keyword is not None and candidate.keyword_norm >= min_score
     )
+
+
+REPLY_AFTER = 5
+"""How many of the best candidates have the reply to a question they end with placed after them (a
+tuned value: LoCoMo dev, where 3 and 5 read alike)."""
+
+
+def follow_questions(
+    ranked: Sequence[Candidate], replies: Mapping[int, int], first: int = REPLY_AFTER
+) -> list[Candidate]:
+    """``ranked`` with the reply to each question among its ``first`` candidates placed right after it, at
+    the question's score. ``replies`` maps a question's chunk id to its reply's (the next chunk of its
+    file): a question found by its words is often answered by a turn that repeats none of them ("Where
+    will you shoot it?" / "In Miami, on the beach").
+
+    Invariants: every candidate of ``ranked`` stays, in the same order relative to the others; each chunk
+    appears once; the reply to one of the ``first`` candidates comes before the candidate ranked next
+    after it (a reply already placed stays where it was).
+    """
+    by_id = {c.chunk_id: c for c in ranked}
+    out: list[Candidate] = []
+    placed: set[int] = set()
+    for i, cand in enumerate(ranked):
+        if cand.chunk_id not in placed:  # else it was placed as a reply
+            out.append(cand)
+            placed.add(cand.chunk_id)
+        reply = replies.get(cand.chunk_id) if i < first else None
+        if reply is not None and reply not in placed:
+            old = by_id.get(reply, Candidate(reply, None, None))
+            out.append(replace(old, score=cand.score))
+            placed.add(reply)
+    return out
 
 
 def mmr(
