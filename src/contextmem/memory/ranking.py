@@ -28,6 +28,10 @@ nothing (:class:`.indexing.BaseMemoryIndex` gives them weight 0): its entries st
 Who said it counts a little (``speaker_weight``, ``speaking_chunks``): when a query names one of the
 speakers its candidates carry (:mod:`.speakers`), the chunks that speaker said gain a fixed component.
 It stays small because a question can name the wrong person, or ask about what was said *to* them.
+
+The reply to a question follows it (:func:`follow_questions`): a question found by its words is often
+answered by a turn that repeats none of them, so the chunk after one of the best candidates that ends with
+a question is placed right after it.
 """
 
 from __future__ import annotations
