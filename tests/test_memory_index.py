@@ -464,3 +464,22 @@ def test_dot_rows_matches_the_float32_product_on_both_paths() -> None:
         assert got.shape == (rows,) and got.dtype == np.float32
         exact = vectors @ query
         assert np.abs(got - exact).max(initial=0.0) < 2e-3  # float16 rounding of unit vectors
+
+
+def test_the_file_state_read_before_a_sync_follows_every_writer(tmp_path: Path) -> None:
+    # Each index keeps the files it last read, until the database changes: by its own write or another
+    # connection's. A stale copy would report the same file added twice, or removed twice.
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    first = SqliteMemoryIndex(ws, HashEmbedder(64))
+    second = SqliteMemoryIndex(ws, HashEmbedder(64))
+    note = ws.daily_dir / "2026-01-05.md"
+    note.write_text("## 09:00\n\nwe chose PostgreSQL 16\n")
+    assert first.sync().added == ["memory/2026-01-05.md"]
+    assert first.sync().added == [] and second.sync().added == []  # its own write, the other's
+    note.unlink()
+    assert first.sync().removed == ["memory/2026-01-05.md"]
+    assert second.sync().removed == []  # the other connection's delete was read
+    assert second.search("PostgreSQL", 3) == []
+    first.close()
+    second.close()
