@@ -158,7 +158,20 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
         base = (vector_weight * v + keyword_weight * k + sparse_weight * s + said) / total
         named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
-        scored.append(replace(cand, score=score, vector_norm=v, keyword_norm=k, sparse_norm=s))
+        # Built directly: ``dataclasses.replace`` costs ~10 us a call, 1 ms a search of 100 candidates.
+        scored.append(
+            Candidate(
+                cand.chunk_id,
+                cand.vector,
+                cand.keyword,
+                cand.day,
+                score=score,
+                vector_norm=v,
+                keyword_norm=k,
+                sparse=cand.sparse,
+                sparse_norm=s,
+            )
+        )
     scored.sort(key=lambda c: (c.day not in named_days and c.chunk_id not in naming, -c.score, c.chunk_id))
     return scored
 
