@@ -3,7 +3,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.local_model import THREADS
 from tests.pg import private_pg  # noqa: F401  (a fixture: a PostgreSQL of the test's own, to restart or cut)
+
+os.environ.setdefault("CONTEXTMEM_LOCAL_THREADS", str(THREADS))  # the CLI processes the tests start
 
 # Hypothesis profiles: "dev" (the default, `make test`) runs a property test on 100 examples, "ci"
 # (HYPOTHESIS_PROFILE=ci, as .ci/run sets) on 1,000; the history invariants (tests/test_budget.py) run on

@@ -31,6 +31,11 @@ from contextmem.llm.local_files import (
     packaged_model_path,
 )
 
+# The model's threads in tests: one. ``make test`` runs two workers on two cores, and llama.cpp's threads
+# wait for each other: beside a busy core, the chat terminal test took 116 s at 2 threads and 60 s at 1
+# (38.7 s alone at 2). The conftest passes it to every process the tests start (``local_threads``).
+THREADS = 1
+
 REQUIRE = "CONTEXTMEM_REQUIRE_LOCAL_LLM"
 SKIP = "CONTEXTMEM_SKIP_LOCAL_LLM"
 INSTALL = "pip install 'contextmem[local]'"

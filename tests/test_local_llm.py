@@ -28,6 +28,7 @@ from contextmem.llm.local_files import (
     verify_sha256,
 )
 from contextmem.llm.local_tools import CallHold, read_tool_calls, template_takes_tools
+from contextmem.llm.registry import llm_from_settings
 from contextmem.messages import (
     ImagePart,
     Message,
@@ -39,8 +40,9 @@ from contextmem.messages import (
     tool_result,
     user,
 )
+from contextmem.settings import Settings
 
-from .local_model import REQUIRE, SKIP, local_model
+from .local_model import REQUIRE, SKIP, THREADS, local_model
 
 FAKE_GGUF = b"GGUF\x03\x00\x00\x00" + b"\x00" * 24
 
@@ -195,6 +197,17 @@ def test_without_llama_cpp_the_error_names_the_extra(tmp_path: Path, monkeypatch
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
     with pytest.raises(MissingExtraError, match=r"contextmem\[local\]"):
         LocalLLM(str(path))
+
+
+def test_the_local_threads_setting_reaches_the_model(tmp_path: Path) -> None:
+    local_model("llama_cpp")  # skip or fail: tests/local_model.py
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    for threads in (1, 3):
+        llm = llm_from_settings(Settings(model=str(path), local_threads=threads))
+        assert isinstance(llm, LocalLLM) and llm.n_threads == threads
+    assert Settings().local_threads == 2  # the default; CONTEXTMEM_LOCAL_THREADS sets it (the conftest: 1)
+    assert Settings.load(env={"CONTEXTMEM_LOCAL_THREADS": "4"}).local_threads == 4
 
 
 def test_llama_context_errors_become_context_overflow() -> None:
@@ -386,7 +399,7 @@ def test_tools_go_through_a_template_that_takes_them_else_into_the_system_prompt
 @pytest.fixture(scope="module")
 def real_llm() -> LocalLLM:
     local_model()  # skip or fail: tests/local_model.py
-    return LocalLLM("local", n_ctx=1024)
+    return LocalLLM("local", n_ctx=1024, n_threads=THREADS)
 
 
 @pytest.mark.local_llm
@@ -409,7 +422,7 @@ async def test_real_generation_fills_usage_and_streams_the_same_reply(real_llm: 
 
 @pytest.mark.local_llm
 async def test_concurrent_calls_share_one_model_safely(real_llm: LocalLLM) -> None:
-    twin = LocalLLM("local", n_ctx=1024)
+    twin = LocalLLM("local", n_ctx=1024, n_threads=THREADS)
     replies = await asyncio.gather(
         real_llm.complete([user("Say yes.")], max_tokens=4, temperature=0.0),
         twin.complete([user("Say no.")], max_tokens=4, temperature=0.0),
@@ -448,7 +461,7 @@ async def test_the_real_model_saves_what_it_is_asked_to_remember(tmp_path: Path)
     runtime = await ContextMem.open(Settings(workspace=tmp_path), llm="none", embedder="hash")
     specs = Toolbox(memory_tools(runtime.tools)).specs
     await runtime.close()
-    llm = LocalLLM("local", n_ctx=2048)
+    llm = LocalLLM("local", n_ctx=2048, n_threads=THREADS)
     asked = [system(DEFAULT_SYSTEM_PROMPT), user("Remember that my code word is BLUEHERON.")]
     events = [e async for e in llm.stream(asked, tools=specs, max_tokens=96, temperature=0.0)]  # as the agent
     reply = events[-1].response

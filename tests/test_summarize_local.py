@@ -12,7 +12,7 @@ from contextmem.messages import Message, assistant, tool_call, tool_result, user
 from contextmem.summarize import Summarizer, parse_sections
 from contextmem.tokens import MessageCounter, get_counter
 
-from .local_model import local_model
+from .local_model import THREADS, local_model
 
 IDENTIFIERS = ["src/billing/invoice.py", "ZeroDivisionError", "v4.2.0"]
 
@@ -38,7 +38,7 @@ async def test_the_local_model_writes_a_structured_summary_that_keeps_identifier
     local_model()
     from contextmem.llm.local import LocalLLM
 
-    llm = LocalLLM("local", n_ctx=2048, temperature=0.0)
+    llm = LocalLLM("local", n_ctx=2048, temperature=0.0, n_threads=THREADS)
     summarizer = Summarizer(llm, MessageCounter(get_counter()), max_tokens=500, timeout=600)
     summary = await summarizer.summarize(None, CONVERSATION)
     assert summary.source == "llm", summary.fallback_reason

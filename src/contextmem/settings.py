@@ -111,6 +111,13 @@ class Settings(BaseModel):
     strict_server: bool = Field(
         False, description="llama.cpp-style servers: '' not null beside tool calls, explicit tool_choice"
     )
+    local_threads: int = Field(
+        2,
+        ge=1,
+        le=256,
+        description="CPU threads the local model runs on; 1 where other work shares the cores (llama.cpp's "
+        "threads wait for each other: a busy second core made its calls 2-3x slower at 2)",
+    )
     context_window: int | None = Field(
         None, gt=0, description="The model's context window; else the model table"
     )

@@ -67,6 +67,9 @@ class Provider:
     option_env: tuple[tuple[str, str], ...] = ()  # (SDK client option, environment variable) pairs
     remote: bool = False  # an SDK adapter: takes provider=, base_url=, api_key=, api_key_env=
     on_cpu: bool = False  # runs in this process on this machine's CPU: summaries only if summary_local_model
+    settings: tuple[
+        tuple[str, str], ...
+    ] = ()  # (constructor keyword, setting) pairs llm_from_settings passes
 
 
 _OPENAI = "contextmem.llm.openai_compat:OpenAICompatLLM"
@@ -99,7 +102,13 @@ PROVIDERS: dict[str, Provider] = {
     "moonshot": _compatible("MOONSHOT_API_KEY", "https://api.moonshot.cn/v1"),
     "zhipu": _compatible("ZHIPUAI_API_KEY", "https://open.bigmodel.cn/api/paas/v4"),
     "ollama": _compatible(None, "http://localhost:11434/v1"),
-    "local": Provider("contextmem.llm.local:LocalLLM", model=False, whole_spec=True, on_cpu=True),
+    "local": Provider(
+        "contextmem.llm.local:LocalLLM",
+        model=False,
+        whole_spec=True,
+        on_cpu=True,
+        settings=(("n_threads", "local_threads"),),
+    ),
     "scripted": Provider("contextmem.testing:ScriptedLLM", model=False),
 }
 """Spec prefix -> provider. Add an entry to support a new prefix; nothing else branches on names."""
@@ -252,6 +261,8 @@ def llm_from_settings(settings: Settings, spec: str | None = None) -> LLM | None
         )
     if entry is not None and entry.target != _OPENAI:
         chosen.pop("strict_server", None)  # a shim for OpenAI-compatible servers only
+    for keyword, name in entry.settings if entry is not None else ():
+        chosen[keyword] = getattr(settings, name)
     return load_llm(spec, **chosen)
 
 

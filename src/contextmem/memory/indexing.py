@@ -298,7 +298,7 @@ class BaseMemoryIndex(ABC):
     ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
         """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
         note's or transcript's chunk that ends with a question (:func:`text.asks`), and the chunk after it
-        in its file; with the replies' rows not yet read. A daily file's entries stand alone, as for
+        in its file; and the rows of the replies ``rows`` lacks. A daily file's entries stand alone, as for
         :meth:`_in_context`: the chunk after a question there is another moment."""
         asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None and asks(rows[c.chunk_id].text)]
         if not asking:

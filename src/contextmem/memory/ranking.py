@@ -263,8 +263,8 @@ def passes_min_score(candidate: Candidate, min_score: float) -> bool:
 
 
 REPLY_AFTER = 5
-"""How many of the best candidates have the reply to a question they end with placed after them (a
-tuned value: LoCoMo dev, where 3 and 5 read alike)."""
+"""How many of the best candidates have the reply to a question they end with placed after them (tuned
+on LoCoMo dev, where the 3, 5 or 10 best read alike)."""
 
 
 def follow_questions(
@@ -275,9 +275,9 @@ def follow_questions(
     file): a question found by its words is often answered by a turn that repeats none of them ("Where
     will you shoot it?" / "In Miami, on the beach").
 
-    Invariants: every candidate of ``ranked`` stays, in the same order relative to the others; each chunk
-    appears once; the reply to one of the ``first`` candidates comes before the candidate ranked next
-    after it (a reply already placed stays where it was).
+    Invariants: every candidate of ``ranked`` stays, and those not moved up as a reply keep their order;
+    each chunk appears once; the reply to one of the ``first`` candidates comes before the candidate
+    ranked next after it (a reply already placed stays where it was).
     """
     by_id = {c.chunk_id: c for c in ranked}
     out: list[Candidate] = []
