@@ -277,7 +277,8 @@ def follow_questions(
 
     Invariants: every candidate of ``ranked`` stays, and those not moved up as a reply keep their order;
     each chunk appears once; the reply to one of the ``first`` candidates comes before the candidate
-    ranked next after it (a reply already placed stays where it was).
+    ranked next after it, unless that one moved up as a reply itself (a reply already placed stays where
+    it was).
     """
     by_id = {c.chunk_id: c for c in ranked}
     out: list[Candidate] = []
