@@ -67,9 +67,8 @@ class Provider:
     option_env: tuple[tuple[str, str], ...] = ()  # (SDK client option, environment variable) pairs
     remote: bool = False  # an SDK adapter: takes provider=, base_url=, api_key=, api_key_env=
     on_cpu: bool = False  # runs in this process on this machine's CPU: summaries only if summary_local_model
-    settings: tuple[
-        tuple[str, str], ...
-    ] = ()  # (constructor keyword, setting) pairs llm_from_settings passes
+    # (constructor keyword, setting name) pairs that llm_from_settings passes from the settings
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 _OPENAI = "contextmem.llm.openai_compat:OpenAICompatLLM"
