@@ -19,7 +19,7 @@ from contextmem import lang
 from contextmem.agent.claims import unbacked_save_note
 from contextmem.agent.task import TaskMemory
 from contextmem.errors import ConfigError
-from contextmem.lang import en, scripts, zh
+from contextmem.lang import en, is_question, scripts, zh
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import query_days, query_month_days
@@ -34,7 +34,6 @@ from contextmem.summarize.salience import (
     compress,
     content_tokens,
     header_date,
-    is_question,
     names_something,
     salience,
     section_of,

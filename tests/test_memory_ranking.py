@@ -25,7 +25,7 @@ from contextmem.memory.ranking import (
     in_context_vector_scores,
     mmr,
 )
-from contextmem.memory.text import Chunk, asks, best_snippet, chunk_markdown, index_chunks, query_terms
+from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
 from contextmem.workspace import Workspace
 
 QUERY = "Who is my manager?"
@@ -304,8 +304,3 @@ def test_following_questions_keeps_every_candidate_in_order_once(ids: list[int],
         reply = replies.get(cid)
         if reply is not None and i + 1 < len(ids) and ids[i + 1] not in moved:
             assert out.index(reply) < out.index(ids[i + 1])  # before the candidate ranked next
-
-
-def test_asks_reads_each_languages_question_mark() -> None:
-    assert asks("Will it be shot on location?") and asks("你们在哪里拍的？ \n")
-    assert not asks("We shot it in Miami.") and not asks("Why? Because of the light.")

@@ -69,6 +69,14 @@ def derived(build: Callable[[tuple[Language, ...]], T]) -> Callable[[], T]:
     return get
 
 
+_QUESTION_MARKS = derived(lambda langs: tuple(lang.question_mark for lang in langs if lang.question_mark))
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` ends with a question mark of a registered language (``?``, ``？``)."""
+    return text.rstrip().endswith(_QUESTION_MARKS())
+
+
 class TablePattern:
     """A regex built from the registered languages' tables: ``build(languages())`` compiled with
     ``flags``, rebuilt when a language is registered. Offers the ``re.Pattern`` methods the algorithms

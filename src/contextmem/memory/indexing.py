@@ -24,6 +24,7 @@ from typing import Any, Self
 import numpy as np
 
 from ..errors import ConfigError
+from ..lang import is_question
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
@@ -47,7 +48,6 @@ from .text import (
     KEYWORD_SCHEME,
     Chunk,
     CjkMode,
-    asks,
     best_snippet,
     bound_query,
     query_days,
@@ -297,10 +297,11 @@ class BaseMemoryIndex(ABC):
         self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk]
     ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
         """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
-        note's or transcript's chunk that ends with a question (:func:`text.asks`), and the chunk after it
-        in its file; and the rows of the replies ``rows`` lacks. A daily file's entries stand alone, as for
-        :meth:`_in_context`: the chunk after a question there is another moment."""
-        asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None and asks(rows[c.chunk_id].text)]
+        note's or transcript's chunk that ends with a question (:func:`contextmem.lang.is_question`), and
+        the chunk after it in its file; and the rows of the replies ``rows`` lacks. A daily file's entries
+        stand alone, as for :meth:`_in_context`: the chunk after a question there is another moment."""
+        asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None]
+        asking = [cid for cid in asking if is_question(rows[cid].text)]
         if not asking:
             return {}, {}
         neighbours = self._chunk_neighbours(asking)

@@ -19,7 +19,6 @@ from datetime import date
 from typing import Any, Literal
 
 from ..errors import MissingExtraError
-from ..lang import derived
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
 from .dates import full_days, relative_days, written_months
@@ -34,7 +33,6 @@ __all__ = [
     "Chunk",
     "CjkMode",
     "Snippet",
-    "asks",
     "best_snippet",
     "bound_query",
     "chunk_markdown",
@@ -179,14 +177,6 @@ def query_days(query: str, today: date | None = None) -> frozenset[date]:
     (:mod:`.ranking`)."""
     days = set(relative_days(query, today)) if today is not None else set()
     return frozenset(sorted(days | _full_days(query))[:MAX_QUERY_DAYS])
-
-
-_QUESTION_MARKS = derived(lambda langs: tuple(lang.question_mark for lang in langs if lang.question_mark))
-
-
-def asks(text: str) -> bool:
-    """Whether ``text`` ends with a question: a registered language's question mark (``?``, ``？``)."""
-    return text.rstrip().endswith(_QUESTION_MARKS())
 
 
 def query_month_days(query: str) -> frozenset[date]:

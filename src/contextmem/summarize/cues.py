@@ -33,7 +33,6 @@ __all__ = [
     "PLAN",
     "PREFERENCE",
     "PROGRESS",
-    "QUESTION_MARKS",
     "QUOTED",
     "REQUEST",
     "SENTENCE_END",
@@ -123,7 +122,6 @@ QUOTED = TablePattern(_alternatives(lambda lang: (lang.quotes,), r"“[^”]{1,4
 # The word sets are functions: each call returns the union over the languages registered at the time.
 NOT_NAMES = derived(lambda langs: frozenset().union(*(lang.not_names for lang in langs)))
 STOP_WORDS = derived(lambda langs: frozenset().union(*(lang.stop_words for lang in langs)))
-QUESTION_MARKS = derived(lambda langs: tuple(lang.question_mark for lang in langs if lang.question_mark))
 SENTENCE_MARKS = derived(lambda langs: "".join(lang.sentence_marks for lang in langs))
 CLAUSE_STOPS = derived(lambda langs: {mark: lang.full_stop for lang in langs for mark in lang.clause_marks})
 """Per clause mark (``,``, ``，``), the full stop of its language."""

@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict, Unpack
 
-from ..lang import TablePattern, derived
+from ..lang import TablePattern, derived, is_question
 from ..lang.scripts import HAN_CHAR
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 from ..redaction import redact_secrets
@@ -49,7 +49,6 @@ from .salience import (
     compress,
     content_tokens,
     header_date,
-    is_question,
     names_something,
     only_instructs,
     rarity,

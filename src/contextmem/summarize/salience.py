@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..lang import is_question
 from ..lang.scripts import HAN_RUN
 from .cues import (
     ADVICE,
@@ -45,7 +46,6 @@ from .cues import (
     PLAN,
     PREFERENCE,
     PROGRESS,
-    QUESTION_MARKS,
     QUOTED,
     REQUEST,
     SENTENCE_END,
@@ -60,7 +60,6 @@ __all__ = [
     "compress",
     "content_tokens",
     "header_date",
-    "is_question",
     "names_something",
     "only_instructs",
     "rarity",
@@ -299,11 +298,6 @@ def salience(
     if len(tokens) < w.few_tokens:
         score *= w.short
     return float(score)
-
-
-def is_question(text: str) -> bool:
-    """Whether ``text`` ends with a question mark of any language."""
-    return text.rstrip().endswith(QUESTION_MARKS())
 
 
 def only_instructs(sentence: str) -> bool:
