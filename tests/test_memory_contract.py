@@ -197,21 +197,32 @@ def test_a_month_the_query_names_ranks_its_days_first(make: Factory) -> None:
             assert {(h.path, h.start_line) for h in hits[: len(month)]} == month, (query, mode)
 
 
-def test_the_reply_to_a_question_that_matches_follows_it(make: Factory) -> None:
-    index = make()
+def test_the_reply_to_a_question_that_matches_follows_it(
+    make: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     talk = "### Dave\nCan't wait to see the video for your new album. Will it be shot on location?\n\n"
     talk += "### Calvin\nYes! We picked an awesome beach in Miami.\n\n"
     talk += "### Dave\nI restored an old car this week.\n"
-    (index.workspace.daily_dir / "talk.md").write_text(talk)
-    # the same exchange in a daily file: the entry after a question is another moment, not its reply
-    (index.workspace.daily_dir / "2026-01-05.md").write_text(talk.replace("###", "## 09:0"))
     query = "Where is the video for the new album shot?"
-    for mode in ("hybrid", "keyword", "vector"):
-        hits = [(h.path, h.start_line) for h in index.search(query, 6, mode=mode)]
-        question = hits.index(("memory/talk.md", 1))
-        assert hits[question + 1] == ("memory/talk.md", 4), (mode, hits)
-        daily = hits.index(("memory/2026-01-05.md", 1))
-        assert hits[daily + 1 : daily + 2] != [("memory/2026-01-05.md", 4)], (mode, hits)
+    read: list[int] = []  # the chunks whose neighbours a search reads
+    for index in (make("in-context"), make("alone", neighbour_weight=0.0)):
+        (index.workspace.daily_dir / "talk.md").write_text(talk)
+        # the same exchange in a daily file: the entry after a question is another moment, not its reply
+        (index.workspace.daily_dir / "2026-01-05.md").write_text(talk.replace("###", "## 09:0"))
+
+        def counted(ids: list[int], own: Any = index._chunk_neighbours) -> Any:
+            read.extend(ids)
+            return own(ids)
+
+        monkeypatch.setattr(index, "_chunk_neighbours", counted)
+        for mode in ("hybrid", "keyword", "vector"):
+            read.clear()
+            hits = [(h.path, h.start_line) for h in index.search(query, 6, mode=mode)]
+            question = hits.index(("memory/talk.md", 1))
+            assert hits[question + 1] == ("memory/talk.md", 4), (mode, hits)
+            daily = hits.index(("memory/2026-01-05.md", 1))
+            assert hits[daily + 1 : daily + 2] != [("memory/2026-01-05.md", 4)], (mode, hits)
+            assert len(read) == len(set(read)), (mode, read)  # read once: in context, or for the reply
 
 
 def test_a_day_named_relative_to_today_ranks_its_daily_file_first(make: Factory) -> None:

@@ -253,8 +253,9 @@ class BaseMemoryIndex(ABC):
             also = kw_scores.keys() | dated
             vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
             rows = self._chunk_rows(vec_scores.keys() | also)
+            known: Neighbours = {}  # the neighbours read so far, by chunk id
             if self.neighbour_weight > 0 and rows:
-                vec_scores, kw_scores = self._in_context(query_vec, vec_scores, kw_scores, rows)
+                vec_scores, kw_scores, known = self._in_context(query_vec, vec_scores, kw_scores, rows)
             naming = {
                 cid
                 for cid, row in rows.items()
@@ -283,7 +284,7 @@ class BaseMemoryIndex(ABC):
                 if self.speaker_weight > 0
                 else frozenset(),
             )
-            replies, more = self._replies(ranked[:REPLY_AFTER], rows)
+            replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)
             if replies:
                 rows = {**rows, **more}
                 ranked = follow_questions(ranked, replies)
@@ -294,19 +295,19 @@ class BaseMemoryIndex(ABC):
         return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
 
     def _replies(
-        self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk]
+        self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk], known: Neighbours
     ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
         """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
         note's or transcript's chunk that ends with a question (:func:`contextmem.lang.is_question`), and
-        the chunk after it in its file; and the rows of the replies ``rows`` lacks. A daily file's entries
-        stand alone, as for :meth:`_in_context`: the chunk after a question there is another moment."""
+        the chunk after it in its file (from ``known``, the neighbours :meth:`_in_context` read, else
+        read now); and the rows of the replies ``rows`` lacks. A daily file's entries stand alone, as for
+        :meth:`_in_context`: the chunk after a question there is another moment."""
         asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None]
         asking = [cid for cid in asking if is_question(rows[cid].text)]
-        if not asking:
-            return {}, {}
-        neighbours = self._chunk_neighbours(asking)
-        replies = {cid: after for cid, (_, after) in neighbours.items() if after is not None}
-        more = self._chunk_rows([cid for cid in replies.values() if cid not in rows])
+        unread = [cid for cid in asking if cid not in known]
+        neighbours = {**known, **self._chunk_neighbours(unread)} if unread else known
+        replies = {q: r for q in asking for r in [neighbours.get(q, (None, None))[1]] if r is not None}
+        more = self._chunk_rows([cid for cid in replies.values() if cid not in rows]) if replies else {}
         return {q: r for q, r in replies.items() if r in rows or r in more}, more
 
     def _in_context(
@@ -315,8 +316,9 @@ class BaseMemoryIndex(ABC):
         vec_scores: dict[int, float],
         kw_scores: dict[int, float],
         rows: Mapping[int, StoredChunk],
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """The candidates' vector and keyword scores when each is read with its neighbours in its file.
+    ) -> tuple[dict[int, float], dict[int, float], Neighbours]:
+        """The candidates' vector and keyword scores when each is read with its neighbours in its file, and
+        the neighbours read.
 
         A daily file's chunks borrow nothing: its entries are what compaction and ``memory_write`` wrote at
         different moments, each standing alone (dated, attributed bullets), so its neighbours are other
@@ -328,7 +330,7 @@ class BaseMemoryIndex(ABC):
         }
         borrowers = [cid for cid, weight in weights.items() if weight > 0]
         if not borrowers:
-            return vec_scores, kw_scores
+            return vec_scores, kw_scores, {}
         neighbours = self._chunk_neighbours(borrowers)
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
@@ -352,7 +354,7 @@ class BaseMemoryIndex(ABC):
             row_weights = np.fromiter((weights[cid] for cid in borrowers), np.float32, count=len(borrowers))
             scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
             vec_scores = {**vec_scores, **dict(zip(borrowers, scores.tolist(), strict=True))}
-        return vec_scores, kw_scores
+        return vec_scores, kw_scores, neighbours
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
