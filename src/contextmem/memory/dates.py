@@ -253,13 +253,14 @@ def written_months(text: str) -> set[tuple[int, int]]:
     """The ``(year, month)`` of each month ``text`` writes with its year ("December 2023", 2023年12月:
     :attr:`contextmem.lang.Language.written_months`), except inside a full date ("8 December, 2023" names
     a day, not its month); months outside 1..12 are ignored."""
+    matches = [(found, reader) for pattern, reader in _GRAMMAR().months for found in pattern.finditer(text)]
+    if not matches:  # most queries: the full dates are not read a second time (query_days read them)
+        return set()
     taken = [span for span, _ in _written(text)] + [span for span, _ in _with_year(text)]
     months: set[tuple[int, int]] = set()
-    for pattern, reader in _GRAMMAR().months:
-        for found in pattern.finditer(text):
-            start, end = found.span()
-            if any(start < stop and begin < end for begin, stop in taken):
-                continue
+    for found, reader in matches:
+        start, end = found.span()
+        if not any(start < stop and begin < end for begin, stop in taken):
             month = reader.month(found["month"])
             if month is not None and 1 <= month <= 12 and int(found["year"]) >= 1:
                 months.add((int(found["year"]), month))
