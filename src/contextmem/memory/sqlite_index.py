@@ -120,11 +120,11 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     def _load_state(self) -> IndexState:
         # Read again only when the database changed since the last read: ``data_version`` moves when
         # another connection commits, ``total_changes`` when this one writes. The no-op sync before each
-        # search then costs a stat per file, not a read of every file row (1 ms at 200 files).
+        # search then costs a stat per file, not a read of every file row (1 ms at 200 files). The state is
+        # shared between syncs: plan_sync only reads it.
         key = (int(self._db.execute("PRAGMA data_version").fetchone()[0]), self._db.total_changes)
         if self._state is not None and self._state[0] == key:
-            state = self._state[1]
-            return IndexState(dict(state.files), state.embedder, state.keywords)
+            return self._state[1]
         files = {
             r[0]: FileState(r[1], r[2], r[3])
             for r in self._db.execute(
@@ -134,9 +134,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         row = self._db.execute(
             "SELECT embedder, keywords FROM namespaces WHERE namespace=?", (self.namespace,)
         ).fetchone()
-        state = IndexState(files, *(row or (None, None)))
-        self._state = (key, IndexState(dict(files), state.embedder, state.keywords))
-        return state
+        self._state = (key, IndexState(files, *(row or (None, None))))
+        return self._state[1]
 
     def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
         found: dict[str, Vector | None] = {}

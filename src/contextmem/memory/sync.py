@@ -56,7 +56,8 @@ class FileState:
 
 @dataclass(frozen=True, slots=True)
 class IndexState:
-    """What an index holds for one namespace: its files and the derivation it was built with."""
+    """What an index holds for one namespace: its files and the derivation it was built with. Read, never
+    changed: an index may hand the same state to several syncs while its storage has not changed."""
 
     files: dict[str, FileState]
     embedder: str | None  # None: never synced (or cleared)
