@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import date
 
 from hypothesis import given
@@ -10,8 +9,6 @@ from hypothesis import strategies as st
 
 from contextmem.memory.text import (
     chunk_markdown,
-    fts_document,
-    fts_query,
     heading_days,
     index_chunks,
     keyword_tokens,
@@ -68,18 +65,6 @@ def test_jieba_mode_segments_words() -> None:
     tokens = keyword_tokens("我们讨论了数据库迁移", "jieba")
     assert "数据库" in tokens
     assert "迁移" in tokens
-
-
-def test_fts_query_cannot_inject_syntax() -> None:
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
-    db.execute("INSERT INTO t VALUES (?)", (fts_document("the NEAR launch AND date: March*"),))
-    for hostile in ["NEAR(a b)", "body: x", '"unterminated', "a* OR ^b", "AND OR NOT", "launch)"]:
-        expression = fts_query(hostile)
-        assert expression is not None
-        db.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,)).fetchall()
-    assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?", (fts_query("launches"),)).fetchone()[0] == 1
-    assert fts_query("  ,.!? ") is None
 
 
 def test_a_heading_dates_every_line_under_it() -> None:

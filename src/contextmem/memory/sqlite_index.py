@@ -10,9 +10,11 @@ SQLite's own:
   embedded once is never embedded again by that embedder (switching back to a previous embedder costs
   nothing); a vector no chunk uses any more is deleted with the chunks that used it. **Sparse terms**
   (:mod:`.sparse`) are kept the same way in ``sparse_terms``, by ``(sparse head name, chunk hash)``.
-* **Keywords**: each namespace has its own FTS5 table (named from a hash of the namespace), queried with
-  ``ORDER BY bm25 LIMIT candidates`` (a shared table made every query read a posting list as long as the
-  namespace); hits are re-checked against ``chunks.namespace``.
+* **Keywords**: each namespace has its own FTS5 table (named from a hash of the namespace). It stores the
+  keyword documents and tokenizes them; searches score FTS5's ``bm25()`` over the namespace's postings
+  held in memory (:mod:`.keyword_cache`: FTS5's own OR query read every posting list of every query
+  word, ~130 ms at 100k chunks of conversation). The postings are read from the namespace's chunk rows
+  only, and refreshed incrementally by chunk id when the namespace's ``generation`` moves.
 * **Vector search** is an exact scan of the namespace's float16 matrix (:mod:`.vector_cache`), refreshed
   incrementally by chunk id when the namespace's ``generation`` moves.
 
@@ -37,10 +39,11 @@ from ..workspace import Workspace
 from .embedders import Embedder
 from .index_options import IndexOptions, StoredChunk, Vector, settings_options
 from .indexing import BaseMemoryIndex
+from .keyword_cache import FtsTokenizer, KeywordCache
 from .ranking import Neighbours, top_k_indices
 from .speakers import join_speakers, split_speakers
 from .sync import FileState, IndexState, SyncPlan
-from .text import fts_document, fts_query
+from .text import fts_document, query_terms
 from .vector_cache import VectorCache
 
 __all__ = ["MIGRATION_COMPONENT", "SqliteMemoryIndex", "migrate_index"]
@@ -92,6 +95,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         super().__init__(workspace, embedder, keyword_engine=_TOKENIZER, **options)
         self._fts = "fts_n" + hashlib.sha256(self.namespace.encode()).hexdigest()[:24]
         self._cache: VectorCache | None = None
+        self._postings: KeywordCache | None = None
+        self._tokenizer = FtsTokenizer(_TOKENIZER)
         self._state: tuple[tuple[int, int], IndexState] | None = None  # (when it was read, what it held)
         path = Path(db_path) if db_path is not None else workspace.index_path
         ensure_private_file(path)  # 0600 before SQLite opens it: its -wal and -shm files inherit the mode
@@ -114,6 +119,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
 
     def _close(self) -> None:
         self._db.close()
+        self._tokenizer.close()
 
     # --- sync ---------------------------------------------------------------------------------
 
@@ -245,23 +251,10 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     # --- search -------------------------------------------------------------------------------
 
     def _keyword_scores(self, query: str, limit: int) -> dict[int, float]:
-        expression = fts_query(query, self.cjk)
-        if expression is None:
+        terms = query_terms(query, self.cjk)
+        if not terms:
             return {}
-        # BM25-ordered top ``limit`` inside this namespace's own FTS5 table, then the namespace re-checked
-        # on the chunk row (defence in depth: the table name is derived from the namespace).
-        sql = (
-            f'SELECT s.id, s.score FROM (SELECT rowid AS id, -bm25("{self._fts}") AS score'
-            f' FROM "{self._fts}" WHERE "{self._fts}" MATCH ? ORDER BY bm25("{self._fts}") LIMIT ?) s'
-            " JOIN chunks c ON c.id = s.id AND +c.namespace = ?"
-        )
-        try:
-            rows = self._db.execute(sql, (expression, limit, self.namespace)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):  # nothing indexed in this namespace yet
-                return {}
-            raise
-        return {int(r[0]): float(r[1]) for r in rows}
+        return self._keywords_in_memory().top(self._tokenizer.phrases(terms), limit)
 
     def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
         cache = self._vectors()
@@ -348,32 +341,62 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         into the buffer's spare rows, and rows of deleted chunks are masked. An append to today's file
         at 100k chunks reads that file's chunks, not the whole matrix, and copies nothing.
         """
-        row = self._db.execute(
-            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
-        ).fetchone()
-        generation = int(row[0]) if row else 0
+        generation = self._generation()
         old = self._cache
         if old is not None and old.generation == generation:
             return old
         since = old.last_id if old is not None else -1
-        new_ids: list[int] = []
-        blobs: list[bytes] = []
-        for chunk_id, blob in self._db.execute(
+        rows = self._db.execute(
             "SELECT c.id, e.vector FROM chunks c JOIN embeddings e ON e.model=? AND e.hash=c.hash"
             " WHERE c.namespace=? AND c.id > ? ORDER BY c.id",
             (self.embedder.name, self.namespace, since),
-        ):
-            new_ids.append(chunk_id)
-            blobs.append(blob)
+        ).fetchall()
+        new_ids, blobs = [r[0] for r in rows], [r[1] for r in rows]
         if old is None:
-            cache = VectorCache.load(generation, new_ids, blobs, self.embedder.dim)
+            self._cache = VectorCache.load(generation, new_ids, blobs, self.embedder.dim)
         else:
-            live = self._db.execute(
-                "SELECT id FROM chunks WHERE namespace=? AND id <= ?", (self.namespace, since)
+            self._cache = old.refreshed(generation, self._live_ids(since), new_ids, blobs)
+        return self._cache
+
+    def _keywords_in_memory(self) -> KeywordCache:
+        """This namespace's keyword postings (:mod:`.keyword_cache`), refreshed as :meth:`_vectors` is:
+        only the FTS5 documents of chunks above the cached maximum id are read and tokenized."""
+        generation = self._generation()
+        old = self._postings
+        if old is not None and old.generation == generation:
+            return old
+        since = old.last_id if old is not None else -1
+        try:
+            rows = self._db.execute(
+                f'SELECT f.rowid, f.body FROM "{self._fts}" f JOIN chunks c ON c.id = f.rowid'
+                " AND +c.namespace = ? WHERE f.rowid > ? ORDER BY f.rowid",
+                (self.namespace, since),
             ).fetchall()
-            cache = old.refreshed(generation, np.asarray(live, dtype=np.int64).reshape(-1), new_ids, blobs)
-        self._cache = cache
-        return cache
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):  # nothing indexed in this namespace yet
+                raise
+            rows = []
+        new_ids, bodies = [r[0] for r in rows], [r[1] for r in rows]
+        if old is None:
+            self._postings = KeywordCache.load(generation, new_ids, bodies, self._tokenizer)
+        else:
+            live = self._live_ids(since)
+            self._postings = old.refreshed(generation, live, new_ids, bodies, self._tokenizer)
+        return self._postings
+
+    def _generation(self) -> int:
+        """What moves whenever this namespace's chunks change (each sync that writes)."""
+        row = self._db.execute(
+            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def _live_ids(self, upto: int) -> np.ndarray:
+        """The ids of this namespace's chunks up to ``upto``: what a cache of them keeps."""
+        live = self._db.execute(
+            "SELECT id FROM chunks WHERE namespace=? AND id <= ?", (self.namespace, upto)
+        ).fetchall()
+        return np.asarray(live, dtype=np.int64).reshape(-1)
 
     # --- integrity ----------------------------------------------------------------------------
 

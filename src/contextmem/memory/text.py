@@ -40,7 +40,6 @@ __all__ = [
     "file_secrets",
     "file_text",
     "fts_document",
-    "fts_query",
     "has_body",
     "heading_days",
     "index_chunks",
@@ -285,15 +284,6 @@ def fts_document(text: str, cjk: CjkMode = "bigram") -> str:
 def query_terms(text: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
     """The first ``max_terms`` distinct tokens of a keyword query, in order (what both indexes OR)."""
     return [t for t in dict.fromkeys(keyword_tokens(text, cjk)) if t][:max_terms]
-
-
-def fts_query(text: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
-    """An FTS5 MATCH expression ORing the distinct tokens of ``text`` (``None`` when it has none).
-
-    Every token is quoted, so user text can never inject FTS5 syntax (``AND``, ``NEAR``, ``*``, ``:``).
-    """
-    terms = query_terms(text, cjk, max_terms=max_terms)
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
 
 @functools.cache

@@ -1,0 +1,114 @@
+"""The in-memory keyword postings score exactly what FTS5's ``bm25()`` scores, through appends and deletes."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contextmem.memory import HashEmbedder, keyword_cache
+from contextmem.memory.keyword_cache import FtsTokenizer, KeywordCache
+from contextmem.memory.sqlite_index import _TOKENIZER, SqliteMemoryIndex
+from contextmem.memory.text import MAX_QUERY_TERMS, fts_document, query_terms
+from contextmem.workspace import Workspace
+
+# Stems that meet ("run", "running"), possessives and contractions (two-token phrases: "caroline's" is
+# "caroline" "s"), diacritics, Chinese bigrams, and plain words.
+WORDS = [
+    "run", "running", "runs", "caroline's", "caroline", "s", "don't", "t", "what", "did", "café", "cafe",
+    "naïve", "数据库迁移", "迁移", "the", "melanie", "painted", "paint", "sunrise", "x1",
+    *(f"w{i}" for i in range(40)),
+]  # fmt: skip
+
+
+def _fts5_scores(db: sqlite3.Connection, terms: list[str]) -> dict[int, float]:
+    expression = " OR ".join(f'"{t}"' for t in terms)
+    return dict(db.execute("SELECT rowid, -bm25(f) FROM f WHERE f MATCH ?", (expression,)).fetchall())
+
+
+def _rounds(seed: int) -> Iterator[tuple[sqlite3.Connection, KeywordCache, FtsTokenizer, list[str]]]:
+    """A corpus grown and pruned over 30 rounds in FTS5 and in a cache refreshed alongside; each round
+    yields both and some queries."""
+    rng = random.Random(seed)
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE f USING fts5(body, tokenize='{_TOKENIZER}')")
+    tokenizer = FtsTokenizer(_TOKENIZER)
+    ids: list[int] = []
+    cache: KeywordCache | None = None
+    for generation in range(30):
+        new_ids, documents = [], []
+        for _ in range(rng.choice([0, 3, 20, 80])):
+            document = fts_document(" ".join(rng.choices(WORDS, k=rng.randint(1, 25))))
+            new_ids.append(db.execute("INSERT INTO f(body) VALUES (?)", (document,)).lastrowid)
+            documents.append(document)
+        if ids and rng.random() < 0.4:
+            for gone in rng.sample(ids, min(len(ids), rng.randint(1, 60))):
+                db.execute("DELETE FROM f WHERE rowid=?", (gone,))
+                ids.remove(gone)
+        ids += new_ids
+        live = np.asarray(sorted(ids), dtype=np.int64)
+        if cache is None:
+            cache = KeywordCache.load(generation, new_ids, documents, tokenizer)
+        else:
+            cache = cache.refreshed(generation, live, new_ids, documents, tokenizer)
+        queries = [" ".join(rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(20)]
+        yield db, cache, tokenizer, queries
+
+
+def _mismatches(seed: int) -> tuple[int, set[int]]:
+    """How many (round, query) pairs score differently from FTS5, and the segment counts seen."""
+    wrong, segments = 0, set()
+    for db, cache, tokenizer, queries in _rounds(seed):
+        segments.add(len(cache.segments))
+        for query in queries:
+            terms = query_terms(query)
+            wrong += cache.top(tokenizer.phrases(terms), 10**6) != _fts5_scores(db, terms)
+    return wrong, segments
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scores_equal_fts5_bm25_through_appends_and_deletes(seed: int) -> None:
+    wrong, segments = _mismatches(seed)
+    assert wrong == 0  # the same rows, and each score equal to the last bit
+    assert segments == {1, 2}  # both the small segment and the rebuilt one were scored
+
+
+@pytest.mark.parametrize("constant", ["K1", "B"])
+def test_the_comparison_catches_another_bm25(monkeypatch: pytest.MonkeyPatch, constant: str) -> None:
+    monkeypatch.setattr(keyword_cache, constant, getattr(keyword_cache, constant) + 0.05)
+    assert _mismatches(0)[0] > 0
+
+
+def test_the_top_rows_are_the_best_scored() -> None:
+    db, cache, tokenizer, queries = next(_rounds(7))
+    terms = query_terms(queries[0])
+    every = _fts5_scores(db, terms)
+    top = cache.top(tokenizer.phrases(terms), 5)
+    assert len(top) == min(5, len(every))
+    assert min(top.values()) >= sorted(every.values(), reverse=True)[len(top) - 1]
+
+
+def test_a_word_never_indexed_matches_nothing_and_is_not_remembered() -> None:
+    tokenizer = FtsTokenizer(_TOKENIZER)
+    cache = KeywordCache.load(
+        1, [1, 2], [fts_document("the launch"), fts_document("launches today")], tokenizer
+    )
+    known = tokenizer.known_words
+    phrases = tokenizer.phrases([f"zz{i}" for i in range(MAX_QUERY_TERMS)] + ["launched"])
+    assert phrases[:-1] == [None] * MAX_QUERY_TERMS
+    assert tokenizer.known_words == known  # a query's words are tokenized, not kept
+    assert set(cache.top(phrases, 10)) == {1, 2}  # "launched" is the stem of both
+
+
+def test_query_words_are_text_never_fts5_syntax(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("The launch is NEAR the date: March*\n")
+    with SqliteMemoryIndex(ws, HashEmbedder()) as index:
+        for hostile in ["NEAR(a b)", "body: x", '"unterminated', "a* OR ^b", "AND OR NOT", "launch)", "\x01"]:
+            index.search(hostile, 3, mode="keyword")
+        assert [h.path for h in index.search("launches", 3, mode="keyword")] == ["MEMORY.md"]
