@@ -49,6 +49,7 @@ class FtsTokenizer:
 
     def __init__(self, tokenize: str) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA temp_store=MEMORY")  # no temporary file, anywhere
         self._db.execute(f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize='{tokenize}')")
         self._db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
         self.ids: dict[str, int] = {}  # token -> id
