@@ -85,6 +85,17 @@ def test_the_snippet_shows_the_lines_that_match() -> None:
     assert long_line.text == "x" * 9 + "…" and (long_line.start_line, long_line.end_line) == (5, 5)
 
 
+@given(
+    st.lists(st.text(alphabet="ab 内存\t#-", max_size=40), min_size=1, max_size=8),
+    st.lists(st.sampled_from(["a", "b", "ab", "内存"]), max_size=3),
+    st.integers(min_value=0, max_value=20),
+)
+def test_a_chunk_that_fits_is_shown_whole(lines: list[str], terms: list[str], room: int) -> None:
+    text = "\n".join(lines)
+    snippet = best_snippet(Chunk(7, 7 + len(lines) - 1, text), terms, len(text) + room)
+    assert (snippet.start_line, snippet.end_line, snippet.text) == (7, 7 + len(lines) - 1, text)
+
+
 def test_search_hits_carry_the_snippet_lines(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     ws.ensure()

@@ -57,6 +57,8 @@ def test_dots_scores_many_chunks_at_once_as_dot_scores_each(query: Terms, chunks
 def test_bad_blobs_and_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="4 bytes per term"):
         unpack(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="4 bytes per term"):  # also among many, scored at once
+        dots({1: 1.0}, [pack({1: 1.0}), b"\x00\x01\x02"])
     with pytest.raises(ValueError, match="term ids"):
         pack({MAX_SPARSE_DIM: 1.0})
     assert pack({3: 1e-9}) == b""  # too small for float16: dropped, never stored as 0

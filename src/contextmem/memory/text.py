@@ -315,6 +315,8 @@ def best_snippet(chunk: Chunk, terms: Collection[str], max_chars: int, cjk: CjkM
     ``max_chars`` is cut, ending in ``…``.
     """
     lines = chunk.text.split("\n")
+    if len(chunk.text) <= max_chars:  # the window would grow to every line whichever line it starts at
+        return Snippet(chunk.start_line, chunk.start_line + len(lines) - 1, chunk.text)
     wanted = set(terms)
     overlap = [len(wanted.intersection(keyword_tokens(line, cjk))) if wanted else 0 for line in lines]
     if max(overlap) > 0:
