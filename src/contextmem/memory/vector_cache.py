@@ -74,7 +74,7 @@ class VectorCache:
         return int(self.ids[-1]) if self.ids.size else -1
 
     def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Every row's cosine with ``query`` as the int8 scan reads it (within ~0.01; rows and query are
+        """Every row's cosine with ``query`` as the int8 scan reads it (within ~0.003; rows and query are
         unit length), to pick candidates; masked rows get -inf."""
         sims = self.coarse.scores(self.ids.size, query)
         if self.dead.size:
