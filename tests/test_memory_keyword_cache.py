@@ -140,6 +140,7 @@ def test_a_word_never_indexed_matches_nothing_and_is_not_remembered() -> None:
     assert phrases[:-1] == [None] * MAX_QUERY_TERMS
     assert tokenizer.known_words == known  # a query's words are tokenized, not kept
     assert set(cache.top(phrases, 10)) == {1, 2}  # "launched" is the stem of both
+    assert tokenizer.phrases(["\x01"]) == [None]  # the documents' separator is no word of theirs
 
 
 def test_query_words_are_text_never_fts5_syntax(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ class FtsTokenizer:
     def phrases(self, words: Sequence[str]) -> list[tuple[int, ...] | None]:
         """Each query word as the token ids of its phrase; ``None`` when a token was never indexed (the
         phrase matches nothing) or the word has no token."""
-        known = [self._words.get(w) for w in words]
+        known = [self._words.get(w) or None for w in words]  # word 0, the separator, is not a word
         unknown = [w for w, at in zip(words, known, strict=True) if at is None]
         fresh = iter(self._tokenize(unknown) if unknown else [])
         out: list[tuple[int, ...] | None] = []
