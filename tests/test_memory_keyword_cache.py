@@ -55,7 +55,7 @@ def _rounds(seed: int) -> Iterator[tuple[sqlite3.Connection, KeywordCache, FtsTo
         if cache is None:
             cache = KeywordCache.load(generation, new_ids, documents, tokenizer)
         else:
-            cache = cache.refreshed(generation, live, new_ids, documents, tokenizer)
+            cache = cache.refreshed(generation, live, new_ids, documents)
         queries = [" ".join(rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(20)]
         yield db, cache, tokenizer, queries
 
@@ -151,3 +151,23 @@ def test_query_words_are_text_never_fts5_syntax(tmp_path: Path) -> None:
         for hostile in ["NEAR(a b)", "body: x", '"unterminated', "a* OR ^b", "AND OR NOT", "launch)", "\x01"]:
             index.search(hostile, 3, mode="keyword")
         assert [h.path for h in index.search("launches", 3, mode="keyword")] == ["MEMORY.md"]
+
+
+def test_a_search_after_a_write_reads_the_live_chunk_ids_once_for_both_caches(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.ensure()
+    ws.core_file.write_text("## a\nthe launch moved\n\n## b\nthe budget grew\n")
+    with SqliteMemoryIndex(ws, HashEmbedder()) as index:
+        index.search("launch", 2)  # both caches built
+        ws.core_file.write_text("## a\nthe launch moved\n\n## c\nthe budget shrank\n")
+        os.utime(ws.core_file, ns=(10**9, 10**9))
+        index.sync()
+        statements: list[str] = []
+        index._db.set_trace_callback(statements.append)
+        hits = index.search("budget shrank", 2)  # hybrid: keyword postings and vectors refreshed
+        index._db.set_trace_callback(None)
+    assert hits[0].snippet.endswith("the budget shrank")
+    live_reads = [
+        s for s in statements if s.startswith("SELECT id FROM chunks WHERE namespace=") and "id <=" in s
+    ]
+    assert len(live_reads) == 1

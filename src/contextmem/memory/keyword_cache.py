@@ -173,6 +173,7 @@ class KeywordCache:
     lengths: NDArray[np.int64]
     live: NDArray[np.bool_]
     segments: tuple[_Segment, ...]  # one, or the rebuilt one and the newest rows
+    tokenizer: FtsTokenizer  # what made the documents' token ids (and makes a query's)
     # Derived once per cache, since the average length only moves with the rows: how many rows are live,
     # each row's length term ``k1 * (1 - b + b * D / avgdl)``, and each single-token posting's term
     # frequency part ``f * (k1 + 1) / (f + that)``: a search multiplies it by the IDF and adds.
@@ -195,47 +196,46 @@ class KeywordCache:
     ) -> KeywordCache:
         """A cache of the FTS5 documents ``documents`` of chunks ``ids`` (ascending)."""
         stream, lengths = tokenizer.stream(documents)
-        segment = _Segment.build(0, stream, lengths)
-        return cls(generation, np.asarray(ids, np.int64), lengths, np.ones(len(ids), bool), (segment,))
+        chunk_ids = np.asarray(ids, np.int64)
+        return cls(
+            generation,
+            chunk_ids,
+            lengths,
+            np.ones(chunk_ids.size, bool),
+            (_Segment.build(0, stream, lengths),),
+            tokenizer,
+        )
 
     @property
     def last_id(self) -> int:
         return int(self.ids[-1]) if self.ids.size else -1
 
     def refreshed(
-        self,
-        generation: int,
-        live: NDArray[np.int64],
-        new_ids: Sequence[int],
-        documents: Sequence[str],
-        tokenizer: FtsTokenizer,
+        self, generation: int, live: NDArray[np.int64], new_ids: Sequence[int], documents: Sequence[str]
     ) -> KeywordCache:
         """This cache after chunks ``new_ids`` (above :attr:`last_id`) were added and only ``live`` of the
         cached ids are left: the new rows go to the small segment, rebuilt with them; everything is
         rebuilt into one segment when that one holds an eighth of the rows, or without the dead rows when
         they are a quarter."""
-        alive = self.live & np.isin(self.ids, live, assume_unique=True)
-        added, added_lengths = tokenizer.stream(documents)
-        old = np.concatenate([segment.stream for segment in self.segments])
-        base: _Segment | None = self.segments[0]
-        ids, lengths = self.ids, self.lengths
+        added, added_lengths = self.tokenizer.stream(documents)
+        alive = np.concatenate(
+            [self.live & np.isin(self.ids, live, assume_unique=True), np.ones(len(new_ids), bool)]
+        )
+        ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
+        lengths = np.concatenate([self.lengths, added_lengths])
+        streams = [segment.stream for segment in self.segments] + [added]
+        base, split = self.segments[0], self.segments[0].starts.size
         if _COMPACT_AT * int(ids.size - alive.sum()) > ids.size:
-            old, ids, lengths = old[np.repeat(alive, lengths + 1)], ids[alive], lengths[alive]
-            alive, base = alive[alive], None
-        ids = np.concatenate([ids, np.asarray(new_ids, dtype=np.int64)])
-        lengths = np.concatenate([lengths, added_lengths])
-        stream = np.concatenate([old, added])
-        split = base.starts.size if base is not None else 0
-        if base is None or _MERGE_AT * (ids.size - split) > ids.size:
+            stream = np.concatenate(streams)[np.repeat(alive, lengths + 1)]
+            ids, lengths, alive = ids[alive], lengths[alive], alive[alive]
             segments: tuple[_Segment, ...] = (_Segment.build(0, stream, lengths),)
+        elif _MERGE_AT * (ids.size - split) > ids.size:
+            segments = (_Segment.build(0, np.concatenate(streams), lengths),)
         elif split == ids.size:
             segments = (base,)
-        else:
-            at = int((lengths[:split] + 1).sum())
-            segments = (base, _Segment.build(split, stream[at:], lengths[split:]))
-        return KeywordCache(
-            generation, ids, lengths, np.concatenate([alive, np.ones(len(new_ids), bool)]), segments
-        )
+        else:  # the base segment is kept as it is; the rows after it are built again, with the new ones
+            segments = (base, _Segment.build(split, np.concatenate(streams[1:]), lengths[split:]))
+        return KeywordCache(generation, ids, lengths, alive, segments, self.tokenizer)
 
     def top(self, phrases: Sequence[tuple[int, ...] | None], limit: int) -> dict[int, float]:
         """The ``limit`` best live chunks for the OR of ``phrases``: chunk id -> FTS5's ``-bm25()``."""
