@@ -74,13 +74,17 @@ def pack(terms: Mapping[int, float]) -> bytes:
 
 def unpack(blob: bytes) -> tuple[NDArray[np.uint16], NDArray[np.float16]]:
     """The ``(ids, weights)`` of a :func:`pack` blob."""
+    n = _term_count(blob)
+    return np.frombuffer(blob, dtype="<u2", count=n), np.frombuffer(blob, dtype="<f2", offset=2 * n)
+
+
+def _term_count(blob: bytes) -> int:
     if len(blob) % 4:
         raise UsageError(
             f"a sparse blob holds 4 bytes per term, got {len(blob)} bytes. "
             "Fix: rebuild the index (contextmem memory index)"
         )
-    n = len(blob) // 4
-    return np.frombuffer(blob, dtype="<u2", count=n), np.frombuffer(blob, dtype="<f2", offset=2 * n)
+    return len(blob) // 4
 
 
 def dot(query: Mapping[int, float], blob: bytes) -> float:
@@ -99,10 +103,7 @@ def dots(query: Mapping[int, float], blobs: Sequence[bytes]) -> list[float]:
     q_ids = np.fromiter(query, dtype=np.int64, count=len(query))
     dense = np.zeros(int(q_ids.max()) + 2, dtype=np.float32)  # the last slot stays 0: ids beyond the query
     dense[q_ids] = np.fromiter(query.values(), dtype=np.float32, count=len(query))
-    sizes = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-    if np.any(sizes % 4):
-        unpack(blobs[int(np.flatnonzero(sizes % 4)[0])])  # raises the error that names the fix
-    terms = sizes // 4
+    terms = np.fromiter(map(_term_count, blobs), dtype=np.int64, count=len(blobs))
     # Every blob is its ids then its weights, as uint16 words: one read of them all, split by a mask.
     words = np.frombuffer(b"".join(blobs), dtype="<u2")
     is_id = np.repeat(np.tile(np.array([True, False]), len(blobs)), np.repeat(terms, 2))
