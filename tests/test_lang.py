@@ -20,9 +20,11 @@ from contextmem.agent.claims import unbacked_save_note
 from contextmem.agent.task import TaskMemory
 from contextmem.errors import ConfigError
 from contextmem.lang import en, is_question, scripts, zh
+from contextmem.lang.calendar import SAYS_WHEN
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import query_days, query_month_days
+from contextmem.memory.when import asks_when
 from contextmem.messages import AssistantMessage, UserMessage
 from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.cues import DATE, PREFERENCE
@@ -413,6 +415,16 @@ def test_each_date_table_is_read(registered: None) -> None:
     assert query_days("2026年3月14日") == frozenset()
     mentions = day_mentions([date(2023, 5, 8)])
     assert mentions is not None and not mentions.search("8 May 2023") and mentions.search("2023年5月8日")
+
+
+def test_each_when_table_is_read(registered: None) -> None:
+    assert asks_when("When did you move?") and asks_when("你什么时候搬的家？")
+    assert SAYS_WHEN.search("two weeks ago") and SAYS_WHEN.search("我们上周搬家了")
+    _replace("en", when_questions=(), time_words=())
+    assert not asks_when("When did you move?") and asks_when("你什么时候搬的家？")
+    assert not SAYS_WHEN.search("two weeks ago") and SAYS_WHEN.search("on Friday")  # its weekday table
+    _replace("zh", when_questions=(), time_words=())
+    assert not asks_when("你什么时候搬的家？") and not SAYS_WHEN.search("我们上周搬家了")
 
 
 # --- one definition of CJK ------------------------------------------------------------------------------

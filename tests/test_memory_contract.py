@@ -284,24 +284,47 @@ def test_a_chunk_is_searched_with_its_neighbours_in_its_file(make: Factory) -> N
     assert [got[line] for line in (1, 4, 7, 10)] == pytest.approx([plain[x] for x in (1, 4, 7, 10)], abs=1e-6)
 
 
+def _with_and_without(make: Factory, weight: str, talk: str, file: str = "talk.md") -> tuple[Index, Index]:
+    """Two indexes of ``talk`` in ``file`` (each chunk alone): ``weight`` at 0, and at its default."""
+    name = file.removesuffix(".md")
+    blind = make(f"blind-{name}", neighbour_weight=0.0, **{weight: 0.0})
+    told = make(f"told-{name}", neighbour_weight=0.0)
+    for index in (blind, told):
+        (index.workspace.daily_dir / file).write_text(talk)
+    return blind, told
+
+
+def _same(blind: Index, told: Index, query: str, k: int) -> bool:
+    return [(h.start_line, h.score) for h in told.search(query, k)] == [
+        (h.start_line, h.score) for h in blind.search(query, k)
+    ]
+
+
 def test_a_query_that_names_a_speaker_lifts_what_that_speaker_said(make: Factory) -> None:
     # Ann's and Bob's turns hold the same words (each names the other), so only who said it tells them apart
     talk = "### Ann\nBob baked bread on Sunday.\n\n### Bob\nAnn baked bread on Sunday.\n\n"
     talk += "### Ann\nThe kettle broke again.\n\n### Bob\nBuy a new kettle then.\n"
-    blind = make("blind", neighbour_weight=0.0, speaker_weight=0.0)
-    told = make("told", neighbour_weight=0.0)  # the default weight, 0.05
-    for index in (blind, told):
-        (index.workspace.daily_dir / "talk.md").write_text(talk)
+    blind, told = _with_and_without(make, "speaker_weight", talk)  # the default weight, 0.05
     asked = "What did Bob say about the bread?"
     even = {h.start_line: h.score for h in blind.search(asked, 4)}
     assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > max(even[7], even[10])
     ranked = [h.start_line for h in told.search(asked, 4)]
     assert ranked[:2] == [4, 1]
-    # a query that names nobody is ranked as without the rule
-    unnamed = "Who baked bread on Sunday?"
-    assert [(h.start_line, h.score) for h in told.search(unnamed, 4)] == [
-        (h.start_line, h.score) for h in blind.search(unnamed, 4)
-    ]
+    assert _same(blind, told, "Who baked bread on Sunday?", 4)  # naming nobody: as without the rule
+
+
+def test_a_query_that_asks_when_lifts_what_says_when(make: Factory) -> None:
+    # The two turns hold the same words; only the month's capital tells "in May" from "may"
+    talk = "### Ann\nWe bake bread in may.\n\n### Ann\nWe bake bread in May.\n\n"
+    talk += "### Bob\nThe kettle broke again.\n"
+    blind, told = _with_and_without(make, "time_weight", talk)  # the default weight, 0.1
+    asked = "When does Ann bake bread?"
+    even = {h.start_line: h.score for h in blind.search(asked, 3)}
+    assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > even[7]
+    assert [h.start_line for h in told.search(asked, 3)] == [4, 1, 7]
+    assert _same(blind, told, "Who bakes bread?", 3)  # not asking when: as without the rule
+    # in a daily file every entry is dated by the file: nothing is singled out
+    assert _same(*_with_and_without(make, "time_weight", talk, "2026-03-14.md"), asked, 3)
 
 
 def test_mmr_diversifies(make: Factory) -> None:

@@ -149,6 +149,27 @@ def test_a_chunk_said_by_the_speaker_the_query_names_gains_the_speaker_weight() 
     assert by_id[1] == pytest.approx(1.0 / 1.05) and 0 <= min(by_id.values()) <= max(by_id.values()) <= 1
 
 
+def test_a_chunk_that_says_when_gains_the_time_weight_and_adds_to_the_speaker_weight() -> None:
+    candidates = [Candidate(1, 0.90, 2.0), Candidate(2, 0.89, 2.0), Candidate(3, 0.10, None)]
+    options: dict[str, Any] = {"vector_weight": 0.7, "keyword_weight": 0.3, "today": date(2026, 3, 1)}
+    options["half_life_days"] = 30.0
+    plain = combine(candidates, **options)
+    # no chunk singled out: the weight is not in the sum, every score is as without it
+    untimed = combine(candidates, **options, time_weight=0.1)
+    assert [c.score for c in untimed] == [c.score for c in plain]
+    timed = combine(candidates, **options, time_weight=0.1, timed_chunks={2})
+    assert [c.chunk_id for c in timed] == [2, 1, 3]
+    vector_norm = (0.89 - 0.10) / (0.90 - 0.10)
+    assert timed[0].score == pytest.approx((0.7 * vector_norm + 0.3 + 0.1) / 1.1)
+    # both cues: their weights add up, and the scores stay in [0, 1]
+    both = combine(
+        candidates, **options, time_weight=0.1, timed_chunks={2}, speaker_weight=0.05, speaking_chunks={2, 3}
+    )
+    by_id = {c.chunk_id: c.score for c in both}
+    assert by_id[2] == pytest.approx((0.7 * vector_norm + 0.3 + 0.15) / 1.15)
+    assert by_id[1] == pytest.approx(1.0 / 1.15) and 0 <= min(by_id.values()) <= max(by_id.values()) <= 1
+
+
 @given(
     st.lists(st.floats(0, 1), min_size=1, max_size=30),
     st.integers(1, 12),

@@ -196,6 +196,13 @@ class Settings(BaseModel):
         description="Weight of a memory chunk said by the speaker a query names ('What did Caroline say "
         "about…'; a name heading or a 'Name:' line; 0: not used)",
     )
+    time_weight: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Weight of a memory chunk that says when (a date, 'yesterday', 'last summer'), for a "
+        "query that asks when ('When did…', 'What year…'; 0: not used)",
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

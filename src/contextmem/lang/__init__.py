@@ -14,7 +14,7 @@ A summary language also has its letters (how a conversation in it is recognised)
 from __future__ import annotations
 
 from .language import CUE_KINDS, DAY_KINDS, DayPhrase, Language, SummaryText
-from .registry import TablePattern, derived, is_question, languages, register, unregister
+from .registry import TablePattern, alternatives, derived, is_question, languages, register, unregister
 
 __all__ = [
     "CUE_KINDS",
@@ -23,6 +23,7 @@ __all__ = [
     "Language",
     "SummaryText",
     "TablePattern",
+    "alternatives",
     "derived",
     "is_question",
     "languages",

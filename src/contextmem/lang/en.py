@@ -206,6 +206,15 @@ ENGLISH = Language(
     written_months=(rf"(?<![A-Za-z]){_MONTH},?\s+(?P<year>\d{{4}})(?![\d:])",),
     date_spellings=(r"{d}(?:st|nd|rd|th)? {month},? {y}", r"{month} {d}(?:st|nd|rd|th)?,? {y}"),
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
+    # "day" and "time" are left out: "a great day", "have a good time" say nothing about when.
+    time_words=(
+        r"(?i:\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekends?|weeks?|months?|years?|days"
+        r"|summer|winter|spring|autumn)\b)",
+    ),
+    when_questions=(
+        r"^\W*(?:when|since when|how long ago|what (?:date|day|year|month|time)|(?:in |on )?which (?:date|day"
+        r"|year|month))\b",
+    ),
     sentence_end=r"(?<=[.!?;…])\s+(?=\S)",
     clause_end=r"[,;]\s+",  # before a space: "1,200" is a number
     question_mark="?",

@@ -104,6 +104,12 @@ class Language:
     """Regexes of a full date (day, month and year) in any other form this language writes one."""
     partial_dates: tuple[str, ...] = ()
     """Regexes of a date without a year or a relative day ("the 3rd", 去年) in any other form."""
+    time_words: tuple[str, ...] = ()
+    """Regexes of words that say when without a calendar name ("yesterday", "ago", "years", 去年, 上周):
+    with the dates and partial dates, what makes a text say when something happened."""
+    when_questions: tuple[str, ...] = ()
+    """Regexes of a question that asks when ("When did…", "What year…", 什么时候): memory search lifts the
+    chunks that say when. Each anchors itself: "what did she do when…" asks what, not when."""
     numbers: str = ""
     """Regex of a number written in words (digits are read for every language)."""
     quotes: str = ""

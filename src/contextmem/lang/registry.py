@@ -9,14 +9,14 @@ language is registered or removed, never edited by hand in the algorithm.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from ..errors import ConfigError
 from . import en, zh
 from .language import Language
 
-__all__ = ["TablePattern", "derived", "languages", "register", "unregister"]
+__all__ = ["TablePattern", "alternatives", "derived", "languages", "register", "unregister"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,14 @@ def derived(build: Callable[[tuple[Language, ...]], T]) -> Callable[[], T]:
         return value
 
     return get
+
+
+def alternatives(
+    pick: Callable[[Language], Iterable[str]], *shared: str
+) -> Callable[[Sequence[Language]], str]:
+    """A pattern builder: ``shared`` alternatives (any language), then each language's ``pick``; with no
+    alternative at all, a pattern that matches nothing (an empty one would match everywhere)."""
+    return lambda langs: "|".join([*shared, *(p for lang in langs for p in pick(lang) if p)]) or "(?!)"
 
 
 _QUESTION_MARKS = derived(lambda langs: tuple(lang.question_mark for lang in langs if lang.question_mark))

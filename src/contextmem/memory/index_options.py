@@ -39,6 +39,7 @@ class IndexOptions(TypedDict, total=False):
     sparse_weight: float  # the embedder's sparse head, in hybrid and vector modes; default 0.3 (0: off)
     neighbour_weight: float  # how much a chunk's neighbours in its file count; default 0.5 (0: off)
     speaker_weight: float  # of a chunk said by the speaker the query names; default 0.05 (0: off)
+    time_weight: float  # of a chunk that says when, for a query that asks when; default 0.1 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -55,6 +56,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "sparse_weight": settings.sparse_weight,
         "neighbour_weight": settings.neighbour_weight,
         "speaker_weight": settings.speaker_weight,
+        "time_weight": settings.time_weight,
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }

@@ -54,6 +54,7 @@ from .text import (
     query_month_days,
     query_terms,
 )
+from .when import timed_chunks
 
 __all__ = ["BaseMemoryIndex"]
 
@@ -71,7 +72,8 @@ class BaseMemoryIndex(ABC):
     chunks just before and after it in its file, its keyword score raised by a share of theirs
     (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
     speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
-    speaker said.
+    speaker said. With ``time_weight > 0`` a query that asks when (:mod:`.when`) lifts the chunks that say
+    when.
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
@@ -86,6 +88,7 @@ class BaseMemoryIndex(ABC):
         sparse_weight: float = 0.3,
         neighbour_weight: float = 0.5,
         speaker_weight: float = 0.05,
+        time_weight: float = 0.1,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -98,18 +101,14 @@ class BaseMemoryIndex(ABC):
                 f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 "
                 "and not both 0. Fix: e.g. 0.7 and 0.3"
             )
-        if sparse_weight < 0:
-            raise ConfigError(
-                f"sparse_weight={sparse_weight!r} must be >= 0. Fix: e.g. 0.3, or 0 to turn it off"
-            )
-        if neighbour_weight < 0:
-            raise ConfigError(
-                f"neighbour_weight={neighbour_weight!r} must be >= 0. Fix: e.g. 0.5, or 0 to turn it off"
-            )
-        if speaker_weight < 0:
-            raise ConfigError(
-                f"speaker_weight={speaker_weight!r} must be >= 0. Fix: e.g. 0.05, or 0 to turn it off"
-            )
+        for name, value, default in (
+            ("sparse_weight", sparse_weight, 0.3),
+            ("neighbour_weight", neighbour_weight, 0.5),
+            ("speaker_weight", speaker_weight, 0.05),
+            ("time_weight", time_weight, 0.1),
+        ):
+            if value < 0:
+                raise ConfigError(f"{name}={value!r} must be >= 0. Fix: e.g. {default}, or 0 to turn it off")
         if not 0 <= decay_floor < 1:
             raise ConfigError(
                 f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
@@ -124,6 +123,7 @@ class BaseMemoryIndex(ABC):
         self._sparse_name = self.sparse.sparse_name if self.sparse is not None else None
         self.neighbour_weight = neighbour_weight
         self.speaker_weight = speaker_weight
+        self.time_weight = time_weight
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -282,6 +282,14 @@ class BaseMemoryIndex(ABC):
                 speaker_weight=self.speaker_weight,
                 speaking_chunks=speaking_chunks({cid: row.speakers for cid, row in rows.items()}, query)
                 if self.speaker_weight > 0
+                else frozenset(),
+                time_weight=self.time_weight,
+                timed_chunks=timed_chunks(
+                    {cid: row.text for cid, row in rows.items()},
+                    query,
+                    dated={cid for cid, row in rows.items() if row.day is not None},
+                )
+                if self.time_weight > 0
                 else frozenset(),
             )
             replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)

@@ -28,6 +28,8 @@ nothing (:class:`.indexing.BaseMemoryIndex` gives them weight 0): its entries st
 Who said it counts a little (``speaker_weight``, ``speaking_chunks``): when a query names one of the
 speakers its candidates carry (:mod:`.speakers`), the chunks that speaker said gain a fixed component.
 It stays small because a question can name the wrong person, or ask about what was said *to* them.
+So does a chunk that says when, for a question that asks when (``time_weight``, ``timed_chunks``,
+:mod:`.when`): "When did Caroline go to the support group?" is answered by "I went … yesterday".
 
 The reply to a question follows it (:func:`follow_questions`): a question found by its words is often
 answered by a turn that repeats none of them, so the chunk after one of the best candidates that ends with
@@ -127,13 +129,17 @@ class Ranking(TypedDict):
     naming_chunks: NotRequired[Collection[int]]
     speaker_weight: NotRequired[float]  # of the speaker component; default 0 (not used)
     speaking_chunks: NotRequired[Collection[int]]
+    time_weight: NotRequired[float]  # of the when component; default 0 (not used)
+    timed_chunks: NotRequired[Collection[int]]
 
 
 def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
-    """Score candidates, best first: ``(vw * vec + kw * keyword + sw * sparse + pw * said) / (vw + kw + sw +
-    pw)``, times the decay; chunks of ``named_days`` undecayed and first (see the module docstring).
-    ``said`` is 1 for ``speaking_chunks`` and 0 for the rest; ``pw`` (``speaker_weight``) counts only
-    when ``speaking_chunks`` is not empty, so a query that names no speaker is scored as without it.
+    """Score candidates, best first: ``(vw * vec + kw * keyword + sw * sparse + pw * said + tw * timed) /
+    (vw + kw + sw + pw + tw)``, times the decay; chunks of ``named_days`` undecayed and first (see the
+    module docstring). ``said`` is 1 for ``speaking_chunks`` and 0 for the rest, ``timed`` likewise for
+    ``timed_chunks``; ``pw`` (``speaker_weight``) counts only when ``speaking_chunks`` is not empty, and
+    ``tw`` (``time_weight``) only when ``timed_chunks`` is not, so a query that names no speaker and asks
+    no "when" is scored as without them.
 
     Weights are divided by their sum so scores stay in [0, 1] and ``min_score`` keeps its meaning.
     A mode that uses one component is the same call with the other weights at 0.
@@ -146,7 +152,9 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     naming = ranking.get("naming_chunks", frozenset())
     speaking = ranking.get("speaking_chunks", frozenset())
     speaker_weight = ranking.get("speaker_weight", 0.0) if speaking else 0.0
-    total = vector_weight + keyword_weight + sparse_weight + speaker_weight
+    timed = ranking.get("timed_chunks", frozenset())
+    time_weight = ranking.get("time_weight", 0.0) if timed else 0.0
+    total = vector_weight + keyword_weight + sparse_weight + speaker_weight + time_weight
     if total <= 0:
         vector_weight, keyword_weight, sparse_weight, total = 1.0, 0.0, 0.0, 1.0
     vec = _minmax([c.vector for c in candidates])
@@ -154,7 +162,9 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     sp = _minmax([c.sparse for c in candidates])
     scored = []
     for cand, v, k, s in zip(candidates, vec, kw, sp, strict=True):
-        said = speaker_weight if cand.chunk_id in speaking else 0.0
+        said = (speaker_weight if cand.chunk_id in speaking else 0.0) + (
+            time_weight if cand.chunk_id in timed else 0.0
+        )
         base = (vector_weight * v + keyword_weight * k + sparse_weight * s + said) / total
         named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)

@@ -9,9 +9,10 @@ few.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
-from ..lang import Language, TablePattern, derived
+from ..lang import Language, TablePattern, alternatives, derived
+from ..lang.calendar import DATE, PARTIAL_DATE
 
 __all__ = [
     "ADVICE",
@@ -61,13 +62,6 @@ def cue(kind: str) -> TablePattern:
     return TablePattern(lambda langs: _cue(kind, langs))
 
 
-def _alternatives(
-    pick: Callable[[Language], Iterable[str]], *shared: str
-) -> Callable[[Sequence[Language]], str]:
-    """A pattern builder: ``shared`` alternatives (any language), then each language's ``pick``."""
-    return lambda langs: "|".join([*shared, *(part for lang in langs for part in pick(lang) if part)])
-
-
 CONSTRAINT = cue("constraint")
 PROGRESS = cue("progress")
 DECISION = cue("decision")
@@ -88,37 +82,8 @@ ADVICE = cue("advice")
 people did and said of themselves, rarely the advice they got."""
 
 
-def _names_of(table: tuple[tuple[str, ...], ...]) -> str:
-    """Regex alternatives of the names of a calendar table, longest first."""
-    return "|".join(sorted((name for names in table for name in names), key=len, reverse=True))
-
-
-def _dates(lang: Language) -> list[str]:
-    """A language's full dates: ``8 May 2023`` and ``May 8, 2023`` when it writes month names between
-    spaces, and its own forms."""
-    spaced = []
-    if lang.whole_words and lang.months:
-        months = _names_of(lang.months)
-        spaced = [
-            rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:{months}),? \d{{4}}\b",
-            rf"\b(?:{months}) \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}\b",
-        ]
-    return [*spaced, *lang.dates]
-
-
-def _partial_dates(lang: Language) -> list[str]:
-    """A language's partial dates: a month or weekday name as a word (when it writes spaces), and its own
-    forms."""
-    names = [_names_of(lang.months), "|".join(n for names in lang.weekdays for n in names)]
-    spaced = [rf"\b(?:{'|'.join(n for n in names if n)})\b"] if lang.whole_words and any(names) else []
-    return [*spaced, *lang.partial_dates]
-
-
-DATE = TablePattern(_alternatives(_dates, r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[ T]\d{1,2}:\d{2})?\b"))
-"""A full date: ISO (``2023-05-08 10:00``), or as a language writes one (``8 May 2023``, 2023年5月8日)."""
-PARTIAL_DATE = TablePattern(_alternatives(_partial_dates))
-NUMBER = TablePattern(_alternatives(lambda lang: (lang.numbers,), r"\d+(?:[.,:]\d+)*%?"))
-QUOTED = TablePattern(_alternatives(lambda lang: (lang.quotes,), r"“[^”]{1,40}”", r"\"[^\"]{2,40}\""))
+NUMBER = TablePattern(alternatives(lambda lang: (lang.numbers,), r"\d+(?:[.,:]\d+)*%?"))
+QUOTED = TablePattern(alternatives(lambda lang: (lang.quotes,), r"“[^”]{1,40}”", r"\"[^\"]{2,40}\""))
 # The word sets are functions: each call returns the union over the languages registered at the time.
 NOT_NAMES = derived(lambda langs: frozenset().union(*(lang.not_names for lang in langs)))
 STOP_WORDS = derived(lambda langs: frozenset().union(*(lang.stop_words for lang in langs)))
@@ -126,12 +91,12 @@ SENTENCE_MARKS = derived(lambda langs: "".join(lang.sentence_marks for lang in l
 CLAUSE_STOPS = derived(lambda langs: {mark: lang.full_stop for lang in langs for mark in lang.clause_marks})
 """Per clause mark (``,``, ``，``), the full stop of its language."""
 HEADER_WORDS = derived(lambda langs: frozenset().union(*(lang.header_words for lang in langs)))
-FILLER_HEAD = TablePattern(_alternatives(lambda lang: lang.fillers), re.I)
-LAUGHTER = TablePattern(_alternatives(lambda lang: (lang.laughter,)), re.I)
-SENTENCE_END = TablePattern(_alternatives(lambda lang: (lang.sentence_end,)))
-SPEAKER_NAME = TablePattern(_alternatives(lambda lang: (lang.speaker_name,)))
+FILLER_HEAD = TablePattern(alternatives(lambda lang: lang.fillers), re.I)
+LAUGHTER = TablePattern(alternatives(lambda lang: (lang.laughter,)), re.I)
+SENTENCE_END = TablePattern(alternatives(lambda lang: (lang.sentence_end,)))
+SPEAKER_NAME = TablePattern(alternatives(lambda lang: (lang.speaker_name,)))
 """A speaker's name before ``:`` ("Caroline", "Dr. Mei Lin", 王磊), as each language writes one."""
 SPEAKER = TablePattern(lambda langs: rf"^\s*(?P<who>{SPEAKER_NAME.build(langs)})[:：][ \t]*")
 
 
-CLAUSE_END = TablePattern(_alternatives(lambda lang: (lang.clause_end,)))
+CLAUSE_END = TablePattern(alternatives(lambda lang: (lang.clause_end,)))

@@ -1,0 +1,60 @@
+"""Patterns of when, built from the registered languages' calendar tables: dates, partial dates, the
+words that say when without a date, and the questions that ask when.
+
+The summariser scores a sentence that writes a date (:mod:`contextmem.summarize.salience`); memory search
+lifts the chunks that say when for a question that asks when (:mod:`contextmem.memory.when`). Like every
+:class:`~.registry.TablePattern`, each is rebuilt when a language is registered.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .language import Language
+from .registry import TablePattern, alternatives
+
+__all__ = ["DATE", "PARTIAL_DATE", "SAYS_WHEN", "WHEN_QUESTION"]
+
+
+def _names_of(table: tuple[tuple[str, ...], ...]) -> str:
+    """Regex alternatives of the names of a calendar table, longest first."""
+    return "|".join(sorted((name for names in table for name in names), key=len, reverse=True))
+
+
+def _dates(lang: Language) -> list[str]:
+    """A language's full dates: ``8 May 2023`` and ``May 8, 2023`` when it writes month names between
+    spaces, and its own forms."""
+    spaced = []
+    if lang.whole_words and lang.months:
+        months = _names_of(lang.months)
+        spaced = [
+            rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:{months}),? \d{{4}}\b",
+            rf"\b(?:{months}) \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}\b",
+        ]
+    return [*spaced, *lang.dates]
+
+
+def _partial_dates(lang: Language) -> list[str]:
+    """A language's partial dates: a month or weekday name as a word (when it writes spaces), and its own
+    forms."""
+    names = [_names_of(lang.months), "|".join(n for names in lang.weekdays for n in names)]
+    spaced = [rf"\b(?:{'|'.join(n for n in names if n)})\b"] if lang.whole_words and any(names) else []
+    return [*spaced, *lang.partial_dates]
+
+
+_ISO_DATE = r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[ T]\d{1,2}:\d{2})?\b"
+_YEAR = r"(?<!\d)(?:19|20)\d\d(?!\d)"
+
+DATE = TablePattern(alternatives(_dates, _ISO_DATE))
+"""A full date: ISO (``2023-05-08 10:00``), or as a language writes one (``8 May 2023``, 2023年5月8日)."""
+PARTIAL_DATE = TablePattern(alternatives(_partial_dates))
+"""A date without its year, or a relative one: a month or weekday name (``May``, ``Friday``), ``3rd``,
+上周三, 去年."""
+SAYS_WHEN = TablePattern(
+    alternatives(lambda lang: [*_dates(lang), *_partial_dates(lang), *lang.time_words], _ISO_DATE, _YEAR)
+)
+"""A text that says when: a date, a partial one, a year (1900–2099), or a word of time ("yesterday",
+"three weeks ago", "last summer", 昨天, 三年前)."""
+WHEN_QUESTION = TablePattern(alternatives(lambda lang: lang.when_questions), re.IGNORECASE)
+"""A question that asks when ("When did…", "What year…", "How long ago…", 什么时候, 哪天); each language's
+alternatives anchor themselves."""
