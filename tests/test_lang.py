@@ -20,7 +20,7 @@ from contextmem.agent.claims import unbacked_save_note
 from contextmem.agent.task import TaskMemory
 from contextmem.errors import ConfigError
 from contextmem.lang import en, is_question, scripts, zh
-from contextmem.lang.calendar import SAYS_WHEN
+from contextmem.lang.calendar import says_when
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
 from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import query_days, query_month_days
@@ -419,12 +419,16 @@ def test_each_date_table_is_read(registered: None) -> None:
 
 def test_each_when_table_is_read(registered: None) -> None:
     assert asks_when("When did you move?") and asks_when("你什么时候搬的家？")
-    assert SAYS_WHEN.search("two weeks ago") and SAYS_WHEN.search("我们上周搬家了")
-    _replace("en", when_questions=(), time_words=())
+    assert says_when("two weeks ago") and says_when("back in May") and says_when("我们上周搬家了")
+    _replace("en", when_questions=(), time_words=frozenset(), months=())
     assert not asks_when("When did you move?") and asks_when("你什么时候搬的家？")
-    assert not SAYS_WHEN.search("two weeks ago") and SAYS_WHEN.search("on Friday")  # its weekday table
-    _replace("zh", when_questions=(), time_words=())
-    assert not asks_when("你什么时候搬的家？") and not SAYS_WHEN.search("我们上周搬家了")
+    assert not says_when("two weeks ago") and not says_when("back in May")
+    assert says_when("on Friday") and says_when("in 2021")  # its weekday table; a year in any language
+    _replace("zh", when_questions=(), time_phrases=())
+    assert not asks_when("你什么时候搬的家？") and not says_when("我们上周搬家了")
+    assert says_when("我们去年搬家了")  # its partial dates
+    _replace("zh", letters="")
+    assert not says_when("我们去年搬家了")
 
 
 # --- one definition of CJK ------------------------------------------------------------------------------

@@ -348,6 +348,7 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
         (3, "sparse_terms"),
         (4, "chunks_by_line"),
         (5, "heading_day_speakers"),
+        (6, "says_when"),
     ]
 
 
@@ -371,6 +372,7 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
         db.execute("DROP INDEX chunks_by_heading_day")
         db.execute("ALTER TABLE chunks DROP COLUMN heading_day")
         db.execute("ALTER TABLE chunks DROP COLUMN speakers")
+        db.execute("ALTER TABLE chunks DROP COLUMN says_when")
     embedder.passages.clear()
     index = SqliteMemoryIndex(ws, embedder, db_path=db_path)
     assert _memory_migrations(db_path) == [
@@ -379,6 +381,7 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
         (3, "sparse_terms"),
         (4, "chunks_by_line"),
         (5, "heading_day_speakers"),
+        (6, "says_when"),
     ]
     assert not index.sync().changed and embedder.passages == []
     assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]

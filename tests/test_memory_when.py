@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.lang.calendar import SAYS_WHEN
+from contextmem.lang.calendar import says_when
+from contextmem.memory.text import index_chunks
 from contextmem.memory.when import asks_when, timed_chunks
 
 
@@ -63,7 +64,7 @@ def test_a_question_that_does_not_ask_when(query: str) -> None:
     ],
 )
 def test_a_text_that_says_when(text: str) -> None:
-    assert SAYS_WHEN.search(text)
+    assert says_when(text)
 
 
 @pytest.mark.parametrize(
@@ -77,29 +78,26 @@ def test_a_text_that_says_when(text: str) -> None:
     ],
 )
 def test_a_text_that_does_not_say_when(text: str) -> None:
-    assert not SAYS_WHEN.search(text)
+    assert not says_when(text)
 
 
 def test_the_chunks_that_say_when_are_picked_for_a_when_question_only() -> None:
-    texts = {1: "We went hiking last weekend.", 2: "Hiking is the best.", 3: "我昨天去爬山了。"}
-    assert timed_chunks(texts, "When did they go hiking?") == {1, 3}
-    assert timed_chunks(texts, "Who likes hiking?") == frozenset()
+    saying = {1: True, 2: False, 3: True}
+    assert timed_chunks(saying, "When did they go hiking?") == {1, 3}
+    assert timed_chunks(saying, "Who likes hiking?") == frozenset()
     # every chunk says when: nothing is singled out
-    assert timed_chunks({1: texts[1], 3: texts[3]}, "When did they go hiking?") == frozenset()
-    # a daily file's chunk is dated by its file: with those, nothing is singled out either
-    assert timed_chunks(texts, "When did they go hiking?", dated={2}) == frozenset()
-    assert timed_chunks({**texts, 4: "Fun!"}, "When did they go hiking?", dated={2}) == {1, 2, 3}
+    assert timed_chunks({1: True, 3: True}, "When did they go hiking?") == frozenset()
 
 
-@given(
-    st.dictionaries(st.integers(0, 50), st.text(max_size=60), max_size=12),
-    st.text(max_size=60),
-    st.sets(st.integers(0, 50)),
-)
-def test_the_timed_chunks_are_a_proper_subset_or_none(
-    texts: dict[int, str], query: str, dated: set[int]
-) -> None:
-    picked = timed_chunks(texts, query, dated)
-    assert picked <= texts.keys()
-    assert not picked or len(picked) < len(texts)
+@given(st.dictionaries(st.integers(0, 50), st.booleans(), max_size=12), st.text(max_size=60))
+def test_the_timed_chunks_are_a_proper_subset_or_none(saying: dict[int, bool], query: str) -> None:
+    picked = timed_chunks(saying, query)
+    assert picked <= {cid for cid, says in saying.items() if says}
+    assert not picked or len(picked) < len(saying)
     assert not picked or asks_when(query)
+
+
+def test_a_chunk_records_whether_it_says_when_when_it_is_indexed() -> None:
+    text = "# Talk\n\nWe went hiking last weekend.\n\n# More\n\nHiking is the best.\n\n"
+    text += "# 中文\n\n我昨天去爬山了。\n"
+    assert [c.says_when for c in index_chunks(text, max_chars=40)] == [True, False, True]

@@ -26,6 +26,12 @@ WORD_MONTHS = frozenset({"May"})
 """Month names that are also everyday words: a date only when capitalised ("PostgreSQL 16 may break")."""
 WEEKDAYS = (("Monday",), ("Tuesday",), ("Wednesday",), ("Thursday",), ("Friday",), ("Saturday",), ("Sunday",))
 YESTERDAY = ("yesterday", "last night")
+_TIME_WORDS_TEXT = (
+    "yesterday today tonight tomorrow ago recently lately weekend weekends week weeks month months year "
+    "years days summer winter spring autumn"
+)
+TIME_WORDS = frozenset(_TIME_WORDS_TEXT.split())
+"""Words that say when without a calendar name. Not "day" nor "time": "a great day", "a good time"."""
 NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 """Numbers written as words, one first (the date reader's "three days ago")."""
 
@@ -206,11 +212,7 @@ ENGLISH = Language(
     written_months=(rf"(?<![A-Za-z]){_MONTH},?\s+(?P<year>\d{{4}})(?![\d:])",),
     date_spellings=(r"{d}(?:st|nd|rd|th)? {month},? {y}", r"{month} {d}(?:st|nd|rd|th)?,? {y}"),
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),
-    # "day" and "time" are left out: "a great day", "have a good time" say nothing about when.
-    time_words=(
-        r"(?i:\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekends?|weeks?|months?|years?|days"
-        r"|summer|winter|spring|autumn)\b)",
-    ),
+    time_words=TIME_WORDS,
     when_questions=(
         r"^\W*(?:when|since when|how long ago|what (?:date|day|year|month|time)|(?:in |on )?which (?:date|day"
         r"|year|month))\b",

@@ -104,9 +104,13 @@ class Language:
     """Regexes of a full date (day, month and year) in any other form this language writes one."""
     partial_dates: tuple[str, ...] = ()
     """Regexes of a date without a year or a relative day ("the 3rd", 去年) in any other form."""
-    time_words: tuple[str, ...] = ()
-    """Regexes of words that say when without a calendar name ("yesterday", "ago", "years", 去年, 上周):
-    with the dates and partial dates, what makes a text say when something happened."""
+    time_words: frozenset[str] = frozenset()
+    """Lower-cased words that say when without a calendar name ("yesterday", "ago", "years"), in a
+    language with ``whole_words``: with the month and weekday names and a year, what makes a text say
+    when something happened."""
+    time_phrases: tuple[str, ...] = ()
+    """Regexes of what says when in a language without ``whole_words`` (去年, 三年前, 上周六), read with its
+    ``dates`` and ``partial_dates`` in a text that holds its ``letters``."""
     when_questions: tuple[str, ...] = ()
     """Regexes of a question that asks when ("When did…", "What year…", 什么时候): memory search lifts the
     chunks that say when. Each anchors itself: "what did she do when…" asks what, not when."""

@@ -29,6 +29,7 @@ class StoredChunk:
     day: date | None  # daily files only
     heading_day: date | None = None  # the day its headings write (text.heading_days)
     speakers: frozenset[str] = frozenset()  # who speaks in it (speakers.speakers)
+    says_when: bool = False  # whether its text says when (lang.calendar.says_when)
 
 
 class IndexOptions(TypedDict, total=False):

@@ -285,9 +285,7 @@ class BaseMemoryIndex(ABC):
                 else frozenset(),
                 time_weight=self.time_weight,
                 timed_chunks=timed_chunks(
-                    {cid: row.text for cid, row in rows.items()},
-                    query,
-                    dated={cid for cid, row in rows.items() if row.day is not None},
+                    {cid: row.says_when or row.day is not None for cid, row in rows.items()}, query
                 )
                 if self.time_weight > 0
                 else frozenset(),

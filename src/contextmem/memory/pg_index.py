@@ -65,8 +65,8 @@ DIM = 384
 MIGRATION_COMPONENT = "memory"
 _INSERT_CHUNK = (
     "INSERT INTO cm_memory_chunks (namespace, path, start_line, end_line, hash, text, day, heading_day,"
-    " speakers, model, embedding, keywords, sparse_model, sparse)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
+    " speakers, says_when, model, embedding, keywords, sparse_model, sparse)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
 )
 _ID_VECTORS = (
     "SELECT id, embedding FROM cm_memory_chunks WHERE namespace = %s AND model = %s AND id = ANY(%s)"
@@ -252,6 +252,7 @@ class PgMemoryIndex(BaseMemoryIndex):
                 day,
                 c.heading_day,
                 join_speakers(c.speakers),
+                c.says_when,
                 model,
                 vectors[c.hash],
                 config,
@@ -361,10 +362,10 @@ class PgMemoryIndex(BaseMemoryIndex):
         if not wanted:
             return {}
         return {
-            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], split_speakers(r[7]))
+            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], split_speakers(r[7]), r[8])
             for r in self._rows(
                 "reading chunks",
-                "SELECT id, path, start_line, end_line, text, day, heading_day, speakers"
+                "SELECT id, path, start_line, end_line, text, day, heading_day, speakers, says_when"
                 " FROM cm_memory_chunks WHERE namespace = %s AND id = ANY(%s)",
                 (self.namespace, wanted),
             )

@@ -196,7 +196,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             for rel, chunk, day in plan.rows():
                 cur = db.execute(
                     "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day, heading_day,"
-                    " speakers) VALUES (?,?,?,?,?,?,?,?,?)",
+                    " speakers, says_when) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
                         ns,
                         rel,
@@ -207,6 +207,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                         day and day.isoformat(),
                         chunk.heading_day and chunk.heading_day.isoformat(),
                         join_speakers(chunk.speakers),
+                        int(chunk.says_when),
                     ),
                 )
                 db.execute(
@@ -314,9 +315,9 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         out: dict[int, StoredChunk] = {}
         for part, marks in _in_batches(list(ids)):
-            for cid, path, start, end, text, day, heading_day, names in self._db.execute(
-                f"SELECT id, path, start_line, end_line, text, day, heading_day, speakers FROM chunks"
-                f" WHERE +namespace=? AND id IN ({marks})",  # '+': look up by id, not by namespace
+            for cid, path, start, end, text, day, heading_day, names, when in self._db.execute(
+                "SELECT id, path, start_line, end_line, text, day, heading_day, speakers, says_when"
+                f" FROM chunks WHERE +namespace=? AND id IN ({marks})",  # '+': by id, not by namespace
                 (self.namespace, *part),
             ):
                 out[int(cid)] = StoredChunk(
@@ -328,6 +329,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                     date.fromisoformat(day) if day else None,
                     date.fromisoformat(heading_day) if heading_day else None,
                     split_speakers(names),
+                    bool(when),
                 )
         return out
 

