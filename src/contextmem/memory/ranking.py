@@ -162,10 +162,10 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     sp = _minmax([c.sparse for c in candidates])
     scored = []
     for cand, v, k, s in zip(candidates, vec, kw, sp, strict=True):
-        said = (speaker_weight if cand.chunk_id in speaking else 0.0) + (
+        cues = (speaker_weight if cand.chunk_id in speaking else 0.0) + (
             time_weight if cand.chunk_id in timed else 0.0
         )
-        base = (vector_weight * v + keyword_weight * k + sparse_weight * s + said) / total
+        base = (vector_weight * v + keyword_weight * k + sparse_weight * s + cues) / total
         named = cand.day in named_days or cand.chunk_id in naming
         score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
         # Built directly: ``dataclasses.replace`` costs ~10 us a call, 1 ms a search of 100 candidates.
