@@ -33,6 +33,7 @@ from contextmem.summarize.salience import (
     only_instructs,
     rarity,
     salience,
+    sentences,
     speaker_prefix,
     trim_clauses,
 )
@@ -220,6 +221,27 @@ def test_the_summary_trims_new_sentences_and_keeps_the_facts() -> None:
     text = summarize(messages)
     assert "We adopted a puppy named Biscuit." in text and "Priya moved to Lisbon." in text
     assert "Biscuit, and felt" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "split"),
+    [
+        ("I love J.K. Rowling. She writes well.", ["I love J.K. Rowling.", "She writes well."]),
+        ("Michael J. Fox was there. Yes.", ["Michael J. Fox was there.", "Yes."]),
+        ("A song by Tupac and Dr. Dre. Nice!", ["A song by Tupac and Dr. Dre.", "Nice!"]),
+        ("We left at 5 p.m. and slept.", ["We left at 5 p.m. and slept."]),
+        ("So did I. Next one.", ["So did I.", "Next one."]),  # "I" is no initial
+        ("It was great. A new day.", ["It was great.", "A new day."]),
+    ],
+)
+def test_an_abbreviation_or_an_initial_does_not_end_a_sentence(text: str, split: list[str]) -> None:
+    assert sentences(text) == split
+
+
+def test_a_name_with_initials_is_kept_whole_in_the_summary() -> None:
+    said = ("J.K. Rowling is such an inspiring writer.", "I love the song by Tupac and Dr. Dre.")
+    text = summarize(chat(*said))
+    assert "J.K. Rowling is such an inspiring writer." in text and "Tupac and Dr. Dre" in text
 
 
 # Pinned at 80 in every profile: each example runs the extractive summariser (~50 ms).

@@ -26,6 +26,11 @@ WORD_MONTHS = frozenset({"May"})
 """Month names that are also everyday words: a date only when capitalised ("PostgreSQL 16 may break")."""
 WEEKDAYS = (("Monday",), ("Tuesday",), ("Wednesday",), ("Thursday",), ("Friday",), ("Saturday",), ("Sunday",))
 YESTERDAY = ("yesterday", "last night")
+ABBREVIATIONS = frozenset(
+    {"Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St.", "Mt.", "Jr.", "Sr.", "vs.", "e.g.", "i.e.", "a.m.", "p.m."}
+)
+"""Words that end with a full stop and do not end a sentence. An initial ("J.", "K." in "J.K.") does not
+either: a capital alone before a full stop, except "I" ("so did I.")."""
 _TIME_WORDS_TEXT = (
     "yesterday today tonight tomorrow ago recently lately weekend weekends week weeks month months year "
     "years days summer winter spring autumn"
@@ -217,7 +222,10 @@ ENGLISH = Language(
         r"^\W*(?:when|since when|how long ago|what (?:date|day|year|month|time)|(?:in |on )?which (?:date|day"
         r"|year|month))\b",
     ),
-    sentence_end=r"(?<=[.!?;…])\s+(?=\S)",
+    # Not after an abbreviation or an initial: "Dr. Dre", "J.K. Rowling" are one sentence's words.
+    sentence_end=r"(?<=[.!?;…])"
+    + "".join(rf"(?<!\b{re.escape(word)})" for word in sorted(ABBREVIATIONS))
+    + r"(?<!\W[A-HJ-Z]\.)(?<!^[A-HJ-Z]\.)\s+(?=\S)",
     clause_end=r"[,;]\s+",  # before a space: "1,200" is a number
     question_mark="?",
     sentence_marks=".!?…",
