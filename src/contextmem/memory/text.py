@@ -239,8 +239,7 @@ def heading_days(text: str) -> list[date | None]:
 def index_chunks(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     """:func:`chunk_markdown` with each chunk's text redacted (``known``: the whole file's secrets), its
     :func:`heading_days` day (of its first line), speakers and whether it says when (of the redacted text)
-    set, and chunks
-    without body text (:func:`has_body`) left out.
+    set, and chunks without body text (:func:`has_body`) left out.
 
     Invariant: chunk ``c`` of a file whose text is ``t`` satisfies ``c.text == redact_chunk(lines
     c.start_line..c.end_line of t joined with "\\n", file_secrets(t))``; ``check`` verifies it.
