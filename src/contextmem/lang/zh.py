@@ -131,7 +131,9 @@ CHINESE = Language(
         r"今天|明天|后天|前年|这周|本周|[上下](?:个)?(?:周|星期|礼拜|月)|这个月|最近|刚才|以前|之前|早上|上午|中午"
         r"|下午|晚上|凌晨",
         rf"(?:星期|礼拜|周)[{_WEEKDAY}]",
-        rf"[\d{NUMERALS}]+\s*(?:年|月|日|号|天前|周前)",
+        # Read from the start of a number only, and a number of six characters at most: a long run of
+        # digits is not tried again from each of its characters.
+        rf"(?<![\d{NUMERALS}])[\d{NUMERALS}]{{1,6}}\s{{0,3}}(?:年|月|日|号|天前|周前)",
     ),
     when_questions=(r"什么时候|何时|哪一?天|哪一?年|哪个月|几月|几号|几时|多久以前|多久之前",),
     numbers=rf"[{NUMERALS}百千万]+(?:个|岁|公里|次|元|块|年|天|楼|本|只|张)",
