@@ -12,9 +12,16 @@ from typing import Any, TypedDict
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ConfigError
 from .text import CjkMode
 
-__all__ = ["IndexOptions", "StoredChunk", "Vector", "settings_options"]
+__all__ = [
+    "IndexOptions",
+    "StoredChunk",
+    "Vector",
+    "check_ranking",
+    "settings_options",
+]
 
 Vector = NDArray[np.float32]
 
@@ -61,3 +68,34 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }
+
+
+def check_ranking(
+    *,
+    vector_weight: float,
+    keyword_weight: float,
+    sparse_weight: float,
+    neighbour_weight: float,
+    speaker_weight: float,
+    time_weight: float,
+    decay_floor: float,
+) -> None:
+    """The ranking options' rules (:class:`IndexOptions`): no weight below 0, vector and keyword not both
+    0, and a decay floor in [0, 1). Raises :class:`~contextmem.errors.ConfigError`."""
+    if vector_weight < 0 or keyword_weight < 0 or vector_weight + keyword_weight <= 0:
+        raise ConfigError(
+            f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 and not "
+            "both 0. Fix: e.g. 0.7 and 0.3"
+        )
+    for name, value, default in (
+        ("sparse_weight", sparse_weight, 0.3),
+        ("neighbour_weight", neighbour_weight, 0.5),
+        ("speaker_weight", speaker_weight, 0.05),
+        ("time_weight", time_weight, 0.1),
+    ):
+        if value < 0:
+            raise ConfigError(f"{name}={value!r} must be >= 0. Fix: e.g. {default}, or 0 to turn it off")
+    if not 0 <= decay_floor < 1:
+        raise ConfigError(
+            f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
+        )

@@ -29,7 +29,7 @@ from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
-from .index_options import StoredChunk, Vector
+from .index_options import StoredChunk, Vector, check_ranking
 from .ranking import (
     REPLY_AFTER,
     Candidate,
@@ -96,23 +96,15 @@ class BaseMemoryIndex(ABC):
         snippet_chars: int = 700,
         today: Callable[[], date] = date.today,
     ) -> None:
-        if vector_weight < 0 or keyword_weight < 0 or vector_weight + keyword_weight <= 0:
-            raise ConfigError(
-                f"vector_weight={vector_weight!r} and keyword_weight={keyword_weight!r} must be >= 0 "
-                "and not both 0. Fix: e.g. 0.7 and 0.3"
-            )
-        for name, value, default in (
-            ("sparse_weight", sparse_weight, 0.3),
-            ("neighbour_weight", neighbour_weight, 0.5),
-            ("speaker_weight", speaker_weight, 0.05),
-            ("time_weight", time_weight, 0.1),
-        ):
-            if value < 0:
-                raise ConfigError(f"{name}={value!r} must be >= 0. Fix: e.g. {default}, or 0 to turn it off")
-        if not 0 <= decay_floor < 1:
-            raise ConfigError(
-                f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"
-            )
+        check_ranking(
+            vector_weight=vector_weight,
+            keyword_weight=keyword_weight,
+            sparse_weight=sparse_weight,
+            neighbour_weight=neighbour_weight,
+            speaker_weight=speaker_weight,
+            time_weight=time_weight,
+            decay_floor=decay_floor,
+        )
         self.workspace = workspace
         self.namespace = workspace.namespace
         self.embedder = embedder
