@@ -300,31 +300,42 @@ def _same(blind: Index, told: Index, query: str, k: int) -> bool:
     ]
 
 
-def test_a_query_that_names_a_speaker_lifts_what_that_speaker_said(make: Factory) -> None:
-    # Ann's and Bob's turns hold the same words (each names the other), so only who said it tells them apart
-    talk = "### Ann\nBob baked bread on Sunday.\n\n### Bob\nAnn baked bread on Sunday.\n\n"
-    talk += "### Ann\nThe kettle broke again.\n\n### Bob\nBuy a new kettle then.\n"
-    blind, told = _with_and_without(make, "speaker_weight", talk)  # the default weight, 0.05
-    asked = "What did Bob say about the bread?"
+# Turns 1 and 4 hold the same words, so only the rule tells them apart: who said it (each names the other),
+# or the month's capital ("in May", not "may"). (weight, talk, the query, one the rule leaves alone).
+CUE_RULES = [
+    (
+        "speaker_weight",  # the default 0.05
+        "### Ann\nBob baked bread on Sunday.\n\n### Bob\nAnn baked bread on Sunday.\n\n"
+        "### Ann\nThe kettle broke again.\n\n### Bob\nBuy a new kettle then.\n",
+        "What did Bob say about the bread?",
+        "Who baked bread on Sunday?",  # naming nobody
+    ),
+    (
+        "time_weight",  # the default 0.1
+        "### Ann\nWe bake bread in may.\n\n### Ann\nWe bake bread in May.\n\n"
+        "### Bob\nThe kettle broke again.\n",
+        "When does Ann bake bread?",
+        "Who bakes bread?",  # not asking when
+    ),
+]
+
+
+@pytest.mark.parametrize(("weight", "talk", "asked", "other"), CUE_RULES, ids=["speaker", "when"])
+def test_a_query_that_names_a_speaker_or_asks_when_lifts_the_chunks_that_answer(
+    make: Factory, weight: str, talk: str, asked: str, other: str
+) -> None:
+    blind, told = _with_and_without(make, weight, talk)
     even = {h.start_line: h.score for h in blind.search(asked, 4)}
-    assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > max(even[7], even[10])
-    ranked = [h.start_line for h in told.search(asked, 4)]
-    assert ranked[:2] == [4, 1]
-    assert _same(blind, told, "Who baked bread on Sunday?", 4)  # naming nobody: as without the rule
+    rest = [score for line, score in even.items() if line not in (1, 4)]
+    assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > max(rest)
+    assert [h.start_line for h in told.search(asked, 4)][:2] == [4, 1]
+    assert _same(blind, told, other, 4)  # as without the rule
 
 
-def test_a_query_that_asks_when_lifts_what_says_when(make: Factory) -> None:
-    # The two turns hold the same words; only the month's capital tells "in May" from "may"
-    talk = "### Ann\nWe bake bread in may.\n\n### Ann\nWe bake bread in May.\n\n"
-    talk += "### Bob\nThe kettle broke again.\n"
-    blind, told = _with_and_without(make, "time_weight", talk)  # the default weight, 0.1
-    asked = "When does Ann bake bread?"
-    even = {h.start_line: h.score for h in blind.search(asked, 3)}
-    assert even[1] == pytest.approx(even[4]) and min(even[1], even[4]) > even[7]
-    assert [h.start_line for h in told.search(asked, 3)] == [4, 1, 7]
-    assert _same(blind, told, "Who bakes bread?", 3)  # not asking when: as without the rule
-    # in a daily file every entry is dated by the file: nothing is singled out
-    assert _same(*_with_and_without(make, "time_weight", talk, "2026-03-14.md"), asked, 3)
+def test_in_a_daily_file_every_entry_says_when(make: Factory) -> None:
+    # every entry of a daily file is dated by its name: a question that asks when singles none out
+    talk = CUE_RULES[1][1]
+    assert _same(*_with_and_without(make, "time_weight", talk, "2026-03-14.md"), CUE_RULES[1][2], 3)
 
 
 def test_mmr_diversifies(make: Factory) -> None:

@@ -10,75 +10,62 @@ from contextmem.lang.calendar import says_when
 from contextmem.memory.text import index_chunks
 from contextmem.memory.when import asks_when, timed_chunks
 
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        "When did Caroline go to the LGBTQ support group?",
-        "  when is the launch",
-        "What year did John move to Seattle?",
-        "Which month was the concert in?",
-        "In which year did they meet?",
-        "How long ago was Melanie's trip?",
-        "Since when has he played guitar?",
-        "卡罗琳什么时候去的支持小组？",
-        "他们哪天见面？",
-        "会议是几号？",
-    ],
-)
-def test_a_question_that_asks_when(query: str) -> None:
-    assert asks_when(query)
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        "What did Caroline do when she felt lonely?",  # "when" inside: a conjunction
-        "Whenever I call, who answers?",
-        "What is John's favourite day of the week?",
-        "Where did they meet?",
-        "他们在哪里见面？",
-        "",
-    ],
-)
-def test_a_question_that_does_not_ask_when(query: str) -> None:
-    assert not asks_when(query)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "I went to a support group yesterday.",
-        "We moved here three years ago.",
-        "Last summer we went surfing.",
-        "The gig is on Friday.",
-        "Back in May it rained.",
-        "She was born in 1994.",
-        "See you on 8 May 2023.",
-        "Deploy by 2023-05-08 10:00.",
-        "我昨天去了北京。",
-        "三年前我们搬家了。",
-        "上周六我们去爬山。",
-        "星期三见。",
-        "最近很忙。",
-    ],
-)
-def test_a_text_that_says_when(text: str) -> None:
-    assert says_when(text)
+ASKS_WHEN = [
+    "When did Caroline go to the LGBTQ support group?",
+    "  when is the launch",
+    "What year did John move to Seattle?",
+    "Which month was the concert in?",
+    "In which year did they meet?",
+    "How long ago was Melanie's trip?",
+    "Since when has he played guitar?",
+    "卡罗琳什么时候去的支持小组？",
+    "他们哪天见面？",
+    "会议是几号？",
+]
+ASKS_SOMETHING_ELSE = [
+    "What did Caroline do when she felt lonely?",  # "when" inside: a conjunction
+    "Whenever I call, who answers?",
+    "What is John's favourite day of the week?",
+    "Where did they meet?",
+    "他们在哪里见面？",
+    "",
+]
+SAYS_WHEN = [
+    "I went to a support group yesterday.",
+    "We moved here three years ago.",
+    "Last summer we went surfing.",
+    "The gig is on Friday.",
+    "Back in May it rained.",
+    "She was born in 1994.",
+    "See you on 8 May 2023.",
+    "Deploy by 2023-05-08 10:00.",
+    "我昨天去了北京。",
+    "三年前我们搬家了。",
+    "上周六我们去爬山。",
+    "星期三见。",
+    "最近很忙。",
+]
+SAYS_NOTHING_OF_WHEN = [
+    "What a great day!",
+    "Have a good time.",
+    "PostgreSQL 16 may break the build.",  # "may" the verb, not the month
+    "Port 8080 is open.",
+    "我很好，谢谢。",
+]
 
 
 @pytest.mark.parametrize(
-    "text",
-    [
-        "What a great day!",
-        "Have a good time.",
-        "PostgreSQL 16 may break the build.",  # "may" the verb, not the month
-        "Port 8080 is open.",
-        "我很好，谢谢。",
-    ],
+    ("query", "asks"), [(q, True) for q in ASKS_WHEN] + [(q, False) for q in ASKS_SOMETHING_ELSE]
 )
-def test_a_text_that_does_not_say_when(text: str) -> None:
-    assert not says_when(text)
+def test_which_questions_ask_when(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "says"), [(t, True) for t in SAYS_WHEN] + [(t, False) for t in SAYS_NOTHING_OF_WHEN]
+)
+def test_which_texts_say_when(text: str, says: bool) -> None:
+    assert says_when(text) is says
 
 
 def test_the_chunks_that_say_when_are_picked_for_a_when_question_only() -> None:
