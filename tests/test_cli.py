@@ -530,3 +530,42 @@ def test_mcp_stdio_on_a_terminal_says_it_waits_and_stops_on_the_first_ctrl_c(tmp
     while not lines.empty():
         rest.append(lines.get_nowait())
     assert code == 130 and "Traceback" not in "".join(rest)
+
+
+_OPEN: list[object] = []
+
+
+async def _interrupted_with_a_generator_that_raises_on_close() -> None:
+    """What Ctrl-C leaves behind in the MCP SDK: an async generator suspended mid-read, whose cleanup
+    raises when the loop closes it."""
+
+    async def stream():  # type: ignore[no-untyped-def]
+        try:
+            yield "line"
+            await asyncio.sleep(3600)
+        finally:
+            raise RuntimeError("cancelled mid-read")  # as an anyio task group does
+
+    reader = stream()
+    _OPEN.append(reader)  # held, as the SDK holds its streams: the loop closes it as it shuts down
+    await reader.__anext__()
+    raise KeyboardInterrupt
+
+
+def test_closing_after_ctrl_c_prints_no_traceback(caplog):
+    import logging
+
+    from contextmem.mcp.cli import run_until_interrupted
+
+    caplog.set_level(logging.DEBUG, logger="contextmem.mcp.cli")  # earlier CLI tests may set its level
+    assert run_until_interrupted(_interrupted_with_a_generator_that_raises_on_close()) is True
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("closing after Ctrl-C" in r.getMessage() for r in caplog.records)
+    # the oracle: asyncio's own run reports it as an error, with the exception
+    caplog.clear()
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(_interrupted_with_a_generator_that_raises_on_close())
+    assert any(
+        r.levelno >= logging.ERROR and "closing of asynchronous generator" in r.getMessage()
+        for r in caplog.records
+    )

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from ..errors import ConfigError, ContextmemError
 from ..settings import Settings
 
-__all__ = ["add_arguments", "main_mcp", "run", "serve"]
+__all__ = ["add_arguments", "main_mcp", "run", "run_until_interrupted", "serve"]
+
+logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -59,22 +63,38 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     waits for; the first Ctrl-C ends it: the stores are closed by then, and the thread the MCP SDK
     parks on the terminal's stdin would hold the interpreter's exit, so the process exits at once."""
     stdio = args.transport == "stdio"
-    if stdio and sys.stdin.isatty():
-        print(
-            "contextmem mcp: waiting for an MCP client on stdio (an MCP client starts this command itself; "
-            "this is not a prompt). Stop: Ctrl-C",
-            file=sys.stderr,
-            flush=True,
-        )
+    if not run_until_interrupted(run(args, settings)):
+        return 0
+    print("contextmem mcp: stopped", file=sys.stderr, flush=True)
+    if stdio:
+        sys.stdout.flush()
+        os._exit(130)
+    return 130
+
+
+def run_until_interrupted(main: Coroutine[Any, Any, None]) -> bool:
+    """Run ``main`` on a new event loop; ``True`` if Ctrl-C stopped it.
+
+    After Ctrl-C the loop closes the asynchronous generators still open, such as the MCP SDK's stdio
+    streams, cancelled mid-read; their task groups may raise as they close, and asyncio printed that as
+    "an error occurred during closing of asynchronous generator" with a traceback. That is the stop the
+    user asked for: it is logged at debug level. Errors before Ctrl-C are reported as ever."""
+    runner = asyncio.Runner()
     try:
-        asyncio.run(run(args, settings))
+        runner.run(main)
     except KeyboardInterrupt:
-        print("contextmem mcp: stopped", file=sys.stderr, flush=True)
-        if stdio:
-            sys.stdout.flush()
-            os._exit(130)
-        return 130
-    return 0
+        runner.get_loop().set_exception_handler(_closing_after_interrupt)
+        return True
+    finally:
+        runner.close()
+    return False
+
+
+def _closing_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if "asyncgen" in context:
+        logger.debug("closing after Ctrl-C: %s (%r)", context.get("message"), context.get("exception"))
+    else:
+        loop.default_exception_handler(context)
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
@@ -99,6 +119,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
     )
     await namespaces.get(namespaces.default)  # a store, model or window that cannot open fails here
     if args.transport == "stdio":
+        if sys.stdin.isatty():  # said once the loop runs: Ctrl-C from now on stops it cleanly
+            print(
+                "contextmem mcp: waiting for an MCP client on stdio (an MCP client starts this command "
+                "itself; this is not a prompt). Stop: Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
         await serve_stdio(namespaces)
     else:
         await serve_http(
