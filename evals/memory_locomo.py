@@ -169,7 +169,7 @@ def main() -> None:
     lines = [
         "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0: the dev conversations, read at run time from"
         " `../shared/data/locomo-dev`; the held-out ones are not read. Tuned on: neighbour_weight,"
-        " speaker_weight, time_weight, REPLY_AFTER (docs/results.md lists the variants).",
+        " file_weight, speaker_weight, time_weight, REPLY_AFTER (docs/results.md lists the variants).",
         "",
         f"LoCoMo dev, {len(convs)} conversations, {result['turns']} turns,"
         f" {len(result['questions'])} questions with evidence; embedder `{embedder.name}`, default settings,"

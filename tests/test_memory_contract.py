@@ -338,6 +338,33 @@ def test_in_a_daily_file_every_entry_says_when(make: Factory) -> None:
     assert _same(*_with_and_without(make, "time_weight", talk, "2026-03-14.md"), CUE_RULES[1][2], 3)
 
 
+def test_a_notes_chunk_is_read_in_its_file_and_daily_and_core_entries_stand_alone(make: Factory) -> None:
+    # The session that holds the best match lifts its other turns: Tim's answer repeats no word of the query.
+    talk = "### John\nI have read three books this month.\n\n### Tim\nMine was The Name of the Wind.\n\n"
+    talk += "### John\nI bought a new kettle.\n"
+    other = "### Tim\nMy kettle broke again.\n\n### John\nI read the news every morning.\n"
+    blind, told = _with_and_without(make, "file_weight", talk)
+    for index in (blind, told):
+        (index.workspace.daily_dir / "other.md").write_text(other)
+        (index.workspace.daily_dir / "2026-03-14.md").write_text(talk.replace("###", "## 09:0"))
+        index.workspace.core_file.write_text(talk.replace("###", "##"))
+    query, answer = "What books has Tim read?", ("memory/talk.md", 4)
+    for mode in ("hybrid", "keyword", "vector"):
+        own = {(h.path, h.start_line): h.score for h in blind.search(query, 12, mode=mode)}
+        read = {(h.path, h.start_line): h.score for h in told.search(query, 12, mode=mode)}
+        assert read.keys() == own.keys() and len(own) >= 6, (mode, own)
+        assert own[answer] <= own[("memory/other.md", 1)] < read[answer], (mode, own, read)
+        best = {path: max(v for (p, _), v in own.items() if p == path) for path, _ in own}
+        for (path, line), score in read.items():
+            if path in ("memory/2026-03-14.md", "MEMORY.md"):  # a daily file's or core memory's: unchanged
+                assert score == own[(path, line)], (mode, path, line)
+            else:  # the default 0.3 of its file's best
+                assert score == pytest.approx(0.7 * own[(path, line)] + 0.3 * best[path], abs=1e-5), (
+                    mode,
+                    path,
+                )
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"

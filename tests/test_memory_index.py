@@ -295,9 +295,19 @@ def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> N
     assert index.decay_floor == 0.5
     with pytest.raises(ConfigError, match="decay_floor"):
         SqliteMemoryIndex(index.workspace, HashEmbedder(16), decay_floor=1.0)
-    for weight in ("sparse_weight", "neighbour_weight", "speaker_weight", "time_weight", "vector_weight"):
+    weights = (
+        "sparse_weight",
+        "neighbour_weight",
+        "speaker_weight",
+        "time_weight",
+        "file_weight",
+        "vector_weight",
+    )
+    for weight in weights:
         with pytest.raises(ConfigError, match=f"{weight}=-0.1 .*Fix:"):
             SqliteMemoryIndex(index.workspace, HashEmbedder(16), **{weight: -0.1})
+    with pytest.raises(ConfigError, match=r"file_weight=1.5 must be in \[0, 1\]. Fix:"):
+        SqliteMemoryIndex(index.workspace, HashEmbedder(16), file_weight=1.5)
     with pytest.raises(ConfigError, match="not both 0"):
         SqliteMemoryIndex(index.workspace, HashEmbedder(16), vector_weight=0.0, keyword_weight=0.0)
     assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"

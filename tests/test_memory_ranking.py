@@ -23,6 +23,7 @@ from contextmem.memory.ranking import (
     follow_questions,
     in_context_keyword_scores,
     in_context_vector_scores,
+    in_file_scores,
     mmr,
 )
 from contextmem.memory.text import Chunk, best_snippet, chunk_markdown, index_chunks, query_terms
@@ -168,6 +169,50 @@ def test_a_chunk_that_says_when_gains_the_time_weight_and_adds_to_the_speaker_we
     by_id = {c.chunk_id: c.score for c in both}
     assert by_id[2] == pytest.approx((0.7 * vector_norm + 0.3 + 0.15) / 1.15)
     assert by_id[1] == pytest.approx(1.0 / 1.15) and 0 <= min(by_id.values()) <= max(by_id.values()) <= 1
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.sampled_from([None, "a.md", "b.md", "c.md"])), max_size=30),
+    st.sampled_from([0.0, 0.3, 0.5, 1.0]),
+)
+def test_a_score_read_in_its_file_rises_toward_the_files_best_and_no_further(
+    scored: list[tuple[float, str | None]], weight: float
+) -> None:
+    scores, files = [s for s, _ in scored], [f for _, f in scored]
+    lifted = in_file_scores(scores, files, weight)
+    best = {f: max(s for s, g in scored if g == f) for f in set(files) - {None}}
+    for own, file, new in zip(scores, files, lifted, strict=True):
+        if file is None or weight == 0:
+            assert new == own
+        else:
+            assert own - 1e-12 <= new <= best[file] + 1e-12 and 0 <= new <= 1
+            assert new == pytest.approx((1 - weight) * own + weight * best[file])
+    for i, j in ((i, j) for i in range(len(scored)) for j in range(len(scored))):
+        if files[i] is not None and files[i] == files[j] and scores[i] < scores[j]:
+            assert lifted[i] <= lifted[j]  # a file's own order holds
+
+
+def test_combine_reads_a_chunk_in_its_file_after_fusion_and_leaves_the_rest() -> None:
+    # chunk 2 is the weaker turn of the session that holds the best one; chunk 3 stands alone
+    candidates = [
+        Candidate(1, 0.9, None),
+        Candidate(2, 0.5, None),
+        Candidate(3, 0.55, None),
+        Candidate(4, 0.1, None),
+    ]
+    options: dict[str, Any] = {"vector_weight": 1.0, "keyword_weight": 0.0, "today": date(2026, 3, 1)}
+    options["half_life_days"] = 30.0
+    plain = combine(candidates, **options)
+    assert [c.chunk_id for c in plain] == [1, 3, 2, 4]
+    files = {1: "talk.md", 2: "talk.md", 3: "other.md", 4: "other.md"}
+    read = combine(candidates, **options, file_weight=0.3, files=files)
+    assert [c.chunk_id for c in read] == [1, 2, 3, 4]
+    by_id, own = {c.chunk_id: c.score for c in read}, {c.chunk_id: c.score for c in plain}
+    assert by_id[2] == pytest.approx(0.7 * own[2] + 0.3 * own[1])
+    assert (
+        by_id[4] == pytest.approx(0.7 * own[4] + 0.3 * own[3]) and by_id[1] == own[1] and by_id[3] == own[3]
+    )
+    assert combine(candidates, **options, file_weight=0.3) == plain  # no files: every chunk alone
 
 
 @given(

@@ -203,6 +203,13 @@ class Settings(BaseModel):
         description="Weight of a memory chunk that says when (a date, 'yesterday', 'last summer'), for a "
         "query that asks when ('When did…', 'What year…'; 0: not used)",
     )
+    file_weight: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Share of a memory chunk's score given by the best candidate of its file (a session "
+        "that answers holds more than its best turn; 0: each chunk alone; a daily file's chunks stand alone)",
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

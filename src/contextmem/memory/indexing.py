@@ -73,7 +73,9 @@ class BaseMemoryIndex(ABC):
     (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
     speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
     speaker said. With ``time_weight > 0`` a query that asks when (:mod:`.when`) lifts the chunks that say
-    when.
+    when. With ``file_weight > 0`` a note's chunk is read in its file: its score rises toward the best
+    candidate of its file's (:func:`.ranking.in_file_scores`); daily files and ``MEMORY.md`` hold entries
+    written at different moments, each standing alone.
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
@@ -89,6 +91,7 @@ class BaseMemoryIndex(ABC):
         neighbour_weight: float = 0.5,
         speaker_weight: float = 0.05,
         time_weight: float = 0.1,
+        file_weight: float = 0.3,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -103,6 +106,7 @@ class BaseMemoryIndex(ABC):
             neighbour_weight=neighbour_weight,
             speaker_weight=speaker_weight,
             time_weight=time_weight,
+            file_weight=file_weight,
             decay_floor=decay_floor,
         )
         self.workspace = workspace
@@ -116,6 +120,7 @@ class BaseMemoryIndex(ABC):
         self.neighbour_weight = neighbour_weight
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight
+        self.file_weight = file_weight
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -281,6 +286,8 @@ class BaseMemoryIndex(ABC):
                 )
                 if self.time_weight > 0
                 else frozenset(),
+                file_weight=self.file_weight,
+                files={cid: row.path for cid, row in rows.items() if memory_kind(row.path) == "note"},
             )
             replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)
             if replies:

@@ -31,6 +31,10 @@ It stays small because a question can name the wrong person, or ask about what w
 So does a chunk that says when, for a question that asks when (``time_weight``, ``timed_chunks``,
 :mod:`.when`): "When did Caroline go to the support group?" is answered by "I went … yesterday".
 
+A note's chunk is read in its file too (``file_weight``, :func:`in_file_scores`): after fusion its score
+rises toward the best candidate's of the same file. The session that answers a question holds more than
+its best turn, and its other turns rarely repeat the question's words.
+
 The reply to a question follows it (:func:`follow_questions`): a question found by its words is often
 answered by a turn that repeats none of them, so the chunk after one of the best candidates that ends with
 a question is placed right after it.
@@ -59,6 +63,7 @@ __all__ = [
     "fuse",
     "in_context_keyword_scores",
     "in_context_vector_scores",
+    "in_file_scores",
     "mmr",
     "passes_min_score",
     "top_k_indices",
@@ -103,6 +108,27 @@ def _minmax(values: Sequence[float | None]) -> list[float]:
     return out
 
 
+def in_file_scores(scores: Sequence[float], files: Sequence[str | None], weight: float) -> list[float]:
+    """Each score read in its file: ``(1 - weight) * score + weight * best``, where ``best`` is the best
+    score among the candidates of the same file (``files[i]``; ``None``: a chunk read alone, unchanged).
+
+    A session that answers a question holds more than the turn that says it best: the turns beside it
+    repeat none of the question's words ("What books has Tim read?" / "The Name of the Wind is great"),
+    but the session's best turn does. A file's best keeps its score, its other chunks come closer to it.
+
+    Invariants: ``score <= result <= best``; ``weight == 0`` or ``files[i] is None`` leaves ``scores[i]``;
+    the order of a file's chunks among themselves does not change; scores in [0, 1] stay in [0, 1].
+    """
+    best: dict[str, float] = {}
+    for score, file in zip(scores, files, strict=True):
+        if file is not None and score > best.get(file, -math.inf):
+            best[file] = score
+    return [
+        score if file is None else (1.0 - weight) * score + weight * best[file]
+        for score, file in zip(scores, files, strict=True)
+    ]
+
+
 def decay_factor(day: date | None, today: date, half_life_days: float, floor: float = 0.0) -> float:
     """``floor + (1 - floor) * 0.5 ** (age / half_life)`` for a daily file's day; 1.0 for undated (core)
     memory or the future. Invariant: ``floor <= factor <= 1``, non-increasing in age; ``floor=0`` is the
@@ -131,6 +157,8 @@ class Ranking(TypedDict):
     speaking_chunks: NotRequired[Collection[int]]
     time_weight: NotRequired[float]  # of the when component; default 0 (not used)
     timed_chunks: NotRequired[Collection[int]]
+    file_weight: NotRequired[float]  # the share of a score its file's best gives; default 0 (not used)
+    files: NotRequired[Mapping[int, str]]  # chunk id -> its file, for the chunks read in their file
 
 
 def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list[Candidate]:
@@ -142,7 +170,8 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     no "when" is scored as without them.
 
     Weights are divided by their sum so scores stay in [0, 1] and ``min_score`` keeps its meaning.
-    A mode that uses one component is the same call with the other weights at 0.
+    A mode that uses one component is the same call with the other weights at 0. Last, each chunk of
+    ``files`` is read in its file (:func:`in_file_scores`, ``file_weight``).
     """
     vector_weight, keyword_weight = ranking["vector_weight"], ranking["keyword_weight"]
     sparse_weight = ranking.get("sparse_weight", 0.0)
@@ -160,28 +189,32 @@ def combine(candidates: Sequence[Candidate], **ranking: Unpack[Ranking]) -> list
     vec = _minmax([c.vector for c in candidates])
     kw = _minmax([c.keyword for c in candidates])
     sp = _minmax([c.sparse for c in candidates])
-    scored = []
+    scores = []
     for cand, v, k, s in zip(candidates, vec, kw, sp, strict=True):
         cues = (speaker_weight if cand.chunk_id in speaking else 0.0) + (
             time_weight if cand.chunk_id in timed else 0.0
         )
         base = (vector_weight * v + keyword_weight * k + sparse_weight * s + cues) / total
         named = cand.day in named_days or cand.chunk_id in naming
-        score = base if named else base * decay_factor(cand.day, today, half_life_days, floor)
-        # Built directly: ``dataclasses.replace`` costs ~10 us a call, 1 ms a search of 100 candidates.
-        scored.append(
-            Candidate(
-                cand.chunk_id,
-                cand.vector,
-                cand.keyword,
-                cand.day,
-                score=score,
-                vector_norm=v,
-                keyword_norm=k,
-                sparse=cand.sparse,
-                sparse_norm=s,
-            )
+        scores.append(base if named else base * decay_factor(cand.day, today, half_life_days, floor))
+    file_weight, files = ranking.get("file_weight", 0.0), ranking.get("files", {})
+    if file_weight > 0 and files:
+        scores = in_file_scores(scores, [files.get(c.chunk_id) for c in candidates], file_weight)
+    # Built directly: ``dataclasses.replace`` costs ~10 us a call, 1 ms a search of 100 candidates.
+    scored = [
+        Candidate(
+            cand.chunk_id,
+            cand.vector,
+            cand.keyword,
+            cand.day,
+            score=score,
+            vector_norm=v,
+            keyword_norm=k,
+            sparse=cand.sparse,
+            sparse_norm=s,
         )
+        for cand, score, v, k, s in zip(candidates, scores, vec, kw, sp, strict=True)
+    ]
     scored.sort(key=lambda c: (c.day not in named_days and c.chunk_id not in naming, -c.score, c.chunk_id))
     return scored
 
