@@ -112,9 +112,10 @@ def in_file_scores(scores: Sequence[float], files: Sequence[str | None], weight:
     """Each score read in its file: ``(1 - weight) * score + weight * best``, where ``best`` is the best
     score among the candidates of the same file (``files[i]``; ``None``: a chunk read alone, unchanged).
 
-    A session that answers a question holds more than the turn that says it best: the turns beside it
-    repeat none of the question's words ("What books has Tim read?" / "The Name of the Wind is great"),
-    but the session's best turn does. A file's best keeps its score, its other chunks come closer to it.
+    A session that answers a question holds more than the turn that says it best: its other turns rarely
+    repeat the question's words ("Which fantasy novels does Tim enjoy writing about?" / "Harry Potter and
+    Game of Thrones are amazing"), but its best turn does. A file's best keeps its score, and its other
+    chunks come closer to it.
 
     Invariants: ``score <= result <= best``; ``weight == 0`` or ``files[i] is None`` leaves ``scores[i]``;
     the order of a file's chunks among themselves does not change; scores in [0, 1] stay in [0, 1].
