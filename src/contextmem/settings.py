@@ -207,8 +207,9 @@ class Settings(BaseModel):
         0.3,
         ge=0,
         le=1,
-        description="Share of a memory chunk's score given by the best candidate of its file (a session "
-        "that answers holds more than its best turn; 0: each chunk alone; a daily file's chunks stand alone)",
+        description="Share of a note's chunk's score given by the best candidate of its file (a session "
+        "that answers holds more than its best turn; 0: each chunk alone). Daily files' and MEMORY.md's "
+        "entries stand alone",
     )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(

@@ -48,7 +48,7 @@ class IndexOptions(TypedDict, total=False):
     neighbour_weight: float  # how much a chunk's neighbours in its file count; default 0.5 (0: off)
     speaker_weight: float  # of a chunk said by the speaker the query names; default 0.05 (0: off)
     time_weight: float  # of a chunk that says when, for a query that asks when; default 0.1 (0: off)
-    file_weight: float  # the share of a chunk's score its file's best candidate gives; default 0.3 (0: off)
+    file_weight: float  # the share of a note's chunk's score its file's best gives; default 0.3 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"

@@ -221,8 +221,8 @@ class BaseMemoryIndex(ABC):
         the query names (:func:`text.query_days`; "yesterday", "last Saturday" and 上周六 resolved against
         ``today``, default the index's clock) and each day of a month it names with its year
         (:func:`text.query_month_days`: "in December 2023"): its daily file and the sections whose
-        heading writes it, which rank first. ``min_score`` is judged on the fused score *or* the keyword
-        evidence (see :func:`ranking.passes_min_score`).
+        heading writes it, which rank first. ``min_score`` is judged on the fused score (a note's chunk read
+        in its file) *or* the keyword evidence (see :func:`ranking.passes_min_score`).
         Only the first :data:`text.MAX_QUERY_CHARS` characters of ``query`` are used.
         """
         if mode not in _MODES:
