@@ -73,9 +73,8 @@ class BaseMemoryIndex(ABC):
     (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
     speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
     speaker said. With ``time_weight > 0`` a query that asks when (:mod:`.when`) lifts the chunks that say
-    when. With ``file_weight > 0`` a note's chunk is read in its file: its score rises toward the best
-    candidate of its file's (:func:`.ranking.in_file_scores`); daily files and ``MEMORY.md`` hold entries
-    written at different moments, each standing alone.
+    when. With ``file_weight > 0`` a note's chunk is read in its file (:func:`.ranking.in_file_scores`);
+    the entries of daily files and ``MEMORY.md`` were written at different moments and stand alone.
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
