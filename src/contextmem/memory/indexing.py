@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..lang import is_question
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
+from .cues import row_cues
 from .dates import day_mentions
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
@@ -42,7 +43,6 @@ from .ranking import (
     mmr,
 )
 from .sparse import SparseEncoder, Terms, dots, sparse_encoder
-from .speakers import speaking_chunks
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import (
     KEYWORD_SCHEME,
@@ -54,7 +54,6 @@ from .text import (
     query_month_days,
     query_terms,
 )
-from .when import timed_chunks
 
 __all__ = ["BaseMemoryIndex"]
 
@@ -252,11 +251,6 @@ class BaseMemoryIndex(ABC):
             known: Neighbours = {}  # the neighbours read so far, by chunk id
             if self.neighbour_weight > 0 and rows:
                 vec_scores, kw_scores, known = self._in_context(query_vec, vec_scores, kw_scores, rows)
-            naming = {
-                cid
-                for cid, row in rows.items()
-                if row.heading_day in named or (mentions is not None and mentions.search(row.text))
-            }
             sparse: dict[int, float] = {}
             if q_terms:
                 blobs = self._chunk_terms(list(rows))
@@ -274,19 +268,18 @@ class BaseMemoryIndex(ABC):
                 decay_floor=self.decay_floor,
                 min_score=min_score,
                 named_days=named,
-                naming_chunks=naming,
                 speaker_weight=self.speaker_weight,
-                speaking_chunks=speaking_chunks({cid: row.speakers for cid, row in rows.items()}, query)
-                if self.speaker_weight > 0
-                else frozenset(),
                 time_weight=self.time_weight,
-                timed_chunks=timed_chunks(
-                    {cid: row.says_when or row.day is not None for cid, row in rows.items()}, query
-                )
-                if self.time_weight > 0
-                else frozenset(),
                 file_weight=self.file_weight,
-                files={cid: row.path for cid, row in rows.items() if memory_kind(row.path) == "note"},
+                **row_cues(
+                    rows,
+                    query,
+                    named=named,
+                    mentions=mentions,
+                    speakers=self.speaker_weight > 0,
+                    when=self.time_weight > 0,
+                    files=self.file_weight > 0,
+                ),
             )
             replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)
             if replies:
