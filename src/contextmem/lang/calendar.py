@@ -91,9 +91,8 @@ def says_when(text: str) -> bool:
     or a language's own dates and time phrases (昨天, 三年前, 2023年5月8日). Words are looked up, not
     scanned for; memory reads it once for each chunk it indexes (:mod:`contextmem.memory.when`)."""
     when = _WHEN()
-    if not when.names.isdisjoint(_TOKEN.findall(text)) or not when.words.isdisjoint(
-        _TOKEN.findall(text.lower())
-    ):
+    tokens = _TOKEN.findall(text)
+    if not when.names.isdisjoint(tokens) or not when.words.isdisjoint(t.lower() for t in tokens):
         return True
     if _YEAR.search(text):
         return True
