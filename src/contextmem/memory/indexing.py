@@ -27,7 +27,6 @@ from ..errors import ConfigError
 from ..lang import is_question
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
-from .cues import row_cues
 from .dates import day_mentions
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
@@ -42,6 +41,7 @@ from .ranking import (
     in_context_vector_scores,
     mmr,
 )
+from .singled_out import row_cues
 from .sparse import SparseEncoder, Terms, dots, sparse_encoder
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import (
