@@ -33,6 +33,7 @@ def test_dates_numbers_and_sentences_are_not_speakers() -> None:
     assert speakers("### 2022-01-18\n## 09:30\n### Session 2, 7 May\nA plain line with no colon.") == set()
     assert speakers("The plan we agreed on yesterday after a long talk with everyone there: go") == set()
     assert speakers("Room 101: booked") == set()
+    assert speakers("²:\n### Ann²\n① Bo: hi\n- [x] Room ③: booked") == set()  # digits beyond 0-9 too
 
 
 @given(st.text(max_size=300))

@@ -57,7 +57,8 @@ def speakers(text: str) -> frozenset[str]:
             named = _LINE_NAME.match(head)
         else:
             continue
-        if named and len(named[1]) <= MAX_NAME_CHARS:
+        # ``\d`` is a decimal digit only: "²" and "①" pass the pattern as letters, and are digits here too.
+        if named and len(named[1]) <= MAX_NAME_CHARS and not any(c.isdigit() for c in named[1]):
             found.add(named[1].casefold())
     return frozenset(found)
 
