@@ -365,6 +365,34 @@ def test_a_notes_chunk_is_read_in_its_file_and_daily_and_core_entries_stand_alon
                 )
 
 
+def test_a_query_naming_a_speaker_is_encoded_partly_without_the_name(make: Factory) -> None:
+    # John names Tim; Tim's own turn does not. Speakers are known per namespace, read again after a sync.
+    talk = "### John\nTim, Tim: which book?\n\n### Tim\nI read The Name of the Wind.\n\n### Ann\nNice.\n"
+    blind, told = _with_and_without(make, "unnamed_weight", "### John\nWhich book has Tim read?\n")
+    query, unnamed = "Which book has Tim read?", "Which book has read?"
+    neighbour = make("neighbour")  # names Tim too, in its own namespace only
+    (neighbour.workspace.daily_dir / "talk.md").write_text(talk)
+    neighbour.sync()
+    assert [h.vector_score for h in told.search(query, 3)] == [h.vector_score for h in blind.search(query, 3)]
+    for index in (blind, told):
+        (index.workspace.daily_dir / "talk.md").write_text(talk)
+    asked, cut = told.embedder.embed([query, unnamed], "query")
+    norm = float(np.linalg.norm(0.7 * asked + 0.3 * cut))
+    for mode in ("hybrid", "vector"):
+        own = {h.start_line: h for h in blind.search(query, 3, mode=mode)}
+        without = {h.start_line: h for h in blind.search(unnamed, 3, mode=mode)}
+        read = {h.start_line: h for h in told.search(query, 3, mode=mode)}
+        assert read.keys() == own.keys() == without.keys() == {1, 4, 7}, mode
+        for line, hit in read.items():
+            mixed = (0.7 * own[line].vector_score + 0.3 * without[line].vector_score) / norm
+            assert hit.vector_score == pytest.approx(mixed, abs=1e-5), (mode, line)
+            terms = 0.7 * (own[line].sparse_score or 0) + 0.3 * (without[line].sparse_score or 0)
+            assert (hit.sparse_score or 0) == pytest.approx(terms, abs=1e-5), (mode, line)
+        gap = [hits[4].vector_score - hits[1].vector_score for hits in (own, read)]
+        assert gap[0] < gap[1], (mode, gap)  # Tim's own turn gains on the one that names him
+    assert _same(blind, told, "Which book did someone read?", 3)  # naming nobody: the query as asked
+
+
 def test_mmr_diversifies(make: Factory) -> None:
     index = make()
     dup = "coffee beans roast espresso grinder"

@@ -301,13 +301,15 @@ def test_from_settings_uses_workspace_namespace_and_weights(tmp_path: Path) -> N
         "speaker_weight",
         "time_weight",
         "file_weight",
+        "unnamed_weight",
         "vector_weight",
     )
     for weight in weights:
         with pytest.raises(ConfigError, match=f"{weight}=-0.1 .*Fix:"):
             SqliteMemoryIndex(index.workspace, HashEmbedder(16), **{weight: -0.1})
-    with pytest.raises(ConfigError, match=r"file_weight=1.5 must be in \[0, 1\]. Fix:"):
-        SqliteMemoryIndex(index.workspace, HashEmbedder(16), file_weight=1.5)
+    for weight in ("file_weight", "unnamed_weight"):
+        with pytest.raises(ConfigError, match=rf"{weight}=1.5 must be in \[0, 1\]. Fix:"):
+            SqliteMemoryIndex(index.workspace, HashEmbedder(16), **{weight: 1.5})
     with pytest.raises(ConfigError, match="not both 0"):
         SqliteMemoryIndex(index.workspace, HashEmbedder(16), vector_weight=0.0, keyword_weight=0.0)
     assert index.db_path == tmp_path.resolve() / "memory-index.sqlite"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +14,7 @@ from contextmem.memory.speakers import (
     speakers,
     speaking_chunks,
     split_speakers,
+    without_names,
 )
 from contextmem.memory.text import index_chunks
 
@@ -77,3 +80,27 @@ def test_only_a_query_that_singles_someone_out_picks_chunks() -> None:
 def test_speaking_chunks_never_picks_every_chunk(labels: dict[int, set[str]], query: str) -> None:
     picked = speaking_chunks(labels, query)
     assert picked <= labels.keys() and (not picked or len(picked) < len(labels))
+
+
+def test_a_query_without_the_names_it_says() -> None:
+    assert without_names("What books has Tim read? Ask tim, not Timothy.", {"tim"}) == (
+        "What books has read? Ask , not Timothy."
+    )
+    assert without_names("Did Mary Ann meet Ann?", {"ann", "mary ann"}) == "Did meet ?"
+    assert without_names("佳琪的小狗叫什么名字？", {"佳琪"}) == "的小狗叫什么名字？"
+    assert without_names("Where did Strauß go?", {"strauss"}) == "where did go?"  # folds where case does not
+    assert without_names("What did Bob say?", set()) == "What did Bob say?"
+
+
+_NAMES = st.sampled_from(["tim", "ann", "mary ann", "jean-luc", "小明", "strauss", "i"])
+
+
+_QUERIES = st.lists(st.one_of(_NAMES, st.text(max_size=12)), max_size=8).map(" ".join)
+
+
+@given(_QUERIES, st.sets(_NAMES, max_size=3))
+def test_the_query_without_the_names_names_none_of_them(query: str, names: set[str]) -> None:
+    out = without_names(query, names)
+    assert not named_speakers(out, names)
+    if not named_speakers(query, names):  # nothing to cut: the query as asked, but for its spacing
+        assert out == re.sub(r"[ \t]{2,}", " ", query).strip()

@@ -211,6 +211,14 @@ class Settings(BaseModel):
         "that answers holds more than its best turn; 0: each chunk alone). Daily files' and MEMORY.md's "
         "entries stand alone",
     )
+    unnamed_weight: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Share of a memory query's encoding taken from the query without the speakers it "
+        "names ('What books has Tim read?': Tim's own turns rarely say 'Tim'; the speaker rule still "
+        "lifts them; 0: the query as asked)",
+    )
     daily_half_life_days: float = Field(30.0, gt=0)
     daily_decay_floor: float = Field(
         0.8, ge=0, lt=1, description="Share of a daily memory's score that decay never takes (0: plain decay)"

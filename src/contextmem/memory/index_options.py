@@ -49,6 +49,7 @@ class IndexOptions(TypedDict, total=False):
     speaker_weight: float  # of a chunk said by the speaker the query names; default 0.05 (0: off)
     time_weight: float  # of a chunk that says when, for a query that asks when; default 0.1 (0: off)
     file_weight: float  # the share of a note's chunk's score its file's best gives; default 0.3 (0: off)
+    unnamed_weight: float  # the share of a query's encoding without the speakers it names; 0.3 (0: off)
     half_life_days: float  # of daily files' decay; default 30
     decay_floor: float  # the share of a daily score decay never takes; default 0.8 (0: plain decay)
     cjk: CjkMode  # how CJK runs become keywords; default "bigram"
@@ -67,6 +68,7 @@ def settings_options(settings: Any) -> dict[str, Any]:
         "speaker_weight": settings.speaker_weight,
         "time_weight": settings.time_weight,
         "file_weight": settings.file_weight,
+        "unnamed_weight": settings.unnamed_weight,
         "half_life_days": settings.daily_half_life_days,
         "decay_floor": settings.daily_decay_floor,
     }
@@ -81,10 +83,11 @@ def check_ranking(
     speaker_weight: float,
     time_weight: float,
     file_weight: float,
+    unnamed_weight: float,
     decay_floor: float,
 ) -> None:
     """The ranking options' rules (:class:`IndexOptions`): no weight below 0, vector and keyword not both
-    0, a file weight in [0, 1], and a decay floor in [0, 1).
+    0, a file weight and an unnamed weight in [0, 1], and a decay floor in [0, 1).
     Raises :class:`~contextmem.errors.ConfigError`."""
     if vector_weight < 0 or keyword_weight < 0 or vector_weight + keyword_weight <= 0:
         raise ConfigError(
@@ -99,10 +102,9 @@ def check_ranking(
     ):
         if value < 0:
             raise ConfigError(f"{name}={value!r} must be >= 0. Fix: e.g. {default}, or 0 to turn it off")
-    if not 0 <= file_weight <= 1:
-        raise ConfigError(
-            f"file_weight={file_weight!r} must be in [0, 1]. Fix: e.g. 0.3, or 0 to turn it off"
-        )
+    for name, value in (("file_weight", file_weight), ("unnamed_weight", unnamed_weight)):
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{name}={value!r} must be in [0, 1]. Fix: e.g. 0.3, or 0 to turn it off")
     if not 0 <= decay_floor < 1:
         raise ConfigError(
             f"decay_floor={decay_floor!r} must be in [0, 1). Fix: e.g. 0.8, or 0 for plain decay"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any, Self
@@ -30,6 +29,7 @@ from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .dates import day_mentions
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
+from .query_encoding import QueryEncoder
 from .ranking import (
     REPLY_AFTER,
     Candidate,
@@ -42,7 +42,8 @@ from .ranking import (
     mmr,
 )
 from .singled_out import row_cues
-from .sparse import SparseEncoder, Terms, dots, sparse_encoder
+from .sparse import SparseEncoder, dots, sparse_encoder
+from .speakers import named_speakers, without_names
 from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import (
     KEYWORD_SCHEME,
@@ -58,7 +59,6 @@ from .text import (
 __all__ = ["BaseMemoryIndex"]
 
 _MODES = ("hybrid", "keyword", "vector")
-_QUERY_CACHE = 256  # query embeddings kept (a repeated query skips the model)
 
 
 class BaseMemoryIndex(ABC):
@@ -71,9 +71,11 @@ class BaseMemoryIndex(ABC):
     chunks just before and after it in its file, its keyword score raised by a share of theirs
     (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
     speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
-    speaker said. With ``time_weight > 0`` a query that asks when (:mod:`.when`) lifts the chunks that say
-    when. With ``file_weight > 0`` a note's chunk is read in its file (:func:`.ranking.in_file_scores`);
-    the entries of daily files and ``MEMORY.md`` were written at different moments and stand alone.
+    speaker said, and with ``unnamed_weight > 0`` a query that names a speaker the memory knows is encoded
+    partly without the name (:mod:`.query_encoding`). With ``time_weight > 0`` a query that asks when
+    (:mod:`.when`) lifts the chunks that say when. With ``file_weight > 0`` a note's chunk is read in its
+    file (:func:`.ranking.in_file_scores`); the entries of daily files and ``MEMORY.md`` were written at
+    different moments and stand alone.
     Thread-safe: every storage hook runs under one re-entrant lock.
     """
 
@@ -90,6 +92,7 @@ class BaseMemoryIndex(ABC):
         speaker_weight: float = 0.05,
         time_weight: float = 0.1,
         file_weight: float = 0.3,
+        unnamed_weight: float = 0.3,
         half_life_days: float = 30.0,
         decay_floor: float = 0.8,
         cjk: CjkMode = "bigram",
@@ -105,6 +108,7 @@ class BaseMemoryIndex(ABC):
             speaker_weight=speaker_weight,
             time_weight=time_weight,
             file_weight=file_weight,
+            unnamed_weight=unnamed_weight,
             decay_floor=decay_floor,
         )
         self.workspace = workspace
@@ -119,6 +123,7 @@ class BaseMemoryIndex(ABC):
         self.speaker_weight = speaker_weight
         self.time_weight = time_weight
         self.file_weight = file_weight
+        self.unnamed_weight = unnamed_weight
         self.half_life_days = half_life_days
         self.decay_floor = decay_floor
         self.cjk: CjkMode = cjk
@@ -131,7 +136,7 @@ class BaseMemoryIndex(ABC):
         # are kept by embedder name, so turning the sparse head on or off encodes only what is missing).
         self._encoders = embedder.name + (f"+{self._sparse_name}" if self._sparse_name else "")
         self._lock = threading.RLock()
-        self._query_vectors: OrderedDict[str, tuple[Vector, Terms | None]] = OrderedDict()
+        self._queries = QueryEncoder(embedder, self.sparse)
 
     def close(self) -> None:
         with self._lock:
@@ -234,7 +239,12 @@ class BaseMemoryIndex(ABC):
         # The sparse head is the embedder's own reading of the text, so vector mode (everything the
         # embedder says) scores it as hybrid does; keyword mode is BM25 alone.
         with_terms = mode != "keyword" and self.sparse is not None and self.sparse_weight > 0
-        query_vec, q_terms = self._query_encoding(query, with_terms) if mode != "keyword" else (None, None)
+        query_vec, q_terms = None, None
+        if mode != "keyword":
+            with self._lock:
+                names = named_speakers(query, self._speaker_names()) if self.unnamed_weight > 0 else ()
+            unnamed = without_names(query, names) if names else query
+            query_vec, q_terms = self._queries.encode_named(query, unnamed, self.unnamed_weight, with_terms)
         today = today or self._today()
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
@@ -357,29 +367,6 @@ class BaseMemoryIndex(ABC):
         """:meth:`search` off the event loop (embedding and storage run in a worker thread)."""
         return await asyncio.to_thread(lambda: self.search(query, k, **options))
 
-    def _query_encoding(self, query: str, with_terms: bool) -> tuple[Vector, Terms | None]:
-        """The query's embedding and, ``with_terms``, its sparse terms (else ``None``, even when the LRU
-        holds them), from a small LRU (a repeated query skips the model)."""
-        with self._lock:
-            cached = self._query_vectors.get(query)
-            if cached is not None:
-                self._query_vectors.move_to_end(query)
-        if cached is not None and not with_terms:
-            return cached[0], None
-        if cached is not None and cached[1] is not None:
-            return cached
-        vector: Vector = (
-            cached[0]
-            if cached is not None
-            else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
-        )
-        terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
-        with self._lock:
-            self._query_vectors[query] = (vector, terms)
-            while len(self._query_vectors) > _QUERY_CACHE:
-                self._query_vectors.popitem(last=False)
-        return vector, terms
-
     def _hit(self, cand: Candidate, row: StoredChunk, terms: Collection[str]) -> MemoryHit:
         chunk = Chunk(row.start_line, row.end_line, row.text)
         snippet = best_snippet(chunk, terms, self.snippet_chars, self.cjk)
@@ -463,6 +450,13 @@ class BaseMemoryIndex(ABC):
     @abstractmethod
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         """The chunks of this namespace among ``ids``."""
+
+    @abstractmethod
+    def _speaker_names(self) -> frozenset[str]:
+        """The speaker names this namespace's chunks carry (:func:`.speakers.speakers`), read again when
+        its generation moves. A backend may read only the chunks added since (SQLite: ids are never
+        reused and commits are serial); a name whose chunks were all deleted then stays known until the
+        index is reopened, and only steers how a query that says it is encoded (:mod:`.query_encoding`)."""
 
     @abstractmethod
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:

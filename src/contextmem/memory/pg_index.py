@@ -157,6 +157,7 @@ class PgMemoryIndex(BaseMemoryIndex):
         self.patience = Patience(connect_timeout, statement_timeout, lock_timeout, retry_seconds)
         # hnsw.ef_search each connection is set to (a session setting: one round trip less per search)
         self._ef_search: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = weakref.WeakKeyDictionary()
+        self._names: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, the speakers' names)
         self._db = PgLink(
             dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
         )
@@ -370,6 +371,22 @@ class PgMemoryIndex(BaseMemoryIndex):
                 (self.namespace, wanted),
             )
         }
+
+    def _speaker_names(self) -> frozenset[str]:
+        found = self._rows(
+            "reading the generation",
+            "SELECT generation FROM cm_memory_namespaces WHERE namespace = %s",
+            (self.namespace,),
+        )
+        generation = int(found[0][0]) if found else 0
+        if self._names[0] != generation:  # all of them: hosts' inserts may commit out of id order
+            rows = self._rows(
+                "reading speakers",
+                "SELECT DISTINCT speakers FROM cm_memory_chunks WHERE namespace = %s AND speakers <> ''",
+                (self.namespace,),
+            )
+            self._names = (generation, frozenset(n for (names,) in rows for n in split_speakers(names)))
+        return self._names[1]
 
     def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
         return {

@@ -28,6 +28,7 @@ __all__ = [
     "speakers",
     "speaking_chunks",
     "split_speakers",
+    "without_names",
 ]
 
 MAX_NAME_CHARS = 40  # a longer "name" is a sentence with a colon in it
@@ -83,6 +84,27 @@ def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
     """The names of ``known`` (case-folded, as :func:`speakers` returns them) that ``query`` names."""
     folded = query.casefold()
     return frozenset(name for name in known if _names(folded, name))
+
+
+def without_names(query: str, names: Iterable[str]) -> str:
+    """``query`` without each of ``names`` (case-folded, as :func:`named_speakers` gives them) where it
+    names them: a whole word in Latin script, any occurrence in Chinese; runs of spaces left by a cut
+    become one. The query a speaker's name does not steer (:mod:`.query_encoding`). Pure.
+
+    Invariant: no name of ``names`` is named by the result. (Where case-insensitive matching and case
+    folding differ, "Strauß" for ``strauss``, the names are cut from the case-folded query.)"""
+    names = sorted(set(names), key=len, reverse=True)  # "Mary Ann" before "Ann"
+    out = _cut(query, names)
+    return out if not named_speakers(out, names) else _cut(query.casefold(), names)
+
+
+def _cut(query: str, names: Iterable[str]) -> str:
+    for name in names:
+        if _CJK.search(name):
+            query = re.sub(re.escape(name), " ", query, flags=re.IGNORECASE)
+        else:
+            query = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " ", query, flags=re.IGNORECASE)
+    return re.sub(r"[ \t]{2,}", " ", query).strip()
 
 
 def speaking_chunks(labels: Mapping[int, Collection[str]], query: str) -> frozenset[int]:

@@ -116,6 +116,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         self._cache: VectorCache | None = None
         self._postings: KeywordCache | None = None
         self._live: tuple[int, int, NDArray[np.int64]] | None = None  # (generation, up to id, live ids)
+        self._names: tuple[int, int, frozenset[str]] = (-1, -1, frozenset())  # (generation, up to id, names)
         self._tokenizer = FtsTokenizer(_TOKENIZER)
         self._state: tuple[tuple[int, int], IndexState] | None = None  # (when it was read, what it held)
         path = Path(db_path) if db_path is not None else workspace.index_path
@@ -409,10 +410,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         largest id are read (``read(since)``: ``(id, payload)`` pairs) and the chunks deleted since are
         masked; ``load`` builds the first one. The ids still live are read once per generation for every
         cache that needs them (a 100k-chunk namespace: ~70 ms)."""
-        row = self._db.execute(
-            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
-        ).fetchone()
-        generation = int(row[0]) if row else 0
+        generation = self._generation()
         if old is not None and old.generation == generation:
             return old
         since = old.last_id if old is not None else -1
@@ -426,6 +424,20 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             ).fetchall()
             self._live = (generation, since, np.asarray(ids, dtype=np.int64).reshape(-1))
         return old.refreshed(generation, self._live[2], new_ids, payload)
+
+    def _generation(self) -> int:
+        row = self._db.execute("SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,))
+        return int(found[0]) if (found := row.fetchone()) else 0
+
+    def _speaker_names(self) -> frozenset[str]:
+        generation, since, names = self._names
+        if generation != (generation := self._generation()):
+            rows = self._db.execute(
+                "SELECT id, speakers FROM chunks WHERE namespace=? AND id > ?", (self.namespace, since)
+            ).fetchall()
+            found = names.union(*(split_speakers(speakers) for _, speakers in rows))
+            self._names = (generation, max((cid for cid, _ in rows), default=since), found)
+        return self._names[2]
 
     # --- integrity ----------------------------------------------------------------------------
 

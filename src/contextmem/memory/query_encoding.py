@@ -1,0 +1,91 @@
+"""A search query's encodings: its embedding and sparse terms, kept in a small LRU; and a query that names
+a speaker, read partly without the names.
+
+Why the names: a question that names a speaker ("What books has Tim read?") is answered by what that
+speaker said ("The Name of the Wind is great"), which rarely holds the name; the turns that do are often
+the other side's ("Hey Tim! How was the trip?"). An embedder weighs a name heavily, so the query as asked
+lands on them. Who said it is the speaker rule's job (:func:`.speakers.speaking_chunks`, lifting the chunks
+the named speaker said); so when a query names speakers the memory knows (:func:`.speakers.without_names`),
+its encoding is ``1 - w`` of the query as asked and ``w`` of the query without the names
+(:func:`mix`; ``unnamed_weight``, 0: off). The name still counts: in the query as asked, in the keyword
+search and in the speaker rule. Measured in ``docs/results.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .embedders import Embedder
+from .index_options import Vector
+from .sparse import SparseEncoder, Terms
+
+__all__ = ["QUERY_CACHE", "QueryEncoder", "mix"]
+
+QUERY_CACHE = 256  # query encodings kept (a repeated query skips the model)
+
+Encoding = tuple[Vector, Terms | None]
+
+
+def mix(asked: Encoding, unnamed: Encoding, weight: float) -> Encoding:
+    """``1 - weight`` of ``asked`` and ``weight`` of ``unnamed``: the vectors' mix normalised (a cosine
+    with it ranks chunks as the same mix of the two cosines does), the sparse terms' mix term by term
+    (a dot product with them is the same mix of the two dot products). Pure.
+
+    Invariants: ``weight`` 0 gives ``asked``'s vector and terms; the vector has unit length unless the
+    mix is zero (then ``asked``'s vector); terms are ``None`` when ``asked``'s are."""
+    vector, terms = asked
+    if weight <= 0:
+        return asked
+    mixed = (1 - weight) * vector + weight * unnamed[0]
+    norm = float(np.linalg.norm(mixed))
+    out: Vector = np.ascontiguousarray(mixed / norm, dtype=np.float32) if norm > 0 else vector
+    if terms is None or unnamed[1] is None:
+        return out, terms
+    other = unnamed[1]
+    blended = {t: (1 - weight) * terms.get(t, 0.0) + weight * other.get(t, 0.0) for t in terms.keys() | other}
+    return out, {t: w for t, w in blended.items() if w > 0}
+
+
+class QueryEncoder:
+    """A query's embedding and sparse terms, from a small LRU (a repeated query skips the model).
+    Thread-safe."""
+
+    def __init__(self, embedder: Embedder, sparse: SparseEncoder | None) -> None:
+        self.embedder = embedder
+        self.sparse = sparse
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, Encoding] = OrderedDict()
+
+    def encode(self, query: str, with_terms: bool) -> Encoding:
+        """The query's embedding and, ``with_terms``, its sparse terms (else ``None``, even when the LRU
+        holds them)."""
+        with self._lock:
+            cached = self._cache.get(query)
+            if cached is not None:
+                self._cache.move_to_end(query)
+        if cached is not None and not with_terms:
+            return cached[0], None
+        if cached is not None and cached[1] is not None:
+            return cached
+        vector: Vector = (
+            cached[0]
+            if cached is not None
+            else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+        )
+        terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
+        with self._lock:
+            self._cache[query] = (vector, terms)
+            while len(self._cache) > QUERY_CACHE:
+                self._cache.popitem(last=False)
+        return vector, terms
+
+    def encode_named(self, query: str, unnamed: str, weight: float, with_terms: bool) -> Encoding:
+        """:meth:`encode` of ``query``, mixed with ``unnamed`` (the query without the speakers it names) at
+        ``weight`` (:func:`mix`); ``query``'s own when ``unnamed`` is blank or the weight is 0."""
+        asked = self.encode(query, with_terms)
+        if weight <= 0 or not unnamed.strip() or unnamed == query:
+            return asked
+        return mix(asked, self.encode(unnamed, with_terms), weight)
