@@ -81,9 +81,11 @@ def _names(query: str, name: str) -> bool:
 
 
 def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
-    """The names of ``known`` (case-folded, as :func:`speakers` returns them) that ``query`` names."""
+    """The names of ``known`` (case-folded, as :func:`speakers` returns them) that ``query`` names. A
+    search asks this of every name its namespace knows, so a name not in the query at all costs only a
+    substring test."""
     folded = query.casefold()
-    return frozenset(name for name in known if _names(folded, name))
+    return frozenset(name for name in known if name in folded and _names(folded, name))
 
 
 def without_names(query: str, names: Iterable[str]) -> str:
