@@ -178,8 +178,8 @@ def main() -> None:
     lines = [
         "LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0, read at run time from"
         + (" `../shared/data/locomo-dev`; the held-out ones are not read." if dev else f" `{args.data}`.")
-        + " Tuned on the dev set: neighbour_weight, file_weight, speaker_weight, time_weight, REPLY_AFTER"
-        " (docs/results.md lists the variants).",
+        + " Tuned on the dev set: neighbour_weight, file_weight, speaker_weight, time_weight, unnamed_weight,"
+        " REPLY_AFTER (docs/results.md lists the variants).",
         "",
         f"{name}, {len(convs)} conversations, {result['turns']} turns,"
         f" {len(result['questions'])} questions with evidence; embedder `{embedder.name}`, default settings,"
