@@ -90,8 +90,8 @@ def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
 
 def without_names(query: str, names: Iterable[str]) -> str:
     """``query`` without each of ``names`` (case-folded, as :func:`named_speakers` gives them) where it
-    names them: a whole word in Latin script, any occurrence in Chinese; runs of spaces left by a cut
-    become one. The query a speaker's name does not steer (:mod:`.query_encoding`). Pure.
+    names them: a whole word in Latin script, any occurrence in Chinese; then each run of spaces and tabs
+    is one space. The query a speaker's name does not steer (:mod:`.query_encoding`). Pure.
 
     Invariant: no name of ``names`` is named by the result. (Where case-insensitive matching and case
     folding differ, "Strauß" for ``strauss``, the names are cut from the case-folded query.)"""

@@ -426,18 +426,21 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         return old.refreshed(generation, self._live[2], new_ids, payload)
 
     def _generation(self) -> int:
-        row = self._db.execute("SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,))
-        return int(found[0]) if (found := row.fetchone()) else 0
+        found = self._db.execute(
+            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
+        ).fetchone()
+        return int(found[0]) if found else 0
 
     def _speaker_names(self) -> frozenset[str]:
-        generation, since, names = self._names
-        if generation != (generation := self._generation()):
+        read_at, since, names = self._names
+        generation = self._generation()
+        if generation != read_at:  # the chunks added since: ids are never reused (AUTOINCREMENT)
             rows = self._db.execute(
                 "SELECT id, speakers FROM chunks WHERE namespace=? AND id > ?", (self.namespace, since)
             ).fetchall()
-            found = names.union(*(split_speakers(speakers) for _, speakers in rows))
-            self._names = (generation, max((cid for cid, _ in rows), default=since), found)
-        return self._names[2]
+            names = names.union(*(split_speakers(speakers) for _, speakers in rows))
+            self._names = (generation, max((cid for cid, _ in rows), default=since), names)
+        return names
 
     # --- integrity ----------------------------------------------------------------------------
 
