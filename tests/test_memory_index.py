@@ -422,11 +422,11 @@ def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) ->
     ws.ensure()
     ws.core_file.write_text("\n\n".join(f"# {i}\nfact number {i}" for i in range(50)) + "\n")
     index.sync()
-    before = index._vectors()
+    before = index._caches.vectors()
     daily = ws.daily_dir / "2026-01-05.md"
     daily.write_text("# new\nquokka sighting at the lake\n")
     index.sync()
-    after = index._vectors()
+    after = index._caches.vectors()
     assert after is not before and after.ids.size == before.ids.size + 1
     assert after.matrix.flags.c_contiguous and after.matrix.dtype == np.float16
 
@@ -436,11 +436,11 @@ def test_vector_cache_reloads_only_new_rows_and_follows_edits(tmp_path: Path) ->
         return cache.ids[keep], cache.matrix[keep]
 
     def same_as_cold_load() -> bool:
-        cold_cache = SqliteMemoryIndex(ws, HashEmbedder(128))._vectors()
-        cold, warm = live(cold_cache), live(index._vectors())
+        cold_cache = SqliteMemoryIndex(ws, HashEmbedder(128))._caches.vectors()
+        cold, warm = live(cold_cache), live(index._caches.vectors())
         coarse = [
             (c.coarse.rows[: c.ids.size][keep], c.coarse.scales[: c.ids.size][keep])
-            for c in (cold_cache, index._vectors())
+            for c in (cold_cache, index._caches.vectors())
             for keep in [np.isin(np.arange(c.ids.size), c.dead, invert=True)]
         ]
         return (
@@ -512,7 +512,7 @@ def test_vector_candidates_are_the_nearest_by_the_float16_rows(
     notes = (f"# {i}\n" + " ".join(rng.sample(words, 8)) for i in range(3000))  # no two cosines tie
     index.workspace.core_file.write_text("\n\n".join(notes) + "\n")
     index.sync()
-    cache = index._vectors()
+    cache = index._caches.vectors()
     everything = cache.rows(np.arange(cache.ids.size))
     queries = normalise(np.random.default_rng(7).standard_normal((40, 128)))
 

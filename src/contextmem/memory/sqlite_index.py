@@ -14,9 +14,10 @@ SQLite's own:
   keyword documents and tokenizes them; searches score FTS5's ``bm25()`` over the namespace's postings
   held in memory (:mod:`.keyword_cache`: FTS5's own OR query read every posting list of every query
   word, ~130 ms at 100k chunks of conversation). The postings are read from the namespace's chunk rows
-  only, and refreshed incrementally by chunk id when the namespace's ``generation`` moves.
+  only, and refreshed incrementally by chunk id when the namespace's ``generation`` moves
+  (:mod:`.sqlite_caches`, which also keeps the namespace's speaker names).
 * **Vector search** is an exact scan of the namespace's float16 matrix (:mod:`.vector_cache`), refreshed
-  incrementally by chunk id when the namespace's ``generation`` moves.
+  the same way.
 
 Search cost: ``bench/results/memory_latency.md``. Thread-safe (one connection behind the index's lock);
 several processes may share the file.
@@ -26,13 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar, Unpack
+from typing import Any, Unpack
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ..safefs import ensure_private_file
 from ..store.migrations import discover, migrate_sqlite
@@ -40,12 +40,12 @@ from ..workspace import Workspace
 from .embedders import Embedder
 from .index_options import IndexOptions, StoredChunk, Vector, settings_options
 from .indexing import BaseMemoryIndex
-from .keyword_cache import FtsTokenizer, KeywordCache
+from .keyword_cache import FtsTokenizer
 from .ranking import Neighbours, top_k_indices
 from .speakers import join_speakers, split_speakers
+from .sqlite_caches import NamespaceCaches
 from .sync import FileState, IndexState, SyncPlan
 from .text import fts_document, query_terms
-from .vector_cache import VectorCache
 
 __all__ = ["MIGRATION_COMPONENT", "SqliteMemoryIndex", "migrate_index"]
 
@@ -55,22 +55,6 @@ _SCAN_MARGIN = 2  # the int8 scan picks this many times the candidates the float
 _TOKENIZER = "porter unicode61 remove_diacritics 2"
 _FTS_DDL = f"CREATE VIRTUAL TABLE IF NOT EXISTS \"{{table}}\" USING fts5(body, tokenize='{_TOKENIZER}')"
 
-
-class _Refreshable(Protocol):
-    """What :meth:`SqliteMemoryIndex._fresh` keeps current: a per-namespace cache of chunk rows by id."""
-
-    @property
-    def generation(self) -> int: ...
-
-    @property
-    def last_id(self) -> int: ...
-
-    def refreshed(
-        self, generation: int, live: NDArray[np.int64], new_ids: Sequence[int], payload: Sequence[Any]
-    ) -> Self: ...
-
-
-_Cache = TypeVar("_Cache", bound=_Refreshable)
 
 # The chunks just before and after each of a set of chunks, in the same file (by start line).
 _NEIGHBOURS = (
@@ -113,10 +97,6 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     ) -> None:
         super().__init__(workspace, embedder, keyword_engine=_TOKENIZER, **options)
         self._fts = "fts_n" + hashlib.sha256(self.namespace.encode()).hexdigest()[:24]
-        self._cache: VectorCache | None = None
-        self._postings: KeywordCache | None = None
-        self._live: tuple[int, int, NDArray[np.int64]] | None = None  # (generation, up to id, live ids)
-        self._names: tuple[int, int, frozenset[str]] = (-1, -1, frozenset())  # (generation, up to id, names)
         self._tokenizer = FtsTokenizer(_TOKENIZER)
         self._state: tuple[tuple[int, int], IndexState] | None = None  # (when it was read, what it held)
         path = Path(db_path) if db_path is not None else workspace.index_path
@@ -127,6 +107,14 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             migrate_index(self._db)
+        self._caches = NamespaceCaches(
+            self._db,
+            self.namespace,
+            model=embedder.name,
+            dim=embedder.dim,
+            fts=self._fts,
+            tokenizer=self._tokenizer,
+        )
 
     @classmethod
     def from_settings(
@@ -276,10 +264,10 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         terms = query_terms(query, self.cjk)
         if not terms:
             return {}
-        return self._keywords_in_memory().top(self._tokenizer.phrases(terms), limit)
+        return self._caches.keywords().top(self._tokenizer.phrases(terms), limit)
 
     def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
-        cache = self._vectors()
+        cache = self._caches.vectors()
         if not cache.ids.size:
             return {}
         sims = cache.scores(query)
@@ -358,89 +346,11 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         return out
 
     def _chunk_vectors(self, ids: list[int]) -> Vector:
-        cache = self._vectors()
+        cache = self._caches.vectors()
         return cache.rows(np.searchsorted(cache.ids, ids))
 
-    def _vectors(self) -> VectorCache:
-        """This namespace's vectors as one contiguous float16 matrix (and its int8 copy), rows in ascending
-        chunk-id order, refreshed as :meth:`_fresh` says: an append to today's file at 100k chunks reads
-        that file's chunks, not the whole matrix, and copies nothing."""
-
-        def read(since: int) -> list[Any]:
-            return self._db.execute(
-                "SELECT c.id, e.vector FROM chunks c JOIN embeddings e ON e.model=? AND e.hash=c.hash"
-                " WHERE c.namespace=? AND c.id > ? ORDER BY c.id",
-                (self.embedder.name, self.namespace, since),
-            ).fetchall()
-
-        self._cache = self._fresh(
-            self._cache, read, lambda g, ids, blobs: VectorCache.load(g, ids, blobs, self.embedder.dim)
-        )
-        return self._cache
-
-    def _keywords_in_memory(self) -> KeywordCache:
-        """This namespace's keyword postings (:mod:`.keyword_cache`), built from its FTS5 documents and
-        refreshed as :meth:`_fresh` says."""
-
-        def read(since: int) -> list[Any]:
-            try:
-                return self._db.execute(
-                    f'SELECT f.rowid, f.body FROM "{self._fts}" f JOIN chunks c ON c.id = f.rowid'
-                    " AND +c.namespace = ? WHERE f.rowid > ? ORDER BY f.rowid",
-                    (self.namespace, since),
-                ).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "no such table" not in str(exc):  # nothing indexed in this namespace yet
-                    raise
-                return []
-
-        self._postings = self._fresh(
-            self._postings, read, lambda g, ids, docs: KeywordCache.load(g, ids, docs, self._tokenizer)
-        )
-        return self._postings
-
-    def _fresh(
-        self,
-        old: _Cache | None,
-        read: Callable[[int], list[Any]],
-        load: Callable[[int, list[int], list[Any]], _Cache],
-    ) -> _Cache:
-        """``old`` if the namespace's ``generation`` has not moved since it was built, else refreshed
-        *incrementally*: chunk ids are never reused (AUTOINCREMENT), so only the rows of chunks above its
-        largest id are read (``read(since)``: ``(id, payload)`` pairs) and the chunks deleted since are
-        masked; ``load`` builds the first one. The ids still live are read once per generation for every
-        cache that needs them (a 100k-chunk namespace: ~70 ms)."""
-        generation = self._generation()
-        if old is not None and old.generation == generation:
-            return old
-        since = old.last_id if old is not None else -1
-        rows = read(since)
-        new_ids, payload = [r[0] for r in rows], [r[1] for r in rows]
-        if old is None:
-            return load(generation, new_ids, payload)
-        if self._live is None or self._live[:2] != (generation, since):
-            ids = self._db.execute(
-                "SELECT id FROM chunks WHERE namespace=? AND id <= ?", (self.namespace, since)
-            ).fetchall()
-            self._live = (generation, since, np.asarray(ids, dtype=np.int64).reshape(-1))
-        return old.refreshed(generation, self._live[2], new_ids, payload)
-
-    def _generation(self) -> int:
-        found = self._db.execute(
-            "SELECT generation FROM namespaces WHERE namespace=?", (self.namespace,)
-        ).fetchone()
-        return int(found[0]) if found else 0
-
     def _speaker_names(self) -> frozenset[str]:
-        read_at, since, names = self._names
-        generation = self._generation()
-        if generation != read_at:  # the chunks added since: ids are never reused (AUTOINCREMENT)
-            rows = self._db.execute(
-                "SELECT id, speakers FROM chunks WHERE namespace=? AND id > ?", (self.namespace, since)
-            ).fetchall()
-            names = names.union(*(split_speakers(speakers) for _, speakers in rows))
-            self._names = (generation, max((cid for cid, _ in rows), default=since), names)
-        return names
+        return self._caches.speaker_names()
 
     # --- integrity ----------------------------------------------------------------------------
 
