@@ -74,10 +74,10 @@ def split_speakers(stored: str) -> frozenset[str]:
     return frozenset(stored.split("\n")) if stored else frozenset()
 
 
-def _names(query: str, name: str) -> bool:
-    if _CJK.search(name):
-        return name in query
-    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", query) is not None
+def _said(name: str) -> re.Pattern[str]:
+    """Where a text says ``name``: as a whole word (Latin), anywhere (Chinese, which has no spaces)."""
+    word = re.escape(name)
+    return re.compile(word if _CJK.search(name) else rf"(?<!\w){word}(?!\w)", re.IGNORECASE)
 
 
 def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
@@ -85,7 +85,7 @@ def named_speakers(query: str, known: Iterable[str]) -> frozenset[str]:
     search asks this of every name its namespace knows, so a name not in the query at all costs only a
     substring test."""
     folded = query.casefold()
-    return frozenset(name for name in known if name in folded and _names(folded, name))
+    return frozenset(name for name in known if name in folded and _said(name).search(folded))
 
 
 def without_names(query: str, names: Iterable[str]) -> str:
@@ -102,10 +102,7 @@ def without_names(query: str, names: Iterable[str]) -> str:
 
 def _cut(query: str, names: Iterable[str]) -> str:
     for name in names:
-        if _CJK.search(name):
-            query = re.sub(re.escape(name), " ", query, flags=re.IGNORECASE)
-        else:
-            query = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " ", query, flags=re.IGNORECASE)
+        query = _said(name).sub(" ", query)
     return re.sub(r"[ \t]{2,}", " ", query).strip()
 
 
