@@ -121,6 +121,35 @@ def test_only_changed_chunks_are_embedded_and_renames_embed_nothing(make: Factor
     assert index.check().ok
 
 
+def _chunk_ids(index: Index) -> dict[str, int]:
+    """Chunk text -> id, of every chunk that says "fact", after a sync."""
+    index.sync()
+    rows = index._chunk_rows(index._keyword_scores("fact", 100))  # type: ignore[attr-defined]
+    return {row.text: cid for cid, row in rows.items()}
+
+
+def test_an_edit_rewrites_only_the_chunks_it_changed(make: Factory) -> None:
+    index = make()
+    daily = index.workspace.daily_dir / "2026-02-01.md"
+    sections = ["## 09:00\nalpha fact", "## 10:00\nbeta fact", "## 11:00\ngamma fact"]
+    daily.write_text("\n\n".join(sections) + "\n")
+    before = _chunk_ids(index)
+    # An edit in the middle and an append: only those two are new rows.
+    sections[1] = "## 10:00\nbeta fact, revised"
+    daily.write_text("\n\n".join([*sections, "## 12:00\ndelta fact"]) + "\n")
+    _bump_mtime(daily)
+    after = _chunk_ids(index)
+    assert sorted(after) == sorted([*sections, "## 12:00\ndelta fact"])
+    assert {t: after[t] for t in after if after[t] in before.values()} == {
+        "## 09:00\nalpha fact": before["## 09:00\nalpha fact"],
+        "## 11:00\ngamma fact": before["## 11:00\ngamma fact"],
+    }
+    daily.write_text("## 11:00\ngamma fact\n")  # the same text on other lines is another row
+    _bump_mtime(daily)
+    assert _chunk_ids(index)["## 11:00\ngamma fact"] not in after.values()
+    assert index.check().ok
+
+
 def test_chinese_and_english_keyword_search(make: Factory) -> None:
     index = make()
     index.workspace.core_file.write_text(

@@ -423,9 +423,10 @@ class BaseMemoryIndex(ABC):
         self, plan: SyncPlan, vectors: Mapping[str, Vector | None], terms: Mapping[str, bytes | None]
     ) -> None:
         """Apply ``plan`` (a whole sync, or one part of it: :meth:`SyncPlan.parts`) in one transaction:
-        with ``plan.rebuild`` drop every chunk and file row of the namespace, else those of
-        ``plan.replaced``; insert ``plan.rows()`` (vector of a chunk: ``vectors[chunk.hash]``; its sparse
-        terms, when there is a sparse head: ``terms[chunk.hash]``) and ``plan.files``; record
+        with ``plan.rebuild`` drop every chunk and file row of the namespace and insert ``plan.rows()``,
+        else apply :meth:`SyncPlan.write_set` of the chunk rows of ``plan.replaced``, read in the
+        transaction (vector of a chunk: ``vectors[chunk.hash]``; its sparse terms, when there is a sparse
+        head: ``terms[chunk.hash]``); write ``plan.files``; record
         ``self._encoders`` and ``self._keywords`` for the namespace and move what tells searches the
         namespace changed. Sparse terms no chunk uses any more are deleted."""
 

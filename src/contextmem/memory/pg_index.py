@@ -52,8 +52,8 @@ from .indexing import BaseMemoryIndex
 from .pg_link import PgLink, register_vector_type
 from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
-from .sync import FileState, IndexState, SyncPlan
-from .text import MAX_QUERY_TERMS, CjkMode, keyword_tokens, query_terms
+from .sync import STORED_COLUMNS, FileState, IndexState, StoredRow, SyncPlan, stored_row
+from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -242,8 +242,9 @@ class PgMemoryIndex(BaseMemoryIndex):
     ) -> None:
         ns, model, config = self.namespace, self.embedder.name, self.text_search_config
         head = self._sparse_name
-        rows = [
-            (
+
+        def row(rel: str, c: Chunk, day: date | None) -> tuple[Any, ...]:
+            return (
                 ns,
                 rel,
                 c.start_line,
@@ -261,25 +262,33 @@ class PgMemoryIndex(BaseMemoryIndex):
                 head,
                 terms[c.hash] if head is not None else None,
             )
-            for rel, c, day in plan.rows()
-        ]
 
         async def write(conn: AsyncConnection[Any]) -> None:  # the same again after an outage: idempotent
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(ns),))
             if plan.rebuild:
                 await conn.execute("DELETE FROM cm_memory_chunks WHERE namespace = %s", (ns,))
                 await conn.execute("DELETE FROM cm_memory_files WHERE namespace = %s", (ns,))
+                inserts = list(plan.rows())
             else:
-                await conn.execute(
-                    "DELETE FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)",
+                cur = await conn.execute(
+                    f"SELECT {STORED_COLUMNS} FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)",
                     (ns, plan.replaced),
+                )
+                stored: dict[str, list[StoredRow]] = {}
+                for path, stored_chunk in map(stored_row, await cur.fetchall()):
+                    stored.setdefault(path, []).append(stored_chunk)
+                changes = plan.write_set(stored)
+                await conn.execute(
+                    "DELETE FROM cm_memory_chunks WHERE namespace = %s AND id = ANY(%s)",
+                    (ns, changes.dead_ids),
                 )
                 await conn.execute(
                     "DELETE FROM cm_memory_files WHERE namespace = %s AND path = ANY(%s)",
                     (ns, plan.report.removed),
                 )
+                inserts = changes.rows
             async with conn.cursor() as cur:
-                await cur.executemany(_INSERT_CHUNK, rows)
+                await cur.executemany(_INSERT_CHUNK, [row(*r) for r in inserts])
             await self._insert_files(conn, plan.files)
             await conn.execute(
                 "INSERT INTO cm_memory_namespaces (namespace, generation, embedder, keywords)"

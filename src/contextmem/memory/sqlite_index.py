@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, Unpack
@@ -44,7 +44,7 @@ from .keyword_cache import FtsTokenizer
 from .ranking import Neighbours, top_k_indices
 from .speakers import join_speakers, split_speakers
 from .sqlite_caches import NamespaceCaches
-from .sync import FileState, IndexState, SyncPlan
+from .sync import STORED_COLUMNS, FileState, IndexState, StoredRow, SyncPlan, WriteSet, stored_row
 from .text import fts_document, query_terms
 
 __all__ = ["MIGRATION_COMPONENT", "SqliteMemoryIndex", "migrate_index"]
@@ -172,7 +172,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         db, ns, fts, model = self._db, self.namespace, self._fts, self.embedder.name
         db.execute("BEGIN IMMEDIATE")
         try:
-            dropped = self._drop_chunks(plan)
+            changes = self._drop_chunks(plan)
             db.execute(_FTS_DDL.format(table=fts))
             db.executemany(
                 "INSERT OR IGNORE INTO embeddings(model, hash, vector) VALUES (?,?,?)",
@@ -182,7 +182,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 "INSERT OR IGNORE INTO sparse_terms(model, hash, terms) VALUES (?,?,?)",
                 ((self._sparse_name, h, t) for h, t in terms.items() if t is not None),
             )
-            for rel, chunk, day in plan.rows():
+            for rel, chunk, day in changes.rows:
                 cur = db.execute(
                     "INSERT INTO chunks(namespace, path, start_line, end_line, hash, text, day, heading_day,"
                     " speakers, says_when) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -210,6 +210,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 " keywords=excluded.keywords",
                 (ns, self._encoders, self._keywords),
             )
+            dropped = changes.dead_hashes
             db.executemany(  # vectors no chunk of any namespace uses any more
                 "DELETE FROM embeddings WHERE model=? AND hash=?"
                 " AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash=?)",
@@ -224,28 +225,33 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             db.execute("ROLLBACK")
             raise
 
-    def _drop_chunks(self, plan: SyncPlan) -> set[str]:
-        """Delete the chunk, keyword and file rows ``plan`` replaces; return the dropped chunk hashes."""
+    def _drop_chunks(self, plan: SyncPlan) -> WriteSet:
+        """Delete the chunk, keyword and file rows ``plan`` replaces; return what went and what to insert."""
         db, ns, fts = self._db, self.namespace, self._fts
         if plan.rebuild:  # a new table also heals a damaged one
-            dropped = {r[0] for r in db.execute("SELECT hash FROM chunks WHERE namespace=?", (ns,))}
+            changes = WriteSet([row for _, row in self._stored_rows("", [])], list(plan.rows()))
             db.execute(f'DROP TABLE IF EXISTS "{fts}"')
             db.execute("DELETE FROM chunks WHERE namespace=?", (ns,))
             db.execute("DELETE FROM files WHERE namespace=?", (ns,))
-            return dropped
-        dropped = set()
+            return changes
         db.execute(_FTS_DDL.format(table=fts))
-        for rel in plan.replaced:
-            rows = db.execute(
-                "SELECT id, hash FROM chunks WHERE namespace=? AND path=?", (ns, rel)
-            ).fetchall()
-            dropped.update(r[1] for r in rows)
-            db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', ((r[0],) for r in rows))
-            db.execute("DELETE FROM chunks WHERE namespace=? AND path=?", (ns, rel))
+        stored: dict[str, list[StoredRow]] = {}
+        for part, marks in _in_batches(plan.replaced):
+            for path, row in self._stored_rows(f"AND path IN ({marks})", part):
+                stored.setdefault(path, []).append(row)
+        changes = plan.write_set(stored)
+        dead = [(cid,) for cid in changes.dead_ids]
+        db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', dead)
+        db.executemany("DELETE FROM chunks WHERE id=?", dead)
         db.executemany(
             "DELETE FROM files WHERE namespace=? AND path=?", ((ns, r) for r in plan.report.removed)
         )
-        return dropped
+        return changes
+
+    def _stored_rows(self, where: str, params: list[str]) -> Iterator[tuple[str, StoredRow]]:
+        """``(path, (id, key))`` of the namespace's chunks ``where`` selects (see :func:`.sync.chunk_key`)."""
+        sql = f"SELECT {STORED_COLUMNS} FROM chunks WHERE namespace=? {where}"
+        return map(stored_row, self._db.execute(sql, (self.namespace, *params)))
 
     def _insert_files(self, states: dict[str, FileState]) -> None:
         self._db.executemany(

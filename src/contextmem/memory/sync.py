@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,18 +27,25 @@ from ..workspace import Workspace, daily_date
 from .base import Progress, SyncReport
 from .embedders import Embedder
 from .sparse import SparseEncoder, pack
+from .speakers import split_speakers
 from .text import Chunk, content_hash, file_secrets, file_text, index_chunks, redact_chunk
 
 __all__ = [
     "COMMIT_CHUNKS",
     "EMBED_BATCH",
+    "STORED_COLUMNS",
+    "ChunkKey",
     "FileState",
     "IndexState",
+    "StoredRow",
     "SyncPlan",
+    "WriteSet",
     "check_file_chunks",
+    "chunk_key",
     "embed_missing",
     "plan_sync",
     "read_memory_file",
+    "stored_row",
 ]
 
 EMBED_BATCH = 64
@@ -45,6 +53,9 @@ COMMIT_CHUNKS = 256  # chunk texts to embed per committed part of a sync (a few 
 _RACY_NS = 2_000_000_000  # an mtime younger than this is not trusted (a same-tick edit of the same size)
 
 Vector = NDArray[np.float32]
+# What an index stores of a chunk besides its path and text: lines, hash, heading day, speakers, says-when.
+ChunkKey = tuple[int, int, str, date | None, frozenset[str], bool]
+StoredRow = tuple[int, ChunkKey]  # a stored chunk: its id and its key
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +130,72 @@ class SyncPlan:
         return parts
 
     def rows(self) -> Iterator[tuple[str, Chunk, date | None]]:
-        """``(path, chunk, day)`` of every chunk to insert; ``day`` is set for daily files only."""
+        """``(path, chunk, day)`` of every chunk the plan's files now have; ``day`` is set for daily files
+        only. A rebuild inserts them all; otherwise :meth:`write_set` says which."""
         for rel, chunks in self.chunks.items():
             day = daily_date(rel)
             for chunk in chunks:
                 yield rel, chunk, day
+
+    def write_set(self, stored: Mapping[str, Iterable[StoredRow]]) -> WriteSet:
+        """What an index holding ``stored`` (the chunk rows of each path in :attr:`replaced`) deletes and
+        inserts to apply this plan (not a rebuild): every row of a removed file; of a re-read file, the rows
+        whose key no chunk it now has takes, and the chunks no row already is.
+
+        An append to a daily file of 500 chunks thus writes one chunk, not 500: the others keep their
+        rows and ids, so nothing derived from them (keyword documents, in-memory caches) is built again.
+        Invariant: per re-read file, the kept rows' keys and the inserted chunks' keys are exactly its
+        chunks' keys (as multisets), and each stored row is kept or deleted, never both.
+        """
+        out = WriteSet()
+        for rel in self.report.removed:
+            out.dead.extend(stored.get(rel, ()))
+        for rel, chunks in self.chunks.items():
+            free: dict[ChunkKey, list[int]] = {}
+            for cid, key in stored.get(rel, ()):
+                free.setdefault(key, []).append(cid)
+            day = daily_date(rel)
+            for chunk in chunks:
+                ids = free.get(chunk_key(chunk))
+                if ids:
+                    ids.pop()
+                else:
+                    out.rows.append((rel, chunk, day))
+            out.dead.extend((cid, key) for key, ids in free.items() for cid in ids)
+        return out
+
+
+@dataclass(slots=True)
+class WriteSet:
+    """The rows one write deletes (``dead``: id and key) and the chunks it inserts (as :meth:`SyncPlan.rows`
+    yields them)."""
+
+    dead: list[StoredRow] = field(default_factory=list)
+    rows: list[tuple[str, Chunk, date | None]] = field(default_factory=list)
+
+    @property
+    def dead_ids(self) -> list[int]:
+        return [cid for cid, _ in self.dead]
+
+    @property
+    def dead_hashes(self) -> set[str]:
+        return {key[2] for _, key in self.dead}
+
+
+STORED_COLUMNS = "id, path, start_line, end_line, hash, heading_day, speakers, says_when"
+
+
+def stored_row(row: Sequence[Any]) -> tuple[str, StoredRow]:
+    """``(path, (id, key))`` of a chunk row read as :data:`STORED_COLUMNS` (a heading day as a date or as
+    ISO text; speakers as :func:`.speakers.join_speakers` wrote them; says-when as a bool or 0/1)."""
+    cid, path, start, end, hash_, heading_day, speakers, says_when = row
+    day = date.fromisoformat(heading_day) if isinstance(heading_day, str) else heading_day
+    return path, (cid, (start, end, hash_, day, split_speakers(speakers), bool(says_when)))
+
+
+def chunk_key(chunk: Chunk) -> ChunkKey:
+    """What an index stores of ``chunk`` besides its path and text (the hash stands for the text)."""
+    return (chunk.start_line, chunk.end_line, chunk.hash, chunk.heading_day, chunk.speakers, chunk.says_when)
 
 
 def plan_sync(
