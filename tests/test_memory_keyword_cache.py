@@ -46,16 +46,15 @@ def _rounds(seed: int) -> Iterator[tuple[sqlite3.Connection, KeywordCache, FtsTo
             document = fts_document(" ".join(rng.choices(WORDS, k=rng.randint(1, 25))))
             new_ids.append(db.execute("INSERT INTO f(body) VALUES (?)", (document,)).lastrowid)
             documents.append(document)
-        if ids and rng.random() < 0.4:
-            for gone in rng.sample(ids, min(len(ids), rng.randint(1, 60))):
-                db.execute("DELETE FROM f WHERE rowid=?", (gone,))
-                ids.remove(gone)
+        gone = rng.sample(ids, min(len(ids), rng.randint(1, 60))) if ids and rng.random() < 0.4 else []
+        for cid in gone:
+            db.execute("DELETE FROM f WHERE rowid=?", (cid,))
+            ids.remove(cid)
         ids += new_ids
-        live = np.asarray(sorted(ids), dtype=np.int64)
         if cache is None:
             cache = KeywordCache.load(generation, new_ids, documents, tokenizer)
         else:
-            cache = cache.refreshed(generation, live, new_ids, documents)
+            cache = cache.refreshed(generation, np.asarray(gone, dtype=np.int64), new_ids, documents)
         queries = [" ".join(rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(20)]
         yield db, cache, tokenizer, queries
 
@@ -153,21 +152,39 @@ def test_query_words_are_text_never_fts5_syntax(tmp_path: Path) -> None:
         assert [h.path for h in index.search("launches", 3, mode="keyword")] == ["MEMORY.md"]
 
 
-def test_a_search_after_a_write_reads_the_live_chunk_ids_once_for_both_caches(tmp_path: Path) -> None:
+def _searched(index: SqliteMemoryIndex, ws: Workspace, query: str) -> int:
+    """How many times a hybrid search read the namespace's live chunk ids. Its caches must then score as a
+    fresh index's do: a deleted chunk left in them would move every BM25 score, and be a vector hit."""
+    statements: list[str] = []
+    index._db.set_trace_callback(statements.append)
+    index.search(query, 3, sync=False)
+    index._db.set_trace_callback(None)
+    vector = index.embedder.embed([query], "query")[0]
+    with SqliteMemoryIndex(ws, HashEmbedder()) as cold:
+        assert index._keyword_scores(query, 100) == cold._keyword_scores(query, 100)
+        assert index._vector_scores(vector, 100, ()) == cold._vector_scores(vector, 100, ())
+    reads = [s for s in statements if s.startswith("SELECT id FROM chunks WHERE namespace=") and "id <=" in s]
+    return len(reads)
+
+
+def _rewrite(ws: Workspace, last: str, mtime: int) -> None:
+    ws.core_file.write_text(f"## a\nthe launch moved\n\n## b\nthe budget grew\n\n## c\nthe {last}\n")
+    os.utime(ws.core_file, ns=(mtime, mtime))
+
+
+def test_the_caches_mask_what_a_write_deleted_and_read_the_live_ids_only_after_anothers(
+    tmp_path: Path,
+) -> None:
     ws = Workspace(tmp_path)
     ws.ensure()
-    ws.core_file.write_text("## a\nthe launch moved\n\n## b\nthe budget grew\n")
-    with SqliteMemoryIndex(ws, HashEmbedder()) as index:
+    _rewrite(ws, "budget held", 10**9)
+    with SqliteMemoryIndex(ws, HashEmbedder()) as index, SqliteMemoryIndex(ws, HashEmbedder()) as other:
         index.search("launch", 2)  # both caches built
-        ws.core_file.write_text("## a\nthe launch moved\n\n## c\nthe budget shrank\n")
-        os.utime(ws.core_file, ns=(10**9, 10**9))
+        # This index's own write tells its caches which chunk went: no live ids read.
+        _rewrite(ws, "budget shrank", 2 * 10**9)
         index.sync()
-        statements: list[str] = []
-        index._db.set_trace_callback(statements.append)
-        hits = index.search("budget shrank", 2)  # hybrid: keyword postings and vectors refreshed
-        index._db.set_trace_callback(None)
-    assert hits[0].snippet.endswith("the budget shrank")
-    live_reads = [
-        s for s in statements if s.startswith("SELECT id FROM chunks WHERE namespace=") and "id <=" in s
-    ]
-    assert len(live_reads) == 1
+        assert _searched(index, ws, "budget grew shrank held") == 0
+        # A write another handle (another process) made: the live ids are read, once for both caches.
+        _rewrite(ws, "budget doubled", 3 * 10**9)
+        other.sync()
+        assert _searched(index, ws, "budget grew shrank held doubled") == 1

@@ -174,21 +174,20 @@ class KeywordCache:
     live: NDArray[np.bool_]
     segments: tuple[_Segment, ...]  # one, or the rebuilt one and the newest rows
     tokenizer: FtsTokenizer  # what made the documents' token ids (and makes a query's)
-    # Derived once per cache, since the average length only moves with the rows: how many rows are live,
-    # each row's length term ``k1 * (1 - b + b * D / avgdl)``, and each single-token posting's term
-    # frequency part ``f * (k1 + 1) / (f + that)``: a search multiplies it by the IDF and adds.
+    # Derived once per cache, since the average length only moves with the rows: how many rows are live and
+    # each row's length term ``k1 * (1 - b + b * D / avgdl)``. A token's postings' term frequency part
+    # ``f * (k1 + 1) / (f + that)`` (a search multiplies it by the IDF and adds) is worked out when a
+    # search first asks for the token, and kept: a refresh after an append then costs nothing per posting.
     count: int = field(init=False)
     norms: NDArray[np.float64] = field(init=False)
-    weights: tuple[NDArray[np.float64], ...] = field(init=False)
+    _weights: dict[tuple[int, int], NDArray[np.float64]] = field(init=False)  # (segment, token) ->
 
     def __post_init__(self) -> None:
         count = int(self.live.sum())
         avgdl = float(self.lengths[self.live].sum()) / count if count else 1.0
-        norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / avgdl)
-        weights = tuple((s.counts * (K1 + 1.0)) / (s.counts + norms[s.rows]) for s in self.segments)
         object.__setattr__(self, "count", count)
-        object.__setattr__(self, "norms", norms)
-        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "norms", K1 * (1 - B + B * self.lengths.astype(np.float64) / avgdl))
+        object.__setattr__(self, "_weights", {})
 
     @classmethod
     def load(
@@ -211,16 +210,14 @@ class KeywordCache:
         return int(self.ids[-1]) if self.ids.size else -1
 
     def refreshed(
-        self, generation: int, live: NDArray[np.int64], new_ids: Sequence[int], documents: Sequence[str]
+        self, generation: int, gone: NDArray[np.int64], new_ids: Sequence[int], documents: Sequence[str]
     ) -> KeywordCache:
-        """This cache after chunks ``new_ids`` (above :attr:`last_id`) were added and only ``live`` of the
-        cached ids are left: the new rows go to the small segment, rebuilt with them; everything is
-        rebuilt into one segment when that one holds an eighth of the rows, or without the dead rows when
-        they are a quarter."""
+        """This cache after chunks ``new_ids`` (above :attr:`last_id`) were added and chunks ``gone``
+        deleted (ids it does not hold are ignored): the new rows go to the small segment, rebuilt with
+        them; everything is rebuilt into one segment when that one holds an eighth of the rows, or without
+        the dead rows when they are a quarter."""
         added, added_lengths = self.tokenizer.stream(documents)
-        alive = np.concatenate(
-            [self.live & np.isin(self.ids, live, assume_unique=True), np.ones(len(new_ids), bool)]
-        )
+        alive = np.concatenate([self.live & ~np.isin(self.ids, gone), np.ones(len(new_ids), bool)])
         ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
         lengths = np.concatenate([self.lengths, added_lengths])
         streams = [segment.stream for segment in self.segments] + [added]
@@ -259,16 +256,25 @@ class KeywordCache:
             matched = matched[np.argpartition(-scores[matched], limit - 1)[:limit]]
         return dict(zip(self.ids[matched].tolist(), scores[matched].tolist(), strict=True))
 
+    def _tf(self, rows: NDArray[np.integer], counts: NDArray[np.integer]) -> NDArray[np.float64]:
+        """The term frequency part of BM25 for ``counts`` hits in ``rows``."""
+        weights: NDArray[np.float64] = (counts * (K1 + 1.0)) / (counts + self.norms[rows])
+        return weights
+
     def _hits(self, phrase: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.float64]]:
         """The rows holding ``phrase`` and the term frequency part of its BM25 term in each."""
         parts: list[tuple[NDArray[np.integer], NDArray[np.float64]]] = []
-        for segment, weights in zip(self.segments, self.weights, strict=True):
+        for at, segment in enumerate(self.segments):
             if len(phrase) == 1 and phrase[0] < segment.at.size - 1:
                 lo, hi = segment.post[phrase[0]], segment.post[phrase[0] + 1]
-                parts.append((segment.rows[lo:hi], weights[lo:hi]))
+                rows = segment.rows[lo:hi]
+                weights = self._weights.get((at, phrase[0]))
+                if weights is None:
+                    weights = self._weights[at, phrase[0]] = self._tf(rows, segment.counts[lo:hi])
+                parts.append((rows, weights))
             elif len(phrase) > 1:
-                rows, counts = segment.phrase_hits(phrase)
-                parts.append((rows, (counts * (K1 + 1.0)) / (counts + self.norms[rows])))
+                found, counts = segment.phrase_hits(phrase)
+                parts.append((found, self._tf(found, counts)))
         if len(parts) == 1:
             return parts[0]
         return (

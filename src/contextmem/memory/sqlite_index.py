@@ -210,6 +210,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 " keywords=excluded.keywords",
                 (ns, self._encoders, self._keywords),
             )
+            generation = self._caches.generation()  # this write's, read before another can commit
             dropped = changes.dead_hashes
             db.executemany(  # vectors no chunk of any namespace uses any more
                 "DELETE FROM embeddings WHERE model=? AND hash=?"
@@ -224,6 +225,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if not plan.rebuild:
+            self._caches.deleted(generation, changes.dead_ids)
 
     def _drop_chunks(self, plan: SyncPlan) -> WriteSet:
         """Delete the chunk, keyword and file rows ``plan`` replaces; return what went and what to insert."""

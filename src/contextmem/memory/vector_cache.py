@@ -92,14 +92,16 @@ class VectorCache:
         return rows, found
 
     def refreshed(
-        self, generation: int, live: NDArray[np.int64], new_ids: Sequence[int], blobs: Sequence[bytes]
+        self, generation: int, gone: NDArray[np.int64], new_ids: Sequence[int], blobs: Sequence[bytes]
     ) -> VectorCache:
-        """This cache after chunks ``new_ids`` (ids above :attr:`last_id`) were added and only ``live``
-        of the cached ids are left. Appends in place when there is room (searches hold the index's lock,
-        so nobody reads meanwhile); compacts into a new buffer when a quarter of the rows are dead."""
+        """This cache after chunks ``new_ids`` (ids above :attr:`last_id`) were added and chunks ``gone``
+        deleted (ids it does not hold, or holds dead already, are ignored). Appends in place when there is
+        room (searches hold the index's lock, so nobody reads meanwhile); compacts into a new buffer when
+        a quarter of the rows are dead."""
         if not self.ids.size:
             return VectorCache.load(generation, new_ids, blobs, self.buffer.shape[1])
-        dead = np.flatnonzero(~np.isin(self.ids, live, assume_unique=True))
+        rows, found = self.rows_of(gone)
+        dead = np.union1d(self.dead, rows[found])
         n, dim = self.ids.size, self.buffer.shape[1]
         fresh = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
         added = np.asarray(new_ids, dtype=np.int64)
