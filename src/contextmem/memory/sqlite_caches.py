@@ -8,12 +8,11 @@ Three caches, each read from the namespace's chunk rows and refreshed when the n
 * the speaker names its chunks carry (:func:`.speakers.speakers`).
 
 Refreshes are *incremental*: chunk ids are never reused (AUTOINCREMENT) and SQLite commits one writer at
-a time, so only the rows of chunks above a cache's largest id are read; the matrix and the postings mask
-the chunks deleted since (which the index's own writes report through :meth:`NamespaceCaches.deleted`;
-after a write they did not report, another process's or a rebuild, the ids still live are read), the
-names keep them (a name whose chunks were all deleted stays known until
-the index is reopened; it only steers how a query that says it is encoded). Not thread-safe on its own:
-the index calls it with its lock held.
+a time, so only the rows of chunks above a cache's largest id are read. The matrix and the postings mask
+the chunks deleted since: those the index's own writes report (:meth:`NamespaceCaches.deleted`), or,
+after a write that did not report (another process's, a rebuild), every id no longer live. The names keep
+them (a name whose chunks were all deleted stays known until the index is reopened; it only steers how a
+query that says it is encoded). Not thread-safe on its own: the index calls it with its lock held.
 """
 
 from __future__ import annotations

@@ -243,9 +243,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             for path, row in self._stored_rows(f"AND path IN ({marks})", part):
                 stored.setdefault(path, []).append(row)
         changes = plan.write_set(stored)
-        dead = [(cid,) for cid in changes.dead_ids]
-        db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', dead)
-        db.executemany("DELETE FROM chunks WHERE id=?", dead)
+        db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', ((cid,) for cid in changes.dead_ids))
+        db.executemany("DELETE FROM chunks WHERE id=? AND namespace=?", ((c, ns) for c in changes.dead_ids))
         db.executemany(
             "DELETE FROM files WHERE namespace=? AND path=?", ((ns, r) for r in plan.report.removed)
         )

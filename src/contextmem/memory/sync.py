@@ -7,7 +7,8 @@ rebuilt (the embedder or keyword scheme changed, or a repair), and which chunks 
 :meth:`SyncPlan.parts` splits a plan into parts of whole files, each with about ``COMMIT_CHUNKS`` chunk
 texts to embed; :func:`embed_missing` embeds the chunk texts the backend has no vector (or, with a sparse
 head, no sparse terms) for. A backend then applies each part in one transaction (so an interrupted sync
-keeps the parts already committed); what it stores is its own business.
+keeps the parts already committed), rewriting only the chunks a file changed (:meth:`SyncPlan.write_set`);
+what it stores is its own business.
 """
 
 from __future__ import annotations
