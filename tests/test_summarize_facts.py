@@ -18,6 +18,8 @@ from contextmem.summarize import Summarizer, build_ledger, parse_sections
 from contextmem.summarize.cues import ADVICE, EVENT
 from contextmem.summarize.extractive import extractive_summary
 from contextmem.summarize.facts import (
+    Fact,
+    _render,
     compact_facts,
     facts_from_messages,
     facts_from_summary,
@@ -858,3 +860,38 @@ def test_a_long_run_is_read_once_not_once_per_character(run: str) -> None:
     assert EVENT.search(text) is not None
     assert facts_from_messages([user(text)], build_ledger([user(text)]), ())
     assert facts_from_summary(f"## Critical context\n- {text}", "en")  # a name after a full stop
+
+
+_TURNS = st.lists(
+    st.tuples(
+        st.sampled_from(["Caroline", "Melanie"]),
+        st.sampled_from(
+            ["I went home.", "[shares a photo: a bunch of jerseys]", "see you then", "我回家了。"]
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(turns=_TURNS)
+def test_a_summary_reads_back_who_said_each_fact(turns: list[tuple[str, str]]) -> None:
+    """Facts of one date share a bullet, the speaker named where it changes; read back, each fact keeps
+    its speaker. A fact that ends without a sentence mark (a photo turn, chat without punctuation) once
+    swallowed the next speaker's: ``John: … [shares a photo: …] Tim: Cool!`` came back as John's."""
+    said = [("Caroline", "Hi."), ("Melanie", "Hello."), ("Caroline", "Bye."), ("Melanie", "Ciao.")]
+    earlier = [Fact(text, "context", 1.0, i - 9, who, "7 May 2023") for i, (who, text) in enumerate(said)]
+    facts = [Fact(text, "context", 1.0, i, who, "8 May 2023") for i, (who, text) in enumerate(turns)]
+    back = facts_from_summary(_render(earlier + facts, "en"), "en")
+    assert _runs([(f.speaker, f.text) for f in back]) == _runs([*said, *turns])
+
+
+def _runs(said: list[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """Who said what, a speaker's consecutive facts as one text (read back, they may be one fact)."""
+    runs: list[tuple[str | None, str]] = []
+    for who, text in said:
+        if runs and runs[-1][0] == who:
+            runs[-1] = (who, f"{runs[-1][1]} {text}")
+        else:
+            runs.append((who, text))
+    return runs

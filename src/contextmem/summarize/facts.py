@@ -110,12 +110,10 @@ _NONE_ITEMS = derived(
 )
 """Items that say nothing: a dash, an ellipsis, each summary language's none items."""
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
+_MARKS = derived(lambda langs: "".join(lang.sentence_marks for lang in langs))
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
 _SPEAKER_TURN = TablePattern(
-    lambda langs: (
-        rf"(?<=[{re.escape(''.join(lang.sentence_marks for lang in langs))}])\s*"
-        rf"(?=(?:{SPEAKER_NAME.build(langs)})[:：])"
-    )
+    lambda langs: rf"(?<=[{re.escape(_MARKS())}])\s*(?=(?:{SPEAKER_NAME.build(langs)})[:：])"
 )
 
 
@@ -313,7 +311,9 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
 
 def _render(facts: Sequence[Fact], lang: Lang) -> str:
     """The six sections; within each, facts in order, a run of one session date in one bullet, the
-    speaker named where it changes: ``- [8 May 2023] Caroline: a. b. Melanie: c.``"""
+    speaker named where it changes: ``- [8 May 2023] Caroline: a. b. Melanie: c.`` Another speaker's fact
+    joins a bullet only after a sentence mark, where :data:`_SPEAKER_TURN` splits it back: after ``a``
+    (a photo turn, chat without punctuation) it opens a bullet of its own."""
     by_section: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
     joiner = summary_text(lang).joiner
     for key in SECTION_KEYS:
@@ -322,7 +322,13 @@ def _render(facts: Sequence[Fact], lang: Lang) -> str:
         for fact in sorted((f for f in facts if f.section == key), key=lambda f: f.order):
             who = f"{fact.speaker}: " if fact.speaker else ""
             tool = _TOOL_LINE.match(fact.text) is not None
-            if run is not None and not tool and fact.date is not None and fact.date == run[0]:
+            if (
+                run is not None
+                and not tool
+                and fact.date is not None
+                and fact.date == run[0]
+                and (fact.speaker == run[1] or bullets[-1][-1:] in _MARKS())
+            ):
                 bullets[-1] += joiner + (who if fact.speaker != run[1] else "") + fact.text
             else:
                 bullets.append(fact.item())
