@@ -21,8 +21,8 @@ from contextmem.agent.task import TaskMemory
 from contextmem.errors import ConfigError
 from contextmem.lang import en, is_question, scripts, zh
 from contextmem.lang.calendar import says_when
+from contextmem.lang.dates import day_mentions, relative_days
 from contextmem.memory import HashEmbedder, SqliteMemoryIndex
-from contextmem.memory.dates import day_mentions, relative_days
 from contextmem.memory.text import query_days, query_month_days
 from contextmem.memory.when import asks_when
 from contextmem.messages import AssistantMessage, UserMessage

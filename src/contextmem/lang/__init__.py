@@ -5,7 +5,7 @@ not names, calendar names, date forms, claim patterns); :mod:`.scripts` holds th
 CJK scripts. The summariser (:mod:`contextmem.summarize.cues`, :mod:`~contextmem.summarize.salience`)
 and the save-claim check (:mod:`contextmem.agent.claims`) iterate over the registry; adding a language is
 one module whose :class:`Language` is passed to :func:`register` (the built-in ones are listed in
-:mod:`.registry`). So does the date reader of memory search (:mod:`contextmem.memory.dates`): each
+:mod:`.registry`). So does the date reader of memory search (:mod:`contextmem.lang.dates`): each
 language's relative-day phrases ("last Saturday", 上周六), number words and written dates are its tables.
 A summary language also has its letters (how a conversation in it is recognised) and a
 :class:`SummaryText`: the summariser writes its section titles, prompt and ledger labels.

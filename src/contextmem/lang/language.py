@@ -30,7 +30,7 @@ CUE_KINDS = (
 """The kinds of cue the summariser reads (:mod:`contextmem.summarize.salience` says what each means)."""
 
 DAY_KINDS = ("days", "days_ago", "last_weekday", "weekday_of_week", "whole_week", "weekend", "month_day")
-"""How a :class:`DayPhrase` resolves against today (:mod:`contextmem.memory.dates` says what each means).
+"""How a :class:`DayPhrase` resolves against today (:mod:`contextmem.lang.dates` says what each means).
 The named groups each kind reads: ``days_ago`` ``n``; ``last_weekday`` ``weekday``; ``weekday_of_week``
 ``week`` and ``weekday``; ``whole_week`` and ``weekend`` ``week``; ``month_day`` ``month``, ``day`` and
 an optional ``year``."""

@@ -24,9 +24,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..lang import is_question
+from ..lang.dates import day_mentions
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
-from .dates import day_mentions
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
 from .query_encoding import QueryEncoder

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from ..errors import MissingExtraError
 from ..lang.calendar import says_when
+from ..lang.dates import full_days, relative_days, written_months
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
-from .dates import full_days, relative_days, written_months
 from .speakers import speakers
 
 __all__ = [

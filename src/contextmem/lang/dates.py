@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from ..lang import Language, derived
-from ..lang.language import DayPhrase
+from .language import DayPhrase, Language
+from .registry import derived
 
 __all__ = ["day_mentions", "full_days", "relative_days", "written_days", "written_months"]
 

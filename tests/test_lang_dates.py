@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextmem.memory.dates import day_mentions, relative_days, written_months
+from contextmem.lang.dates import day_mentions, relative_days, written_months
 from contextmem.memory.text import MAX_QUERY_DAYS, MAX_QUERY_MONTHS, query_days, query_month_days
 
 WED = date(2026, 3, 18)  # a Wednesday; its ISO week starts on Monday 2026-03-16
