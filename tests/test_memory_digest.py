@@ -122,3 +122,21 @@ async def test_a_memory_entry_goes_to_the_daily_file_of_the_runtimes_clock(tmp_p
     assert [p.name for p in (tmp_path / "ws" / "memory").glob("*.md")] == ["2022-06-09.md"]
     assert "## 20:15 chat: context cleared" in (tmp_path / "ws" / "memory" / "2022-06-09.md").read_text()
     await runtime.close()
+
+
+def test_a_day_said_relative_to_the_session_is_written_in_the_entry() -> None:
+    """Read months later, "yesterday" says nothing; the entry writes the day, as the session's date is
+    written. The summary the model is sent keeps the words as they were."""
+    summary = (
+        "## Critical context\n"
+        "- [8 May, 2023] Caroline: I went to the support group yesterday. Melanie: Nice!\n"
+        "- [2023年5月9日] 小林: 我上周六去了公园。"
+    )
+    assert fact_digest(summary, "en").splitlines() == [
+        "### 8 May, 2023",
+        "- [8 May, 2023] Caroline: I went to the support group yesterday. (yesterday: 7 May, 2023)",
+        "- [8 May, 2023] Melanie: Nice!",
+        "",
+        "### 2023年5月9日",
+        "- [2023年5月9日] 小林: 我上周六去了公园。（上周六：2023年5月6日）",
+    ]

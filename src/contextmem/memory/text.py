@@ -69,7 +69,6 @@ MAX_QUERY_MONTHS = 2  # months named by one query (each its days) whose chunks a
 
 _TOKEN_RE = re.compile(rf"[{CJK_LETTERS}]+|[^\W{CJK_LETTERS}_]+(?:['’][^\W{CJK_LETTERS}_]+)*")
 _HEADING_RE = re.compile(r"#{1,6}\s")
-_ISO_DAY_RE = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +178,7 @@ def query_days(query: str, today: date | None = None) -> frozenset[date]:
     the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first
     (:mod:`.ranking`)."""
     days = set(relative_days(query, today)) if today is not None else set()
-    return frozenset(sorted(days | _full_days(query))[:MAX_QUERY_DAYS])
+    return frozenset(sorted(days | full_days(query))[:MAX_QUERY_DAYS])
 
 
 def query_month_days(query: str) -> frozenset[date]:
@@ -191,18 +190,6 @@ def query_month_days(query: str) -> frozenset[date]:
     for year, month in sorted(written_months(query))[:MAX_QUERY_MONTHS]:
         days.update(date(year, month, d) for d in range(1, calendar.monthrange(year, month)[1] + 1))
     return frozenset(days)
-
-
-def _full_days(text: str) -> set[date]:
-    """The days ``text`` writes with their year: ISO (``2026-01-05``, ``2026/1/5``) and
-    :func:`.dates.full_days`."""
-    days = full_days(text)
-    for year, month, day in _ISO_DAY_RE.findall(text):
-        try:
-            days.add(date(int(year), int(month), int(day)))
-        except ValueError:
-            continue
-    return days
 
 
 def file_text(data: bytes) -> str:
@@ -230,7 +217,7 @@ def heading_days(text: str) -> list[date | None]:
             level = len(line) - len(line.lstrip("#"))
             while open_headings and open_headings[-1][0] >= level:
                 open_headings.pop()
-            days = _full_days(line)
+            days = full_days(line)
             open_headings.append((level, next(iter(days)) if len(days) == 1 else None))
         out.append(next((day for _, day in reversed(open_headings) if day is not None), None))
     return out

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import pairwise
 
+from ..lang.dates import resolved_days
 from .facts import facts_from_summary, session_date
 from .languages import Lang, summary_text
 from .prompts import SECTION_KEYS
@@ -41,7 +42,10 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     session date, sessions in the order they were held (undated facts first, under their section's
     title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
     identifier block: short chunks like those outranked the bullet holding the answer
-    (``evals/results/compaction_facts.md``).
+    (``evals/results/compaction_facts.md``). A fact that names a day relative to its session date is
+    followed by that day, written as the date is (:func:`contextmem.lang.dates.resolved_days`): ``- [8 May,
+    2023] Caroline: I went to the group yesterday. (yesterday: 7 May, 2023)``. The entry is read long
+    after, when "yesterday" says nothing.
 
     Facts said before the first session header of ``summary`` took place on the session date that
     ``previous`` (the summary before them) ends on. Pure; ``""`` when ``summary`` holds no fact.
@@ -52,7 +56,8 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     titles = summary_text(lang).sections
     bullets: dict[str, list[str]] = {}  # heading -> bullets, in the summary's order
     for fact, when in facts:
-        line = "- " + replace(fact, date=when).item()
+        said = resolved_days(fact.text, when) if when else fact.text
+        line = "- " + replace(fact, date=when, text=said).item()
         bullets.setdefault(when or titles[fact.section], []).append(line)
     runs = [[when for f, when in facts if when and f.section == key] for key in SECTION_KEYS]
     headings = [h for h in bullets if h in titles.values()] + _chronological(runs)
