@@ -111,9 +111,13 @@ _NONE_ITEMS = derived(
 """Items that say nothing: a dash, an ellipsis, each summary language's none items."""
 _ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
 _MARKS = derived(lambda langs: "".join(lang.sentence_marks for lang in langs))
+"""Every language's sentence marks."""
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).
 _SPEAKER_TURN = TablePattern(
-    lambda langs: rf"(?<=[{re.escape(_MARKS())}])\s*(?=(?:{SPEAKER_NAME.build(langs)})[:：])"
+    lambda langs: (
+        rf"(?<=[{re.escape(''.join(lang.sentence_marks for lang in langs))}])\s*"
+        rf"(?=(?:{SPEAKER_NAME.build(langs)})[:：])"
+    )
 )
 
 
