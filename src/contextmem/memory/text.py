@@ -14,7 +14,7 @@ import hashlib
 import importlib
 import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
 
@@ -84,10 +84,16 @@ class Chunk:
     heading_day: date | None = None
     speakers: frozenset[str] = frozenset()
     says_when: bool = False
+    _hash: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def hash(self) -> str:
-        return content_hash(self.text)
+        """:func:`content_hash` of the text, worked out once (a sync asks it of a chunk several times)."""
+        found = self._hash
+        if found is None:
+            found = content_hash(self.text)
+            object.__setattr__(self, "_hash", found)
+        return found
 
 
 def content_hash(text: str | bytes) -> str:
