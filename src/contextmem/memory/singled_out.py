@@ -43,7 +43,7 @@ def row_cues(
     """What :func:`.ranking.combine` singles out among ``rows`` (chunk id -> row) for ``query``:
 
     - ``naming_chunks``: the chunks under a heading that writes one of the ``named`` days, or whose text
-      writes one (``mentions``, :func:`.dates.day_mentions`);
+      writes one (``mentions``, :func:`contextmem.lang.dates.day_mentions`);
     - with ``speakers``, ``speaking_chunks`` (:func:`.speakers.speaking_chunks`);
     - with ``when``, ``timed_chunks`` (:func:`.when.timed_chunks`): a daily file's chunk is dated by its
       file's name, so it says when;

@@ -178,20 +178,19 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
 
 def query_days(query: str, today: date | None = None) -> frozenset[date]:
     """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, and the days the languages write
-    with their year, ``2026年1月5日``, ``8 May, 2023``: :func:`.dates.full_days`; with ``today``, also the
-    days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``, 上周六 —
-    :func:`.dates.relative_days`),
-    the earliest :data:`MAX_QUERY_DAYS`; impossible dates are ignored. Their daily files rank first
-    (:mod:`.ranking`)."""
+    with their year, ``2026年1月5日``, ``8 May, 2023``: :func:`contextmem.lang.dates.full_days`; with
+    ``today``, also the days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``,
+    上周六 — :func:`contextmem.lang.dates.relative_days`), the earliest :data:`MAX_QUERY_DAYS`; impossible
+    dates are ignored. Their daily files rank first (:mod:`.ranking`)."""
     days = set(relative_days(query, today)) if today is not None else set()
     return frozenset(sorted(days | full_days(query))[:MAX_QUERY_DAYS])
 
 
 def query_month_days(query: str) -> frozenset[date]:
     """Every day of the months ``query`` writes with their year ("in December 2023", 2023年12月:
-    :func:`.dates.written_months`), of the earliest :data:`MAX_QUERY_MONTHS` months. A question about a
-    month asks about its days: like :func:`query_days`' days, their daily files and the sections dated
-    in them rank first (:mod:`.ranking`)."""
+    :func:`contextmem.lang.dates.written_months`), of the earliest :data:`MAX_QUERY_MONTHS` months. A
+    question about a month asks about its days: like :func:`query_days`' days, their daily files and the
+    sections dated in them rank first (:mod:`.ranking`)."""
     days: set[date] = set()
     for year, month in sorted(written_months(query))[:MAX_QUERY_MONTHS]:
         days.update(date(year, month, d) for d in range(1, calendar.monthrange(year, month)[1] + 1))
