@@ -4,9 +4,10 @@ written in full.
 A query that names a day asks about that day's daily file (:func:`contextmem.memory.text.query_days`,
 :mod:`contextmem.memory.ranking`); a fact written to memory is followed by the days it names relative to
 the day it was said (:func:`resolved_days`), written as that day is (:func:`written_like`).
-ISO dates carry their own year; the phrases here need the search's reference date ``today`` (the index's
-clock, :class:`.indexing.BaseMemoryIndex`; injectable for tests and evaluation). :func:`relative_days`
-is a pure function of ``(query, today)``: no clock, no I/O.
+
+ISO dates carry their own year; the phrases need a reference day ``today``: a search's is the index's
+clock (:class:`contextmem.memory.indexing.BaseMemoryIndex`, injectable for tests and evaluation), a fact's
+the day it was said. Every function here is pure: no clock, no I/O.
 
 The phrases are the registered languages' (:attr:`contextmem.lang.Language.day_phrases`: each language
 module lists what it reads, and what it leaves alone); this module only resolves them, by kind
@@ -209,8 +210,9 @@ _GRAMMAR: Callable[[], _Grammar] = derived(_grammar)
 
 def relative_days(query: str, today: date) -> frozenset[date]:
     """The days ``query`` names relative to ``today`` (the table in the module docstring), read left to
-    right, each phrase once. Linear in ``len(query)``; callers bound the query (:func:`.text.bound_query`)
-    and the number of days they use (:data:`.text.MAX_QUERY_DAYS`)."""
+    right, each phrase once. Linear in ``len(query)``; callers bound the query
+    (:func:`contextmem.memory.text.bound_query`) and the number of days they use
+    (:data:`contextmem.memory.text.MAX_QUERY_DAYS`)."""
     days: set[date] = set()
     for _, phrase, values, reader in _phrases(query):
         days.update(_resolve(phrase, reader, values, today))
