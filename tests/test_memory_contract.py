@@ -470,6 +470,49 @@ def test_namespaces_never_see_each_other(make: Factory) -> None:
     assert results > 600
 
 
+class CountingSparseEmbedder(CountingEmbedder):
+    """A :class:`CountingEmbedder` with HashEmbedder's sparse head, recording the texts it encodes."""
+
+    sparse_dim = HashEmbedder.sparse_dim
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sparse_texts: list[str] = []
+
+    @property
+    def sparse_name(self) -> str:
+        return self.inner.sparse_name
+
+    def sparse(self, texts: Sequence[str]) -> list[dict[int, float]]:
+        self.sparse_texts.extend(texts)
+        return self.inner.sparse(texts)
+
+
+def test_a_namespace_encodes_the_texts_it_holds_itself_and_keeps_them_when_another_drops_them(
+    make: Factory,
+) -> None:
+    """Whether another namespace holds a text never shows in a sync: not in what it encodes, not in its
+    report, not in how long it takes. Deleting one namespace's copy leaves the other's whole."""
+    text = "# Diagnosis\nthe biopsy came back benign"
+    alice, bob = make("alice", CountingSparseEmbedder()), make("bob", CountingSparseEmbedder())
+    alice.workspace.core_file.write_text(text + "\n")
+    assert alice.sync().chunks_embedded == 1
+    bob.workspace.core_file.write_text(text + "\n\n# Own\nbob's own note\n")
+    assert bob.sync().chunks_embedded == 2
+    embedder = bob.embedder
+    assert isinstance(embedder, CountingSparseEmbedder)
+    assert sorted(embedder.passages) == sorted(embedder.sparse_texts) == [text, "# Own\nbob's own note"]
+    alice.workspace.core_file.unlink()
+    assert alice.sync().removed == ["MEMORY.md"]
+    assert bob.check().ok
+    for mode in ("vector", "hybrid"):
+        hits = bob.search("biopsy benign", 1, mode=mode, sync=False)
+        assert [(h.path, h.start_line) for h in hits] == [("MEMORY.md", 1)] and hits[0].namespace == "bob"
+        assert (hits[0].sparse_score or 0) > 0
+    alice.workspace.core_file.write_text(text + "\n")
+    assert alice.sync().chunks_embedded == 1  # its own copy went with its chunk
+
+
 def test_postgres_vector_search_uses_hnsw_and_stays_in_the_namespace(pg_dsn: str, tmp_path: Path) -> None:  # noqa: F811
     """A large namespace's vector query runs on the HNSW index and agrees with an exact scan; a namespace
     holding 2% of the rows still gets a full candidate list, never another namespace's rows."""

@@ -366,6 +366,7 @@ def test_an_index_of_schema_1_migrates_and_keeps_its_vectors(tmp_path: Path) -> 
         (4, "chunks_by_line"),
         (5, "heading_day_speakers"),
         (6, "says_when"),
+        (7, "encodings_per_namespace"),
     ]
 
 
@@ -399,10 +400,49 @@ def test_an_index_of_the_last_user_version_schema_is_adopted_in_place(tmp_path: 
         (4, "chunks_by_line"),
         (5, "heading_day_speakers"),
         (6, "says_when"),
+        (7, "encodings_per_namespace"),
     ]
     assert not index.sync().changed and embedder.passages == []
     assert _paths(index, "beta", mode="keyword") == [("MEMORY.md", 4, 5)]
     assert index.check().ok
+
+
+def test_encodings_shared_across_namespaces_are_copied_to_each_and_none_encoded_again(tmp_path: Path) -> None:
+    """m0007: a file whose namespaces shared vectors and sparse terms by text (m0006) gives each namespace
+    its own copy of what its chunks use, drops what no chunk uses, and the next syncs encode nothing."""
+    db_path = tmp_path / "index.sqlite"
+    for namespace in ("alice", "bob"):
+        ws = Workspace(tmp_path, namespace)
+        ws.ensure()
+        ws.core_file.write_text(f"# Shared\nthe launch moved to May\n\n# Own\n{namespace}'s tea\n")
+        with SqliteMemoryIndex(ws, HashEmbedder(128), db_path=db_path) as index:
+            assert index.sync().chunks_embedded == 2
+    with sqlite3.connect(db_path) as db:  # back to m0006: one row a (model, text), and one no chunk uses
+        old_keys = (("embeddings", "vector", "model, hash"), ("sparse_terms", "terms", "hash, model"))
+        for table, payload, key in old_keys:
+            db.execute(
+                f"CREATE TABLE old(id INTEGER PRIMARY KEY, model TEXT NOT NULL, hash TEXT NOT NULL,"
+                f" {payload} BLOB NOT NULL)"
+            )
+            db.execute(
+                f"INSERT INTO old(model, hash, {payload}) SELECT model, hash, min({payload}) FROM {table}"
+                " GROUP BY model, hash"
+            )
+            db.execute(f"INSERT INTO old(model, hash, {payload}) VALUES ('hash-128', 'unused', x'00')")
+            db.execute(f"DROP TABLE {table}")
+            db.execute(f"ALTER TABLE old RENAME TO {table}")
+            db.execute(f"CREATE UNIQUE INDEX {table}_key ON {table}({key})")
+        db.execute("DELETE FROM cm_schema_migrations WHERE component='memory' AND version=7")
+    for namespace in ("alice", "bob"):
+        with SqliteMemoryIndex(Workspace(tmp_path, namespace), HashEmbedder(128), db_path=db_path) as index:
+            assert not index.sync().changed and index.check().ok
+            hits = index.search("launch May", 1, mode="vector", sync=False)
+            assert [(h.namespace, h.start_line) for h in hits] == [(namespace, 1)]
+    assert _memory_migrations(db_path)[-1] == (7, "encodings_per_namespace")
+    with sqlite3.connect(db_path) as db:
+        for table in ("embeddings", "sparse_terms"):
+            sql = f"SELECT namespace, count(*) FROM {table} GROUP BY namespace ORDER BY namespace"
+            assert db.execute(sql).fetchall() == [("alice", 2), ("bob", 2)]
 
 
 def test_an_index_from_a_newer_contextmem_is_refused(tmp_path: Path) -> None:

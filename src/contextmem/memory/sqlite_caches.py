@@ -91,7 +91,8 @@ class NamespaceCaches:
             # left to choose walks the namespace's index (7 ms) or every vector of the model (35 ms).
             namespace = "c.namespace" if since < 0 else "+c.namespace"
             return self._db.execute(
-                "SELECT c.id, e.vector FROM chunks c CROSS JOIN embeddings e ON e.model=? AND e.hash=c.hash"
+                "SELECT c.id, e.vector FROM chunks c CROSS JOIN embeddings e"
+                " ON e.namespace=c.namespace AND e.model=? AND e.hash=c.hash"
                 f" WHERE {namespace}=? AND c.id > ? ORDER BY c.id",
                 (self.model, self.namespace, since),
             ).fetchall()

@@ -6,10 +6,12 @@ SQLite's own:
 * **Schema** from the numbered migrations of :mod:`contextmem.store.migrations.memory_sqlite` (component
   ``memory`` in ``cm_schema_migrations``). A file of the old ``PRAGMA user_version`` scheme is adopted
   in place: its ``user_version`` is the migration number it is at (see that package); nothing is rebuilt.
-* **Vectors** are cached across namespaces by ``(embedder name, chunk hash)`` in ``embeddings``: a text
-  embedded once is never embedded again by that embedder (switching back to a previous embedder costs
-  nothing); a vector no chunk uses any more is deleted with the chunks that used it. **Sparse terms**
-  (:mod:`.sparse`) are kept the same way in ``sparse_terms``, by ``(sparse head name, chunk hash)``.
+* **Vectors** are kept per namespace by ``(embedder name, chunk hash)`` in ``embeddings``: a text the
+  namespace embedded once is never embedded again by that embedder (switching back to a previous embedder
+  costs nothing), and a text's vectors are deleted with the namespace's last chunk that used it. **Sparse
+  terms** (:mod:`.sparse`) are kept the same way in ``sparse_terms``, by ``(sparse head name, chunk
+  hash)``. Never shared across namespaces: a sync that embedded nothing for another namespace's text would
+  tell it that text is stored (``m0007``).
 * **Keywords**: each namespace has its own FTS5 table (named from a hash of the namespace). It stores the
   keyword documents and tokenizes them; searches score FTS5's ``bm25()`` over the namespace's postings
   held in memory (:mod:`.keyword_cache`: FTS5's own OR query read every posting list of every query
@@ -155,15 +157,17 @@ class SqliteMemoryIndex(BaseMemoryIndex):
     def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
         found: dict[str, Vector | None] = {}
         for part, marks in _in_batches(hashes):
-            sql = f"SELECT hash FROM embeddings WHERE model=? AND hash IN ({marks})"
-            found.update((r[0], None) for r in self._db.execute(sql, (self.embedder.name, *part)))
+            sql = f"SELECT hash FROM embeddings WHERE namespace=? AND model=? AND hash IN ({marks})"
+            params = (self.namespace, self.embedder.name, *part)
+            found.update((r[0], None) for r in self._db.execute(sql, params))
         return found
 
     def _stored_terms(self, hashes: list[str]) -> Mapping[str, bytes | None]:
         found: dict[str, bytes | None] = {}
         for part, marks in _in_batches(hashes):
-            sql = f"SELECT hash FROM sparse_terms WHERE model=? AND hash IN ({marks})"
-            found.update((r[0], None) for r in self._db.execute(sql, (self._sparse_name, *part)))
+            sql = f"SELECT hash FROM sparse_terms WHERE namespace=? AND model=? AND hash IN ({marks})"
+            params = (self.namespace, self._sparse_name, *part)
+            found.update((r[0], None) for r in self._db.execute(sql, params))
         return found
 
     def _write(
@@ -175,12 +179,12 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             changes = self._drop_chunks(plan)
             db.execute(_FTS_DDL.format(table=fts))
             db.executemany(
-                "INSERT OR IGNORE INTO embeddings(model, hash, vector) VALUES (?,?,?)",
-                ((model, h, v.tobytes()) for h, v in vectors.items() if v is not None),
+                "INSERT OR IGNORE INTO embeddings(namespace, model, hash, vector) VALUES (?,?,?,?)",
+                ((ns, model, h, v.tobytes()) for h, v in vectors.items() if v is not None),
             )
             db.executemany(
-                "INSERT OR IGNORE INTO sparse_terms(model, hash, terms) VALUES (?,?,?)",
-                ((self._sparse_name, h, t) for h, t in terms.items() if t is not None),
+                "INSERT OR IGNORE INTO sparse_terms(namespace, model, hash, terms) VALUES (?,?,?,?)",
+                ((ns, self._sparse_name, h, t) for h, t in terms.items() if t is not None),
             )
             for rel, chunk, day in changes.rows:
                 cur = db.execute(
@@ -211,16 +215,12 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 (ns, self._encoders, self._keywords),
             )
             generation = self._caches.generation()  # this write's, read before another can commit
-            dropped = changes.dead_hashes
-            db.executemany(  # vectors no chunk of any namespace uses any more
-                "DELETE FROM embeddings WHERE model=? AND hash=?"
-                " AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash=?)",
-                ((model, h, h) for h in dropped),
-            )
-            db.executemany(  # sparse terms (of any head) no chunk uses any more
-                "DELETE FROM sparse_terms WHERE hash=? AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash=?)",
-                ((h, h) for h in dropped),
-            )
+            for table in ("embeddings", "sparse_terms"):  # of any model: no chunk of ns uses the text now
+                db.executemany(
+                    f"DELETE FROM {table} WHERE namespace=? AND hash=?"
+                    " AND NOT EXISTS (SELECT 1 FROM chunks WHERE hash=? AND namespace=?)",
+                    ((ns, h, h, ns) for h in changes.dead_hashes),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -346,8 +346,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
                 self._db.execute(
                     # CROSS JOIN: SQLite then looks chunks up by id first; left to choose, it walks every
                     # term row of the model (0.3 s at 10k chunks).
-                    "SELECT c.id, s.terms FROM chunks c CROSS JOIN sparse_terms s"
-                    f" ON s.model=? AND s.hash=c.hash WHERE +c.namespace=? AND c.id IN ({marks})",
+                    "SELECT c.id, s.terms FROM chunks c CROSS JOIN sparse_terms s ON s.namespace=c.namespace"
+                    f" AND s.model=? AND s.hash=c.hash WHERE +c.namespace=? AND c.id IN ({marks})",
                     (self._sparse_name, self.namespace, *part),
                 )
             )
@@ -391,7 +391,7 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             problems.append(f"{orphans} chunk(s) missing from the keyword index")
         unembedded = db.execute(
             "SELECT count(*) FROM chunks c WHERE c.namespace=? AND NOT EXISTS"
-            " (SELECT 1 FROM embeddings v WHERE v.model=? AND v.hash=c.hash)",
+            " (SELECT 1 FROM embeddings v WHERE v.namespace=c.namespace AND v.model=? AND v.hash=c.hash)",
             (ns, self.embedder.name),
         ).fetchone()[0]
         if unembedded:
@@ -399,7 +399,8 @@ class SqliteMemoryIndex(BaseMemoryIndex):
         if self._sparse_name is not None:
             unencoded = db.execute(
                 "SELECT count(*) FROM chunks c WHERE c.namespace=? AND NOT EXISTS"
-                " (SELECT 1 FROM sparse_terms s WHERE s.model=? AND s.hash=c.hash)",
+                " (SELECT 1 FROM sparse_terms s"
+                " WHERE s.namespace=c.namespace AND s.model=? AND s.hash=c.hash)",
                 (ns, self._sparse_name),
             ).fetchone()[0]
             if unencoded:
