@@ -3,7 +3,7 @@ written in full.
 
 A query that names a day asks about that day's daily file (:func:`contextmem.memory.text.query_days`,
 :mod:`contextmem.memory.ranking`); a fact written to memory is followed by the days it names relative to
-the day it was said (:func:`resolved_days`), written as that day is (:func:`written_like`).
+the day it was said (:mod:`contextmem.lang.date_notes`).
 
 ISO dates carry their own year; the phrases need a reference day ``today``: a search's is the index's
 clock (:class:`contextmem.memory.indexing.BaseMemoryIndex`, injectable for tests and evaluation), a fact's
@@ -36,22 +36,21 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from .language import DayPhrase, Language
-from .registry import derived, languages
-from .scripts import CJK_LETTER_RUN as _CJK_LETTER
+from .registry import derived
 
 __all__ = [
+    "NamedDays",
     "day_mentions",
+    "full_dates",
     "full_days",
+    "named_days",
     "relative_days",
-    "resolved_days",
     "written_days",
-    "written_like",
     "written_months",
 ]
 
 MAX_DAYS_AGO = 9999  # "N days ago" beyond this (or before year 1) resolves to nothing
 _ISO_DAY = re.compile(r"(?<!\d)(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?!\d)")
-_ONE_DAY = frozenset({"days", "days_ago", "last_weekday", "weekday_of_week"})  # kinds that name a single day
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,10 +212,23 @@ def relative_days(query: str, today: date) -> frozenset[date]:
     right, each phrase once. Linear in ``len(query)``; callers bound the query
     (:func:`contextmem.memory.text.bound_query`) and the number of days they use
     (:data:`contextmem.memory.text.MAX_QUERY_DAYS`)."""
-    days: set[date] = set()
-    for _, phrase, values, reader in _phrases(query):
-        days.update(_resolve(phrase, reader, values, today))
-    return frozenset(days)
+    return frozenset(day for named in named_days(query, today) for day in named.days)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedDays:
+    """One phrase of a text that names days relative to a day: as said, its kind and the days it names."""
+
+    said: str
+    kind: str
+    days: tuple[date, ...]
+
+
+def named_days(text: str, today: date) -> Iterator[NamedDays]:
+    """Each phrase of ``text`` naming days relative to ``today`` (the table in the module docstring), left
+    to right, each once, with the days it names (none for a day its tables do not hold)."""
+    for match, phrase, values, reader in _phrases(text):
+        yield NamedDays(match.group(), phrase.kind, tuple(_resolve(phrase, reader, values, today)))
 
 
 def _phrases(text: str) -> Iterator[tuple[re.Match[str], DayPhrase, dict[str, str], _Reader]]:
@@ -263,10 +275,10 @@ def full_days(text: str) -> set[date]:
     (``2026-01-05``, ``2026/1/5``), the written forms of :func:`written_days` and month-day phrases that
     carry a year ("8 May, 2023", "May 8, 2022"); impossible dates are ignored. What a heading dates its
     section by (:func:`contextmem.memory.text.heading_days`)."""
-    return {day for _, day in _full_dates(text)}
+    return {day for _, day in full_dates(text)}
 
 
-def _full_dates(text: str) -> Iterator[tuple[tuple[int, int], date]]:
+def full_dates(text: str) -> Iterator[tuple[tuple[int, int], date]]:
     """Each date :func:`full_days` reads in ``text``: its span and its day."""
     yield from _written(text)
     for span, found in _with_year(text):
@@ -318,100 +330,3 @@ def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
     if not spellings:
         return None
     return re.compile(r"(?i)(?<!\d)(?:" + "|".join(spellings) + r")(?!\d)")
-
-
-def _one_day_phrases(text: str, today: date) -> Iterator[tuple[str, date]]:
-    """Each phrase of ``text`` that names one day relative to ``today``, and that day: "yesterday", "three
-    days ago", "last Friday", 上周六; not weeks and weekends (several days) nor month days (which write
-    their own)."""
-    for match, phrase, values, reader in _phrases(text):
-        if phrase.kind in _ONE_DAY:
-            days = list(_resolve(phrase, reader, values, today))
-            if len(days) == 1:
-                yield match.group(), days[0]
-
-
-_YEAR_FIRST = re.compile(
-    r"(?P<y>\d{4})(?P<a>\D{1,3}?)(?P<m>\d{1,2})(?P<b>\D{1,3}?)(?P<d>\d{1,2})(?P<tail>\D?)"
-)
-_DAY_NUMBER = re.compile(r"(?<!\d)(?P<d>\d{1,2})(?P<suffix>st|nd|rd|th)?(?!\d)")
-
-
-def written_like(day: date, example: str) -> str:
-    """``day`` written the way ``example`` writes its one date: ``2023-05-08`` and ``2023/5/8`` (their
-    separators and padding), ``2023年5月8日``, ``8 May, 2023``, ``May 8th, 2023``, ``8 Jun 2023`` (month
-    names from the language tables, as abbreviated and cased as ``example``'s), with what surrounds it
-    (``7:48 pm on 8 May, 2023``). ISO when ``example`` writes no single day, or a form this cannot rewrite:
-    the result is read back, and must write ``day``."""
-    found = list(_full_dates(example))
-    if len({was for _, was in found}) != 1:
-        return day.isoformat()
-    (start, end), was = found[0]
-    out = example[:start] + _rewritten(example[start:end], was, day) + example[end:]
-    return out if full_days(out) == {day} else day.isoformat()
-
-
-def _rewritten(written: str, was: date, day: date) -> str:
-    """``written``, which writes the date ``was`` and nothing else, made to write ``day``."""
-    numeric = _YEAR_FIRST.fullmatch(written)
-    if numeric:
-        # ISO pads the month and day to two digits, and so does a form that pads either ("2023/05/8").
-        width = 2 if numeric["a"] == "-" or "0" in (numeric["m"][0], numeric["d"][0]) else 1
-        month, number = f"{day.month:0{width}d}", f"{day.day:0{width}d}"
-        return f"{day.year}{numeric['a']}{month}{numeric['b']}{number}{numeric['tail']}"
-    out = _renamed_month(written.replace(str(was.year), str(day.year), 1), was.month, day.month)
-    found = next((n for n in _DAY_NUMBER.finditer(out) if int(n["d"]) == was.day), None)
-    if found is None:
-        return out
-    suffix = _ordinal(day.day) if found["suffix"] else ""
-    return f"{out[: found.start()]}{day.day}{suffix}{out[found.end() :]}"
-
-
-def _ordinal(day: int) -> str:
-    return "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-
-
-def _renamed_month(text: str, was: int, now: int) -> str:
-    """``text`` with its first name of month ``was`` (any registered language's, any form) written as month
-    ``now`` in the same form (full or abbreviated) and case."""
-    for language in languages():
-        if len(language.months) < max(was, now):
-            continue
-        for form, name in enumerate(language.months[was - 1]):
-            found = re.search(rf"(?<![^\W\d_]){re.escape(name)}(?![^\W\d_])", text, re.IGNORECASE)
-            if found is None:
-                continue
-            names, written = language.months[now - 1], found.group()
-            # The same form: the full name for a full one, else an abbreviation as long ("Sep" for "Jun").
-            same = names[min(form, len(names) - 1)]
-            new = same if form == 0 else next((n for n in names[1:] if len(n) == len(written)), same)
-            new = (
-                new.lower()
-                if written.islower()
-                else new.upper()
-                if written.isupper() and len(written) > 1
-                else new
-            )
-            return text[: found.start()] + new + text[found.end() :]
-    return text
-
-
-def resolved_days(text: str, written: str) -> str:
-    """``text``, said on the one day ``written`` writes, followed by the day each of its phrases that name
-    one day relative to it names, in ``written``'s form: said on "8 May, 2023", "I went yesterday." becomes
-    "I went yesterday. (yesterday: 7 May, 2023)"; 我上周六去了公园。 said on 2023年5月9日 becomes
-    我上周六去了公园。（上周六：2023年5月6日）. A memory entry then answers "when" without its reader counting
-    days; the words said stay as they were, side by side (a search for them still finds them). ``text`` as
-    it is when ``written`` writes no single day."""
-    days = full_days(written)
-    if len(days) != 1:
-        return text
-    named: dict[tuple[str, date], str] = {}  # each phrase once, as it is first written
-    for said, day in _one_day_phrases(text, next(iter(days))):
-        named.setdefault((said.lower(), day), said)
-    notes = [(said, written_like(day, written)) for (_, day), said in named.items()]
-    if not notes:
-        return text
-    if _CJK_LETTER.search(text):  # Chinese writes no spaces, and its own brackets and colon
-        return text + "（" + "；".join(f"{said}：{day}" for said, day in notes) + "）"
-    return f"{text} (" + "; ".join(f"{said}: {day}" for said, day in notes) + ")"

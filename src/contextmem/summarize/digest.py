@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import pairwise
 
-from ..lang.dates import resolved_days
+from ..lang.date_notes import resolved_days
 from .facts import facts_from_summary, session_date
 from .languages import Lang, summary_text
 from .prompts import SECTION_KEYS
@@ -43,9 +43,9 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
     identifier block: short chunks like those outranked the bullet holding the answer
     (``evals/results/compaction_facts.md``). A fact that names a day relative to its session date is
-    followed by that day, written as the date is (:func:`contextmem.lang.dates.resolved_days`): ``- [8 May,
-    2023] Caroline: I went to the group yesterday. (yesterday: 7 May, 2023)``. The entry is read long
-    after, when "yesterday" says nothing.
+    followed by that day, written as the date is (:func:`contextmem.lang.date_notes.resolved_days`):
+    ``- [8 May, 2023] Caroline: I went to the group yesterday. (yesterday: 7 May, 2023)``. The entry is
+    read long after, when "yesterday" says nothing.
 
     Facts said before the first session header of ``summary`` took place on the session date that
     ``previous`` (the summary before them) ends on. Pure; ``""`` when ``summary`` holds no fact.
