@@ -81,6 +81,10 @@ ORDINARY = [
     "wait a second",
     "I sat on the bench",
     "the meeting is next Friday",
+    "tomorrow",  # days after today are a memory note's, not a search's
+    "the day after tomorrow",
+    "this coming Friday",
+    "明天",
     "this Friday",
     "every Monday",
     "Mondays are slow",

@@ -1,33 +1,73 @@
-"""Pure: a fact written to memory, followed by the days it names relative to the day it was said.
+"""Pure: a fact written to memory, followed by the days, months and years it names relative to the day
+it was said.
 
 Said on "8 May, 2023", "I went to the group yesterday." is written "I went to the group yesterday.
 (yesterday: 7 May, 2023)" (:func:`resolved_days`), the day written as the session date is
-(:func:`written_like`). The entry is read long after, when "yesterday" says nothing. The phrases and the
-days they name are :mod:`contextmem.lang.dates`'s; this module only writes them.
+(:func:`written_like`); "We move next month." is written "We move next month. (next month: June 2023)".
+The entry is read long after, when "yesterday" and "next month" say nothing. The day phrases and the days
+they name are :mod:`contextmem.lang.dates`'s; the months and years are each language's
+:attr:`~contextmem.lang.Language.period_phrases`, written in its ``month_spelling`` and ``year_spelling``.
+
+Only what names one day, month or year for certain is written: not "on Saturday" (the last one, or the
+next?), not "last week" (seven days). A note never changes the words said.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 
 from .dates import full_dates, full_days, named_days
-from .registry import languages
+from .language import Language, PeriodPhrase
+from .registry import derived, languages
 from .scripts import CJK_LETTER_RUN as _CJK_LETTER
 
 __all__ = ["resolved_days", "written_like"]
 
-_ONE_DAY = frozenset({"days", "days_ago", "last_weekday", "weekday_of_week"})  # kinds that name a single day
+# The kinds of day phrase that name a single day (:data:`contextmem.lang.DAY_KINDS`).
+_ONE_DAY = frozenset({"days", "days_ago", "last_weekday", "weekday_of_week", "days_ahead", "next_weekday"})
+
+_PERIODS: Callable[[], tuple[tuple[re.Pattern[str], PeriodPhrase, Language], ...]] = derived(
+    lambda langs: tuple(
+        (re.compile(phrase.pattern, re.IGNORECASE), phrase, language)
+        for language in langs
+        for phrase in language.period_phrases
+    )
+)
 
 
-def _one_day_phrases(text: str, today: date) -> Iterator[tuple[str, date]]:
-    """Each phrase of ``text`` that names one day relative to ``today``, and that day: "yesterday", "three
-    days ago", "last Friday", 上周六; not weeks and weekends (several days) nor month days (which write
-    their own)."""
+def _one_day_phrases(text: str, today: date) -> Iterator[tuple[int, str, date]]:
+    """Each phrase of ``text`` that names one day relative to ``today`` for certain, where it starts and
+    that day: "yesterday", "three days ago", "last Friday", "tomorrow", 上周六; not weeks and weekends
+    (several days), month days (which write their own) nor "on Friday" (either side of today)."""
     for named in named_days(text, today):
-        if named.kind in _ONE_DAY and len(named.days) == 1:
-            yield named.said, named.days[0]
+        if named.kind in _ONE_DAY and named.certain and len(named.days) == 1:
+            yield named.start, named.said, named.days[0]
+
+
+def _period_phrases(text: str, today: date) -> Iterator[tuple[int, str, str]]:
+    """Each phrase of ``text`` that names a month or year relative to ``today``'s, where it starts, and
+    that month or year in its language's spelling: "last month" -> "April 2023", 去年 -> "2022年"."""
+    for pattern, phrase, language in _PERIODS():
+        for found in pattern.finditer(text):
+            written = _period(phrase, language, today)
+            if written:
+                yield found.start(), found.group(), written
+
+
+def _period(phrase: PeriodPhrase, language: Language, today: date) -> str | None:
+    """The month or year ``phrase`` names, said on ``today``, in ``language``'s spelling; ``None`` outside
+    years 1..9999, or for a spelling the language's tables cannot fill."""
+    if phrase.unit == "year":
+        year, month, spelling = today.year + phrase.offset, 0, language.year_spelling
+    else:
+        year, month = divmod(today.year * 12 + today.month - 1 + phrase.offset, 12)
+        month, spelling = month + 1, language.month_spelling
+    name = language.months[month - 1][0] if 1 <= month <= len(language.months) else ""
+    if not (1 <= year <= 9999 and spelling) or ("{month}" in spelling and not name):
+        return None
+    return spelling.format(y=year, m=month, month=name)
 
 
 _YEAR_FIRST = re.compile(
@@ -39,14 +79,15 @@ _DAY_NUMBER = re.compile(r"(?<!\d)(?P<d>\d{1,2})(?P<suffix>st|nd|rd|th)?(?!\d)")
 def written_like(day: date, example: str) -> str:
     """``day`` written the way ``example`` writes its one date: ``2023-05-08`` and ``2023/5/8`` (their
     separators and padding), ``2023年5月8日``, ``8 May, 2023``, ``May 8th, 2023``, ``8 Jun 2023`` (month
-    names from the language tables, as abbreviated and cased as ``example``'s), with what surrounds it
-    (``7:48 pm on 8 May, 2023``). ISO when ``example`` writes no single day, or a form this cannot rewrite:
-    the result is read back, and must write ``day``."""
+    names from the language tables, as abbreviated and cased as ``example``'s): the date alone, not what
+    surrounds it (the "Tuesday" or "7:48 pm" of ``Tuesday, 7:48 pm on 8 May, 2023`` is not ``day``'s). ISO
+    when ``example`` writes no single day, or a form this cannot rewrite: the result is read back, and must
+    write ``day``."""
     found = list(full_dates(example))
     if len({was for _, was in found}) != 1:
         return day.isoformat()
     (start, end), was = found[0]
-    out = example[:start] + _rewritten(example[start:end], was, day) + example[end:]
+    out = _rewritten(example[start:end], was, day)
     return out if full_days(out) == {day} else day.isoformat()
 
 
@@ -105,10 +146,13 @@ def resolved_days(text: str, written: str) -> str:
     days = full_days(written)
     if len(days) != 1:
         return text
-    named: dict[tuple[str, date], str] = {}  # each phrase once, as it is first written
-    for said, day in _one_day_phrases(text, next(iter(days))):
-        named.setdefault((said.lower(), day), said)
-    notes = [(said, written_like(day, written)) for (_, day), said in named.items()]
+    today = next(iter(days))
+    found = [(start, said, written_like(day, written)) for start, said, day in _one_day_phrases(text, today)]
+    found += _period_phrases(text, today)
+    named: dict[tuple[str, str], str] = {}  # each phrase once, as it is first written, in the text's order
+    for _, said, value in sorted(found):
+        named.setdefault((said.lower(), value), said)
+    notes = [(said, value) for (_, value), said in named.items()]
     if not notes:
         return text
     if _CJK_LETTER.search(text):  # Chinese writes no spaces, and its own brackets and colon

@@ -16,15 +16,18 @@ module lists what it reads, and what it leaves alone); this module only resolves
 Saturday strictly before today, so on a Sunday it is yesterday), ``weekday_of_week`` (the Saturday of
 the previous ISO week, or of the week before, or of this week if it is before today), ``whole_week`` and
 ``weekend`` (the seven days, or Saturday and Sunday, of such a week), ``month_day`` ("March 14": the most
-recent March 14 on or before today; with a year, that day).
+recent March 14 on or before today; with a year, that day). Days after today, which only a memory note
+reads (:func:`named_days`): ``days_ahead`` ("tomorrow"), ``next_weekday`` ("next Saturday": the first
+Saturday strictly after today) and ``weekday_of_week`` of a week after today's (下周六).
 
-Invariants: every day resolved against ``today`` is on or before it (a date written with its year is
-taken as written); text without these phrases resolves to nothing — in particular "today" (today's file
-is already undecayed, and "today" in a query usually means "now", not a topic), future forms, habits
-("every Monday"), vague spans ("the last week", "a week ago", "last month") and ordinary words that share
-letters with date words ("may", "march on", "sat"). A phrase is read once: "the day before yesterday" is
-today - 2, not also today - 1. Read as a date although it may not be one: "on Sunday" in a question
-about a Sunday remembered from long ago (the cost is measured in ``docs/results.md``).
+Invariants: every day :func:`relative_days` resolves against ``today`` is on or before it (a date written
+with its year is taken as written); text without these phrases resolves to nothing — in particular
+"today" (today's file is already undecayed, and "today" in a query usually means "now", not a topic),
+future forms, habits ("every Monday"), vague spans ("the last week", "a week ago", "last month") and
+ordinary words that share letters with date words ("may", "march on", "sat"). A phrase is read once: "the
+day before yesterday" is today - 2, not also today - 1. Read as a date although it may not be one: "on
+Sunday" in a question about a Sunday remembered from long ago (the cost is measured in
+``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -95,18 +98,21 @@ class _Reader:
 
 
 def _days_ago(n: int, today: date) -> Iterator[date]:
-    if 1 <= n <= MAX_DAYS_AGO:
+    """``n`` days before today (after it for a negative ``n``); nothing beyond :data:`MAX_DAYS_AGO` or the
+    calendar."""
+    if n and abs(n) <= MAX_DAYS_AGO:
         try:
             yield today - timedelta(days=n)
-        except OverflowError:  # before year 1
+        except OverflowError:  # before year 1 or after 9999
             return
 
 
 def _week_of(weeks_back: int, today: date, weekdays: range) -> Iterator[date]:
-    """``weekdays`` (0 = Monday) of the ISO week ``weeks_back`` weeks before today's, those before today."""
+    """``weekdays`` (0 = Monday) of the ISO week ``weeks_back`` weeks before today's, those before today;
+    of a week after today's (``weeks_back`` < 0), all of them."""
     for weekday in weekdays:
         back = today.weekday() - weekday + 7 * weeks_back
-        if back > 0:
+        if back > 0 or weeks_back < 0:
             yield from _days_ago(back, today)
 
 
@@ -129,25 +135,33 @@ def _month_day(month: int | None, day: int | None, year: str | None, today: date
 def _resolve(phrase: DayPhrase, reader: _Reader, values: dict[str, str], today: date) -> Iterator[date]:
     """The days a phrase of kind ``phrase.kind`` names (:data:`contextmem.lang.language.DAY_KINDS`):
 
-    ``days``: ``phrase.days`` before today. ``days_ago``: ``n`` days before today. ``last_weekday``: the
-    most recent such weekday strictly before today (1..7 days ago). ``weekday_of_week``: that weekday of
-    the ISO week ``week`` weeks before today's, if before today. ``whole_week`` / ``weekend``: the seven
-    days / Saturday and Sunday of that week, those before today. ``month_day``: that day of ``year``, or
-    the most recent one on or before today."""
+    ``days``: ``phrase.days`` before today. ``days_ago``: ``n`` days before today (1..9999).
+    ``last_weekday``: the most recent such weekday strictly before today (1..7 days ago).
+    ``weekday_of_week``: that weekday of the ISO week ``week`` weeks before today's, if before today (of
+    a week after today's: that day). ``whole_week`` / ``weekend``: the seven days / Saturday and Sunday of
+    that week, those before today. ``month_day``: that day of ``year``, or the most recent one on or
+    before today. ``days_ahead``: ``phrase.days`` after today. ``next_weekday``: the first such weekday
+    strictly after today (1..7 days ahead)."""
     kind = phrase.kind
     if kind == "days":
         return _days_ago(phrase.days, today)
+    if kind == "days_ahead":
+        return _days_ago(-phrase.days, today)
     if kind == "days_ago":
         n = reader.number(values["n"])
-        return _days_ago(n, today) if n is not None else iter(())
+        return _days_ago(n, today) if n is not None and n > 0 else iter(())
     if kind == "month_day":
         day = reader.number(values["day"])
         return _month_day(reader.month(values["month"]), day, values.get("year") or None, today)
     weekday = reader.weekdays.get(values.get("weekday", "").lower(), -1)
-    if kind == "last_weekday":
-        return _days_ago((today.weekday() - weekday - 1) % 7 + 1, today) if weekday >= 0 else iter(())
-    weeks_back = reader.weeks_back.get(values["week"].lower(), -1)
-    if weeks_back < 0 or (kind == "weekday_of_week" and weekday < 0):  # a word its tables do not hold
+    if weekday >= 0 and kind == "last_weekday":
+        return _days_ago((today.weekday() - weekday - 1) % 7 + 1, today)
+    if weekday >= 0 and kind == "next_weekday":
+        return _days_ago(-((weekday - today.weekday() - 1) % 7 + 1), today)
+    if kind in ("last_weekday", "next_weekday"):  # a weekday its tables do not hold
+        return iter(())
+    weeks_back = reader.weeks_back.get(values["week"].lower())
+    if weeks_back is None or (kind == "weekday_of_week" and weekday < 0):  # a word its tables do not hold
         return iter(())
     if kind == "weekday_of_week":
         return _week_of(weeks_back, today, range(weekday, weekday + 1))
@@ -212,23 +226,28 @@ def relative_days(query: str, today: date) -> frozenset[date]:
     right, each phrase once. Linear in ``len(query)``; callers bound the query
     (:func:`contextmem.memory.text.bound_query`) and the number of days they use
     (:data:`contextmem.memory.text.MAX_QUERY_DAYS`)."""
-    return frozenset(day for named in named_days(query, today) for day in named.days)
+    # Days after today are a memory note's (:mod:`.date_notes`): a search asks about what was said.
+    return frozenset(day for named in named_days(query, today) for day in named.days if day <= today)
 
 
 @dataclass(frozen=True, slots=True)
 class NamedDays:
-    """One phrase of a text that names days relative to a day: as said, its kind and the days it names."""
+    """One phrase of a text that names days relative to a day: where it starts, as said, its kind, the days
+    it names, and whether they are certain (:attr:`contextmem.lang.DayPhrase.certain`)."""
 
+    start: int
     said: str
     kind: str
     days: tuple[date, ...]
+    certain: bool
 
 
 def named_days(text: str, today: date) -> Iterator[NamedDays]:
     """Each phrase of ``text`` naming days relative to ``today`` (the table in the module docstring), left
     to right, each once, with the days it names (none for a day its tables do not hold)."""
     for match, phrase, values, reader in _phrases(text):
-        yield NamedDays(match.group(), phrase.kind, tuple(_resolve(phrase, reader, values, today)))
+        days = tuple(_resolve(phrase, reader, values, today))
+        yield NamedDays(match.start(), match.group(), phrase.kind, days, phrase.certain)
 
 
 def _phrases(text: str) -> Iterator[tuple[re.Match[str], DayPhrase, dict[str, str], _Reader]]:

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import re
 
-from .language import DayPhrase, Language, SummaryText
+from .language import DayPhrase, Language, PeriodPhrase, SummaryText
 
-__all__ = ["DAY_PHRASES", "ENGLISH", "MONTHS", "NUMBERS", "WEEKDAYS", "WORD_MONTHS", "YESTERDAY"]
+__all__ = [
+    "DAY_PHRASES",
+    "ENGLISH",
+    "MONTHS",
+    "NUMBERS",
+    "PERIOD_PHRASES",
+    "WEEKDAYS",
+    "WORD_MONTHS",
+    "YESTERDAY",
+]
 
 MONTHS = (
     ("January", "Jan"),
@@ -60,6 +69,13 @@ _DAY_OF_MONTH = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 DAY_PHRASES = (
     DayPhrase(r"the\s+day\s+before\s+yesterday", "days", "t", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER, days=2),
     DayPhrase(
+        r"the\s+day\s+after\s+tomorrow", "days_ahead", "t", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER, days=2
+    ),
+    DayPhrase("tomorrow", "days_ahead", "t", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER, days=1),
+    DayPhrase(
+        rf"(?:next|this\s+coming)\s+{_WEEKDAY}", "next_weekday", "nt", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER
+    ),
+    DayPhrase(
         "|".join(w.replace(" ", r"\s+") for w in YESTERDAY),
         "days",
         "yl",
@@ -75,8 +91,9 @@ DAY_PHRASES = (
         _NOT_LETTER_AFTER,
     ),
     DayPhrase(
-        rf"(?:last|this\s+past|on)\s+{_WEEKDAY}", "last_weekday", "lto", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER
+        rf"(?:last|this\s+past)\s+{_WEEKDAY}", "last_weekday", "lt", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER
     ),
+    DayPhrase(rf"on\s+{_WEEKDAY}", "last_weekday", "o", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER, certain=False),
     DayPhrase(r"(?P<week>last)\s+weekend", "weekend", "l", _NOT_LETTER_BEFORE, _NOT_LETTER_AFTER),
     # "the last week" and "the past week" are a rolling window, not the previous calendar week.
     DayPhrase(
@@ -99,10 +116,22 @@ DAY_PHRASES = (
 )
 """The days memory search reads relative to today: "yesterday", "last night" (today - 1); "the day
 before yesterday" (- 2); "3 days ago", "three days ago"; "last Saturday", "this past Saturday", "on
-Saturday" (the most recent one); "last week", "last weekend" (the previous ISO week); "March 14", "14th of
-March" (a year may follow). Left alone: "today", "next Friday", "this Friday", "every Monday", "Mondays",
-a bare weekday, "the last week" (a rolling window), "a week ago", "last month", "may" (the month only as
-"May"), "march on", "second", "sat"."""
+Saturday" (the most recent one; a memory note leaves "on Saturday" alone, which may be the next one);
+"last week", "last weekend" (the previous ISO week); "March 14", "14th of March" (a year may follow). Only
+a memory note reads the days after today: "tomorrow" (+ 1), "the day after tomorrow" (+ 2), "next
+Saturday", "this coming Saturday" (the first one after today). Left alone: "today", "this Friday", "every
+Monday", "Mondays", a bare weekday, "the last week" (a rolling window), "a week ago", "next week", "may"
+(the month only as "May"), "march on", "second", "sat"."""
+
+_NOT_THE = r"(?<![A-Za-z])(?<!the\s)"  # "over the last month", "in the next year": a rolling window
+PERIOD_PHRASES = (
+    PeriodPhrase(rf"{_NOT_THE}last\s+month{_NOT_LETTER_AFTER}", "month", -1),
+    PeriodPhrase(rf"{_NOT_THE}next\s+month{_NOT_LETTER_AFTER}", "month", 1),
+    PeriodPhrase(rf"{_NOT_THE}last\s+year{_NOT_LETTER_AFTER}", "year", -1),
+    PeriodPhrase(rf"{_NOT_THE}next\s+year{_NOT_LETTER_AFTER}", "year", 1),
+)
+"""The months and years a memory note writes out: "last month", "next month", "last year", "next year".
+Left alone: "the last month", "the next year" (rolling windows), "this month", "a year ago"."""
 
 
 CUES = {
@@ -214,6 +243,8 @@ ENGLISH = Language(
     day_phrases=DAY_PHRASES,
     number_words={word: value for value, word in enumerate(NUMBERS, start=1)},
     weeks_back={"last": 1},
+    period_phrases=PERIOD_PHRASES,
+    month_spelling="{month} {y}",
     written_months=(rf"(?<![A-Za-z]){_MONTH},?\s+(?P<year>\d{{4}})(?![\d:])",),
     date_spellings=(r"{d}(?:st|nd|rd|th)? {month},? {y}", r"{month} {d}(?:st|nd|rd|th)?,? {y}"),
     partial_dates=(r"\b\d{1,2}(?:st|nd|rd|th)\b",),

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CUE_KINDS", "DAY_KINDS", "DayPhrase", "Language", "SummaryText"]
+__all__ = ["CUE_KINDS", "DAY_KINDS", "DayPhrase", "Language", "PeriodPhrase", "SummaryText"]
 
 CUE_KINDS = (
     "constraint",
@@ -29,11 +29,21 @@ CUE_KINDS = (
 )
 """The kinds of cue the summariser reads (:mod:`contextmem.summarize.salience` says what each means)."""
 
-DAY_KINDS = ("days", "days_ago", "last_weekday", "weekday_of_week", "whole_week", "weekend", "month_day")
+DAY_KINDS = (
+    "days",
+    "days_ago",
+    "last_weekday",
+    "weekday_of_week",
+    "whole_week",
+    "weekend",
+    "month_day",
+    "days_ahead",
+    "next_weekday",
+)
 """How a :class:`DayPhrase` resolves against today (:mod:`contextmem.lang.dates` says what each means).
-The named groups each kind reads: ``days_ago`` ``n``; ``last_weekday`` ``weekday``; ``weekday_of_week``
-``week`` and ``weekday``; ``whole_week`` and ``weekend`` ``week``; ``month_day`` ``month``, ``day`` and
-an optional ``year``."""
+The named groups each kind reads: ``days_ago`` ``n``; ``last_weekday`` and ``next_weekday`` ``weekday``;
+``weekday_of_week`` ``week`` and ``weekday``; ``whole_week`` and ``weekend`` ``week``; ``month_day``
+``month``, ``day`` and an optional ``year``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +61,21 @@ class DayPhrase:
     after: str = ""
     """Lookaheads of the context after the phrase."""
     days: int = 0
-    """For ``days``: how many days before today the phrase names."""
+    """For ``days``: how many days before today the phrase names; for ``days_ahead``, after it."""
+    certain: bool = True
+    """``False``: the phrase may name a day on either side of today ("on Saturday", a bare 周六). Memory
+    search reads it as the most recent such day; a memory note leaves it alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodPhrase:
+    """A phrase naming the calendar month or year before or after the one a text was said in ("last
+    month", 去年): its regex (matched case-insensitively, with its context as lookarounds), its ``unit``
+    (``"month"`` or ``"year"``) and how many units after that one it names (negative: before)."""
+
+    pattern: str
+    unit: str
+    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +113,15 @@ class Language:
     tens_digits: Mapping[str, int] = field(default_factory=dict)
     """The digit words that make a number with ``tens_word`` (without it, ``number_words`` alone)."""
     weeks_back: Mapping[str, int] = field(default_factory=dict)
-    """Lower-cased words of a day phrase that choose a week, and how many weeks before today's it is."""
+    """Lower-cased words of a day phrase that choose a week, and how many weeks before today's it is
+    (negative: after)."""
+    period_phrases: tuple[PeriodPhrase, ...] = ()
+    """The phrases naming a month or year relative to the one a text was said in, which a memory note
+    writes out ("last month" said in May 2023: April 2023). Memory search leaves them alone."""
+    month_spelling: str = ""
+    """How this language writes a month of a year, with ``{y}``, ``{m}`` and ``{month}`` (its first name)."""
+    year_spelling: str = "{y}"
+    """How this language writes a year, with ``{y}``."""
     written_dates: tuple[str, ...] = ()
     """Regexes of a date written with its year, named groups ``year``, ``month`` (digits, a number word
     or a month name) and ``day``: memory search reads it without a reference day."""

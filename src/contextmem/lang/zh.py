@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from .language import DayPhrase, Language, SummaryText
+from .language import DayPhrase, Language, PeriodPhrase, SummaryText
 from .scripts import HAN, IDEOGRAPHS
 
-__all__ = ["CHINESE", "DAY_PHRASES", "DIGITS", "NUMERALS", "WEEKDAYS", "YESTERDAY"]
+__all__ = ["CHINESE", "DAY_PHRASES", "DIGITS", "NUMERALS", "PERIOD_PHRASES", "WEEKDAYS", "YESTERDAY"]
 
 WEEKDAYS = (("一",), ("二",), ("三",), ("四",), ("五",), ("六",), ("日", "天"))
 """Per weekday, Monday first: the character after 周/星期/礼拜 (周日 and 周天 are both Sunday)."""
@@ -48,9 +48,9 @@ DAY_PHRASES = (
         "(?![往进来去面后端台途景排列])",
     ),
     DayPhrase(
-        rf"(?P<week>上上|上|这|本)(?:个)?{_WEEK}{_WEEKDAY_GROUP}",
+        rf"(?P<week>上上|上|这|本|下)(?:个)?{_WEEK}{_WEEKDAY_GROUP}",
         "weekday_of_week",
-        "上这本",
+        "上这本下",
         after="(?![到至])",
     ),
     DayPhrase("(?P<week>上上|上)(?:个)?周末", "weekend", "上"),
@@ -61,7 +61,9 @@ DAY_PHRASES = (
         "周星礼",
         rf"(?<![上下每这本个到至]){_NUMERAL_BEFORE}",
         "(?![到至~\\-—])",
+        certain=False,
     ),
+    DayPhrase("明天|明日|明晚", "days_ahead", "明", days=1),
     DayPhrase(
         rf"(?:(?P<year>\d{{4}})\s*年\s*)?(?P<month>\d{{1,2}}|{_NUMBER})\s*月\s*(?P<day>\d{{1,2}}|{_NUMBER})\s*[日号]",
         "month_day",
@@ -75,7 +77,21 @@ previous ISO week's; 上上周六 the week before's, 这周六/本周六 this we
 and 上周末 (those weeks), 3月14日 / 三月十四号 (a year may precede). Left alone: 今天, 下周一, 每周一,
 周一到周五, 一周三次, 上个月, 几天前, 两三天前, 日前, 周到, 周期, 之前天气, 提前三天前往,
 三月十四日前. Read as a date although it may not be one: 上周到北京 ("went to Beijing last week", rather
-than 送上周到的服务)."""
+than 送上周到的服务). Only a memory note reads the days after today: 明天/明日/明晚 (+ 1), 下周六/下个星期六
+(the next ISO week's); it leaves a bare 周六 alone (周六去爬山吧 is the next one). Left alone there too: 后天
+(后天培养 is "acquired"), 这周六 before it has passed."""
+
+_MONTH_AFTER = "(?![球亮光饼台份])"  # 登上月球, 月亮, 月光, 月饼, 月台, 以下月份: no month before or after
+_YEAR_AFTER = "(?![轻纪龄代])"  # 以前年轻, 明年代: not a year
+PERIOD_PHRASES = (
+    PeriodPhrase(f"(?<![马早晚登爬])上个?月{_MONTH_AFTER}", "month", -1),
+    PeriodPhrase(f"下个?月{_MONTH_AFTER}", "month", 1),
+    PeriodPhrase(f"去年{_YEAR_AFTER}", "year", -1),
+    PeriodPhrase(f"(?<![之以提目年从当])前年{_YEAR_AFTER}", "year", -2),
+    PeriodPhrase(f"(?<![光])明年{_YEAR_AFTER}", "year", 1),
+)
+"""The months and years a memory note writes out: 上个月/上月, 下个月/下月, 去年, 前年, 明年. Left alone: 后年
+(以后年纪大了), 这个月, 今年."""
 
 CUES = {
     "constraint": r"不要|必须|需要|只能|禁止|不能|务必|应该|别|不得|至少|最多|确保|一定要|不允许",
@@ -115,7 +131,10 @@ CHINESE = Language(
     number_words=DIGITS,
     tens_word="十",
     tens_digits={name: value for name, value in DIGITS.items() if name != "两"},  # 两 counts, alone
-    weeks_back={"上上": 2, "上": 1, "这": 0, "本": 0},
+    weeks_back={"上上": 2, "上": 1, "这": 0, "本": 0, "下": -1},
+    period_phrases=PERIOD_PHRASES,
+    month_spelling="{y}年{m}月",
+    year_spelling="{y}年",
     written_dates=(r"(?<!\d)(?P<year>\d{4})\s*年\s*(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*[日号]",),
     written_months=(rf"(?<!\d)(?P<year>\d{{4}})\s*年\s*(?P<month>\d{{1,2}}|{_NUMBER})\s*月",),
     date_spellings=(r"{y}年0?{m}月0?{d}[日号]",),

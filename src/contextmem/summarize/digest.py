@@ -42,8 +42,8 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     session date, sessions in the order they were held (undated facts first, under their section's
     title), so a markdown index chunks it a session at a time. No section headers, no ``(none)``, no
     identifier block: short chunks like those outranked the bullet holding the answer
-    (``evals/results/compaction_facts.md``). A fact that names a day relative to its session date is
-    followed by that day, written as the date is (:func:`contextmem.lang.date_notes.resolved_days`):
+    (``evals/results/compaction_facts.md``). A fact that names a day, month or year relative to its
+    session date is followed by it (:func:`contextmem.lang.date_notes.resolved_days`):
     ``- [8 May, 2023] Caroline: I went to the group yesterday. (yesterday: 7 May, 2023)``. The entry is
     read long after, when "yesterday" says nothing.
 
