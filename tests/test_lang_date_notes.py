@@ -72,6 +72,7 @@ RESOLVED_IN_TEXT = [
     ("Over the last month, and the past year, I ran; in the next month I rest.", "2023-05-09",
      "Over the last month, and the past year, I ran; in the next month I rest."),
     ("以前年轻的时候，我们马上月底就登上月球。", "2023年5月9日", "以前年轻的时候，我们马上月底就登上月球。"),
+    ("明日香是明日之星。", "2023年5月9日", "明日香是明日之星。"),
 ]  # fmt: skip
 
 

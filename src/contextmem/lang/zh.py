@@ -63,7 +63,7 @@ DAY_PHRASES = (
         "(?![到至~\\-—])",
         certain=False,
     ),
-    DayPhrase("明天|明日|明晚", "days_ahead", "明", days=1),
+    DayPhrase("明天|明日|明晚", "days_ahead", "明", after="(?![香之])", days=1),  # 明日香 (a name), 明日之星
     DayPhrase(
         rf"(?:(?P<year>\d{{4}})\s*年\s*)?(?P<month>\d{{1,2}}|{_NUMBER})\s*月\s*(?P<day>\d{{1,2}}|{_NUMBER})\s*[日号]",
         "month_day",
