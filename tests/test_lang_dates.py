@@ -64,6 +64,7 @@ RESOLVED = [
     ("三月十四号", _days("2026-03-14")),
     ("十二月二十五日", _days("2025-12-25")),
     ("2024年5月5日", _days("2024-05-05")),
+    ("the launch on 5 May 2030, the day after tomorrow", _days("2030-05-05")),  # its year: as written
 ]
 
 

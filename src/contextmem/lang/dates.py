@@ -226,8 +226,14 @@ def relative_days(query: str, today: date) -> frozenset[date]:
     right, each phrase once. Linear in ``len(query)``; callers bound the query
     (:func:`contextmem.memory.text.bound_query`) and the number of days they use
     (:data:`contextmem.memory.text.MAX_QUERY_DAYS`)."""
-    # Days after today are a memory note's (:mod:`.date_notes`): a search asks about what was said.
-    return frozenset(day for named in named_days(query, today) for day in named.days if day <= today)
+    # Days after today are a memory note's (:mod:`.date_notes`): a search asks about what was said. A
+    # date written with its year is taken as written.
+    return frozenset(
+        day
+        for named in named_days(query, today)
+        for day in named.days
+        if day <= today or named.kind == "month_day"
+    )
 
 
 @dataclass(frozen=True, slots=True)
