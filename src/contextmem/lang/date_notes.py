@@ -137,12 +137,14 @@ def _renamed_month(text: str, was: int, now: int) -> str:
 
 
 def resolved_days(text: str, written: str) -> str:
-    """``text``, said on the one day ``written`` writes, followed by the day each of its phrases that name
-    one day relative to it names, in ``written``'s form: said on "8 May, 2023", "I went yesterday." becomes
-    "I went yesterday. (yesterday: 7 May, 2023)"; 我上周六去了公园。 said on 2023年5月9日 becomes
-    我上周六去了公园。（上周六：2023年5月6日）. A memory entry then answers "when" without its reader counting
-    days; the words said stay as they were, side by side (a search for them still finds them). ``text`` as
-    it is when ``written`` writes no single day."""
+    """``text``, said on the one day ``written`` writes, followed by what each of its phrases that name one
+    day, month or year relative to it names (a day in ``written``'s form), in the order said. Said on "8
+    May, 2023", "I went yesterday." becomes "I went yesterday. (yesterday: 7 May, 2023)". Said on
+    2023年5月9日, 我上周六去了公园，下个月去上海。 becomes
+    我上周六去了公园，下个月去上海。（上周六：2023年5月6日；下个月：2023年6月）.
+    A memory entry then answers "when" without its reader counting days; the words said stay as they
+    were, side by side (a search for them still finds them). ``text`` as it is when ``written`` writes no
+    single day."""
     days = full_days(written)
     if len(days) != 1:
         return text
