@@ -84,18 +84,19 @@ def test_a_day_said_relative_to_the_date_is_written_after_the_phrase(
 
 
 @given(
-    words=st.lists(st.sampled_from(["yesterday", "I", "ran", "last", "Friday", "3", "days", "ago", "meh"])),
+    words=st.lists(
+        st.sampled_from(
+            ["yesterday", "tomorrow", "I", "ran", "last", "next", "Friday", "3", "days", "ago", "meh"]
+        )
+    ),
     was=_DAYS,
 )
 def test_the_words_said_are_never_changed(words: list[str], was: date) -> None:
     text = " ".join(words)
     shown = resolved_days(text, was.isoformat())
     assert shown.startswith(text)
-    named = set(re.findall(r"yesterday|last Friday|(?<!\d)3 days ago", text))
+    named = set(re.findall(r"yesterday|tomorrow|last Friday|next Friday|(?<!\d)3 days ago", text))
     assert shown == text if not named else shown.count(": ") == len(named) and shown.endswith(")")
-
-
-_MONTH_NAMES = [*_MONTHS]
 
 
 @given(said=st.dates(date(1900, 2, 1), date(2100, 11, 30)))
