@@ -37,7 +37,7 @@ def test_a_file_ends_up_holding_exactly_its_chunks_and_keeps_every_row_it_can(
 ) -> None:
     plan = SyncPlan(SyncReport(removed=["memory/2026-01-01.md"]), False, {"MEMORY.md": new})
     stored = {"MEMORY.md": _stored(old, 1), "memory/2026-01-01.md": _stored(gone, 100)}
-    changes = plan.write_set(stored)
+    changes = plan.write_set((path, row) for path, rows in stored.items() for row in rows)
     dead = set(changes.dead_ids)
     kept = [key for cid, key in stored["MEMORY.md"] if cid not in dead]
     assert Counter(kept + [chunk_key(c) for _, c, _ in changes.rows]) == Counter(map(chunk_key, new))
@@ -51,4 +51,4 @@ def test_a_file_ends_up_holding_exactly_its_chunks_and_keeps_every_row_it_can(
 
 def test_a_daily_files_inserts_carry_its_day() -> None:
     plan = SyncPlan(SyncReport(), False, {"memory/2026-02-01.md": [Chunk(1, 2, "alpha")]})
-    assert plan.write_set({}).rows == [("memory/2026-02-01.md", Chunk(1, 2, "alpha"), date(2026, 2, 1))]
+    assert plan.write_set([]).rows == [("memory/2026-02-01.md", Chunk(1, 2, "alpha"), date(2026, 2, 1))]

@@ -52,7 +52,7 @@ from .indexing import BaseMemoryIndex
 from .pg_link import PgLink, register_vector_type
 from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
-from .sync import STORED_COLUMNS, FileState, IndexState, StoredRow, SyncPlan, stored_row
+from .sync import STORED_COLUMNS, FileState, IndexState, SyncPlan, stored_row
 from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
 
 if TYPE_CHECKING:
@@ -274,10 +274,7 @@ class PgMemoryIndex(BaseMemoryIndex):
                     f"SELECT {STORED_COLUMNS} FROM cm_memory_chunks WHERE namespace = %s AND path = ANY(%s)",
                     (ns, plan.replaced),
                 )
-                stored: dict[str, list[StoredRow]] = {}
-                for path, stored_chunk in map(stored_row, await cur.fetchall()):
-                    stored.setdefault(path, []).append(stored_chunk)
-                changes = plan.write_set(stored)
+                changes = plan.write_set(map(stored_row, await cur.fetchall()))
                 await conn.execute(
                     "DELETE FROM cm_memory_chunks WHERE namespace = %s AND id = ANY(%s)",
                     (ns, changes.dead_ids),

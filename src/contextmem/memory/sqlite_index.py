@@ -238,11 +238,11 @@ class SqliteMemoryIndex(BaseMemoryIndex):
             db.execute("DELETE FROM files WHERE namespace=?", (ns,))
             return changes
         db.execute(_FTS_DDL.format(table=fts))
-        stored: dict[str, list[StoredRow]] = {}
-        for part, marks in _in_batches(plan.replaced):
-            for path, row in self._stored_rows(f"AND path IN ({marks})", part):
-                stored.setdefault(path, []).append(row)
-        changes = plan.write_set(stored)
+        changes = plan.write_set(
+            row
+            for part, marks in _in_batches(plan.replaced)
+            for row in self._stored_rows(f"AND path IN ({marks})", part)
+        )
         db.executemany(f'DELETE FROM "{fts}" WHERE rowid=?', ((cid,) for cid in changes.dead_ids))
         db.executemany("DELETE FROM chunks WHERE id=? AND namespace=?", ((c, ns) for c in changes.dead_ids))
         db.executemany(

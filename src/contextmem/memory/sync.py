@@ -138,22 +138,26 @@ class SyncPlan:
             for chunk in chunks:
                 yield rel, chunk, day
 
-    def write_set(self, stored: Mapping[str, Iterable[StoredRow]]) -> WriteSet:
-        """What an index holding ``stored`` (the chunk rows of each path in :attr:`replaced`) deletes and
-        inserts to apply this plan (not a rebuild): every row of a removed file; of a re-read file, the rows
-        whose key no chunk it now has takes, and the chunks no row already is.
+    def write_set(self, stored: Iterable[tuple[str, StoredRow]]) -> WriteSet:
+        """What an index holding ``stored`` (the chunk rows of the paths in :attr:`replaced`, as
+        :func:`stored_row` reads them) deletes and inserts to apply this plan (not a rebuild): every row of a
+        removed file; of a re-read file, the rows whose key no chunk it now has takes, and the chunks no row
+        already is.
 
         An append to a daily file of 500 chunks thus writes one chunk, not 500: the others keep their
         rows and ids, so nothing derived from them (keyword documents, in-memory caches) is built again.
         Invariant: per re-read file, the kept rows' keys and the inserted chunks' keys are exactly its
         chunks' keys (as multisets), and each stored row is kept or deleted, never both.
         """
+        by_path: dict[str, list[StoredRow]] = {}
+        for path, row in stored:
+            by_path.setdefault(path, []).append(row)
         out = WriteSet()
         for rel in self.report.removed:
-            out.dead.extend(stored.get(rel, ()))
+            out.dead.extend(by_path.get(rel, ()))
         for rel, chunks in self.chunks.items():
             free: dict[ChunkKey, list[int]] = {}
-            for cid, key in stored.get(rel, ()):
+            for cid, key in by_path.get(rel, ()):
                 free.setdefault(key, []).append(cid)
             day = daily_date(rel)
             for chunk in chunks:
