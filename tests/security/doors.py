@@ -1,0 +1,133 @@
+"""The harness every door's property test uses: hostile text to draw, and the checkers of each sink.
+
+A *door* is where data enters (a library call, a message field, a session id, a setting, a CLI argument,
+an MCP argument, a memory file edited by hand, a store URL, a provider reply); a *sink* is where it can
+end up (the store, the archive, memory files, the index, snippets, summaries, logs, events, the terminal,
+exports). SECURITY.md's door table lists them. A door's test draws :func:`hostile_text` and asserts its
+contract with the checkers below: the text is stored exactly, or refused with one typed line
+(:func:`assert_one_line_error`), and no sink gains a forged line (:func:`forged_lines`), a terminal
+control sequence (:func:`terminal_unsafe`), a secret (:func:`leaked_secrets`) or a raw exception
+(:func:`raw_exception`).
+
+These checkers are oracles other tests rely on, so ``tests/security/test_doors_oracles.py`` shows each
+one catching the defect it guards against.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hypothesis import strategies as st
+
+from contextmem.errors import ContextmemError
+
+# --- what an attacker draws -------------------------------------------------------------------------
+
+LINE_BREAKS = ("\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+"""Every character (or pair) some reader takes for the end of a line: ``str.splitlines`` splits on all
+of them, CommonMark and most tools on the first three only."""
+
+CONTROLS = ("\x00", "\x07", "\x08", "\x1b", "\x7f", "\x9b", "\x9d", "\t")
+BIDI = ("\u202a", "\u202b", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f")
+FORMAT = ("\u200b", "\u200d", "\u2060", "\ufeff", "\u00ad")
+TERMINAL_SEQUENCES = (
+    "\x1b[31m",  # CSI: colour
+    "\x1b[2J\x1b[H",  # CSI: clear the screen
+    "\x1b]52;c;ZWNobyBwd25lZA==\x07",  # OSC 52: write the clipboard
+    "\x1b]0;title\x1b\\",  # OSC: window title, ST-terminated
+    "\x9b31m",  # C1 CSI
+    "\x1bP+q\x1b\\",  # DCS
+)
+MARKER_LOOKALIKES = (
+    "- ",
+    "* ",
+    "+ ",
+    "1. ",
+    "## 23:59 ",
+    "## ",
+    "# ",
+    "> ",
+    "```",
+    "[REDACTED]",
+    "－ ",  # fullwidth hyphen-minus
+    "• ",
+    "１. ",
+    "＃＃ ",
+)
+SURROGATES = ("\ud800", "\udfff", "\udc80")
+
+_pieces = st.sampled_from(
+    LINE_BREAKS + CONTROLS + BIDI + FORMAT + TERMINAL_SEQUENCES + MARKER_LOOKALIKES + SURROGATES
+)
+
+
+def hostile_text(*, max_size: int = 60, surrogates: bool = True) -> st.SearchStrategy[str]:
+    """Text that mixes every Unicode category (lone surrogates too, unless ``surrogates=False``) with
+    the pieces above: line separators, controls, bidi and format marks, terminal escape sequences and
+    look-alikes of the markers contextmem writes."""
+    any_char = st.characters(blacklist_categories=() if surrogates else ("Cs",))
+    pieces = _pieces if surrogates else _pieces.filter(lambda p: p not in SURROGATES)
+    return st.lists(st.one_of(st.text(any_char, max_size=8), pieces), max_size=max_size).map("".join)
+
+
+def huge(text: str, size: int) -> str:
+    """``text`` repeated to at least ``size`` characters (a door's bound is tested with it)."""
+    return text * (size // max(len(text), 1) + 1)
+
+
+# --- the checkers -----------------------------------------------------------------------------------
+
+
+def every_line_split(text: str) -> list[str]:
+    """The lines of ``text`` as the most eager reader splits them (``str.splitlines``)."""
+    return text.splitlines()
+
+
+def forged_lines(sink: str, payload: str, starts: Iterable[str] = ("#", "- ", "* ", "+ ")) -> list[str]:
+    """Lines of ``sink`` that begin at column 0 with one of ``starts`` (a heading, a list item) and that
+    come from ``payload`` (the line's text occurs in it), under any reader's idea of a line. A writer
+    that put ``payload`` in ``sink`` as one indented item or one escaped line yields none."""
+    forged = []
+    for line in every_line_split(sink):
+        if line and line.startswith(tuple(starts)) and line.strip() and line.strip() in payload:
+            forged.append(line)
+    return forged
+
+
+_TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_unsafe(output: str) -> list[str]:
+    """The characters of ``output`` a terminal acts on instead of printing (C0 controls but newline and
+    tab, DEL, C1 controls, the Unicode line and paragraph separators, bidi embeddings and isolates), as
+    ``repr``\\ s. Empty for text that is safe to print."""
+    return [repr(c) for c in _TERMINAL_UNSAFE.findall(output)]
+
+
+def leaked_secrets(sink: str, secrets: Iterable[str]) -> list[str]:
+    """The secret values that appear in ``sink``."""
+    return [value for value in secrets if value and value in sink]
+
+
+_RAW = re.compile(
+    r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|"
+    r"\b(?:UnicodeEncodeError|UnicodeDecodeError|KeyError|TypeError|AttributeError|IndexError|"
+    r"AssertionError|RecursionError|MemoryError|OverflowError)\b",
+    re.M,
+)
+
+
+def raw_exception(output: str) -> list[str]:
+    """What in ``output`` looks like an exception that escaped untranslated: a traceback, a stack frame,
+    or the name of a built-in exception class."""
+    return [m.group(0) for m in _RAW.finditer(output)]
+
+
+def assert_one_line_error(exc: BaseException) -> None:
+    """``exc`` is a :class:`ContextmemError` whose message is one printable line with a ``Fix:``."""
+    assert isinstance(exc, ContextmemError), f"{type(exc).__name__} is not a ContextmemError: {exc!r}"
+    message = str(exc)
+    assert "\n" not in message and "\r" not in message, f"the error is not one line: {message!r}"
+    assert "Fix:" in message, f"the error has no Fix: {message!r}"
+    assert not terminal_unsafe(message), f"the error carries terminal controls: {message!r}"

@@ -1,0 +1,109 @@
+"""The door harness's checkers (tests/security/doors.py) catch what they guard against, and pass clean
+output: a checker that cannot fail would let every door test pass."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from contextmem.errors import ConfigError, StoreError
+from tests.security.doors import (
+    LINE_BREAKS,
+    SURROGATES,
+    TERMINAL_SEQUENCES,
+    assert_one_line_error,
+    forged_lines,
+    hostile_text,
+    huge,
+    leaked_secrets,
+    raw_exception,
+    terminal_unsafe,
+)
+
+PAYLOAD = "note\u2028## 23:59 forged"
+
+
+@pytest.mark.parametrize("separator", [s for s in LINE_BREAKS if s not in ("\n", "\r", "\r\n")])
+def test_forged_lines_catches_a_heading_after_any_line_separator(separator: str) -> None:
+    payload = f"note{separator}## 23:59 forged"
+    planted = f"## 10:00\n\n- {payload}\n"  # a writer that indents only after \n
+    assert forged_lines(planted, payload) == ["## 23:59 forged"]
+
+
+def test_forged_lines_passes_an_indented_continuation_and_the_writers_own_heading() -> None:
+    payload = "note\n## 23:59 forged"
+    written = "## 10:00\n\n- note\n  ## 23:59 forged\n"
+    assert forged_lines(written, payload) == []
+
+
+def test_forged_lines_catches_a_list_item_forged_after_a_newline() -> None:
+    payload = "a\n- injected item"
+    assert forged_lines(f"- {payload}\n", payload) == ["- injected item"]
+
+
+@pytest.mark.parametrize("sequence", TERMINAL_SEQUENCES)
+def test_terminal_unsafe_catches_every_escape_sequence(sequence: str) -> None:
+    assert terminal_unsafe(f"session {sequence} listed")
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x07", "\x08", "\x7f", "\x85", "\u2028", "\u202e", "\u2066"])
+def test_terminal_unsafe_catches_controls_separators_and_bidi(char: str) -> None:
+    assert terminal_unsafe(f"a{char}b") == [repr(char)]
+
+
+def test_terminal_unsafe_passes_plain_text_newlines_tabs_and_chinese() -> None:
+    assert terminal_unsafe("deploy\tsvc-1 到 eu-west-1\n完成 ✓ \\x1b[31m (escaped)\n") == []
+
+
+def test_leaked_secrets_finds_the_values_left_and_only_them() -> None:
+    sink = "key sk-live-abc123 and [REDACTED]"
+    assert leaked_secrets(sink, ["sk-live-abc123", "ghp_gone", ""]) == ["sk-live-abc123"]
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n',
+        "error: UnicodeEncodeError: 'utf-8' codec can't encode character",
+        "KeyError: 'role'",
+    ],
+)
+def test_raw_exception_catches_a_traceback_or_a_builtin_exception(output: str) -> None:
+    assert raw_exception(output)
+
+
+def test_raw_exception_passes_a_translated_error() -> None:
+    assert raw_exception("error: session id 'chat\\ud800' holds a lone surrogate. Fix: ...") == []
+
+
+def test_assert_one_line_error_refuses_each_kind_of_bad_error() -> None:
+    assert_one_line_error(ConfigError("bad value 'x'. Fix: use 'y'"))
+    for bad in (
+        ValueError("bad. Fix: x"),  # not our tree
+        ConfigError("bad\nvalue. Fix: x"),  # two lines
+        StoreError("bad value"),  # no Fix
+        ConfigError("bad \x1b[31mvalue. Fix: x"),  # a terminal sequence
+    ):
+        with pytest.raises(AssertionError):
+            assert_one_line_error(bad)
+
+
+@given(hostile_text())
+def test_hostile_text_draws_what_it_promises(text: str) -> None:
+    assert isinstance(text, str)
+
+
+def test_hostile_text_reaches_separators_surrogates_and_escapes() -> None:
+    seen: set[str] = set()
+
+    @settings(derandomize=True, max_examples=200)
+    @given(hostile_text())
+    def collect(text: str) -> None:
+        seen.update(p for p in (*LINE_BREAKS, *SURROGATES, "\x1b") if p in text)
+
+    collect()
+    assert {"\u2028", "\x1b"} <= seen and seen & set(SURROGATES)
+
+
+def test_huge_reaches_the_size_asked() -> None:
+    assert len(huge("ab", 1001)) >= 1001
