@@ -149,7 +149,7 @@ def test_a_session_header_is_no_identifier_but_a_date_said_in_a_sentence_is() ->
     (measured: 55 of the 148 answers the MADial dev set "kept" were header dates listed bare)."""
     messages = [
         user("[Session 3 · 2023-05-08]\nThe release train leaves on 2026-12-03."),
-        assistant("DATE: 1:56 pm on 8 May, 2023\nNoted."),
+        assistant("DATE: 10:15 am on 14 March, 2024\nNoted."),
         user("[第4次会话 · 2023年5月9日]\n部署在2026-12-04。"),
     ]
     assert build_ledger(messages).values == ("2026-12-03", "2026-12-04")

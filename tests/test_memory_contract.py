@@ -197,11 +197,14 @@ def test_a_day_the_query_names_ranks_its_daily_file_first(make: Factory) -> None
 def test_a_day_the_query_names_ranks_the_chunks_under_its_heading_first(make: Factory) -> None:
     # A transcript kept as a note: the day is in each session's heading, not in the turn that answers.
     index = make()
-    session = "# Session {n}, 1:56 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
+    session = "# Session {n}, 4:20 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
     session += "### Bob\nWe baked bread and a cake.\n\n"
-    talk = session.format(n=1, day="8 May, 2023") + session.format(n=2, day="9 June, 2023")
+    talk = session.format(n=1, day="12 May, 2023") + session.format(n=2, day="17 June, 2023")
     (index.workspace.daily_dir / "talk.md").write_text(talk)
-    sessions = {"8 May, 2023": {1, 6}, "9 June, 2023": {9, 14}}  # each session's chunks: greeting, Bob's turn
+    sessions = {
+        "12 May, 2023": {1, 6},
+        "17 June, 2023": {9, 14},
+    }  # each session's chunks: greeting, Bob's turn
     for day, chunks in sessions.items():
         for mode in ("hybrid", "keyword", "vector"):
             hits = index.search(f"What did they bake on {day}?", 3, mode=mode)
@@ -211,9 +214,9 @@ def test_a_day_the_query_names_ranks_the_chunks_under_its_heading_first(make: Fa
 
 def test_a_month_the_query_names_ranks_its_days_first(make: Factory) -> None:
     index = make(today=lambda: date(2024, 3, 1))
-    session = "# Session {n}, 1:56 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
+    session = "# Session {n}, 4:20 pm on {day}\n\n### Ann\nHello again, Bob!\n\n"
     session += "### Bob\nWe baked bread and a cake.\n\n"
-    talk = session.format(n=1, day="8 May, 2023") + session.format(n=2, day="9 June, 2023")
+    talk = session.format(n=1, day="12 May, 2023") + session.format(n=2, day="17 June, 2023")
     (index.workspace.daily_dir / "talk.md").write_text(talk)
     (index.workspace.daily_dir / "2023-06-20.md").write_text("## 09:00\n\nuser: we baked bread\n")
     (index.workspace.daily_dir / "2024-02-27.md").write_text("## 09:00\n\nuser: we baked bread and a cake\n")

@@ -129,13 +129,13 @@ def test_a_day_said_relative_to_the_session_is_written_in_the_entry() -> None:
     written. The summary the model is sent keeps the words as they were."""
     summary = (
         "## Critical context\n"
-        "- [8 May, 2023] Caroline: I went to the support group yesterday. Melanie: Nice!\n"
+        "- [14 March, 2024] Ingrid: I went to the pottery class yesterday. Tomas: Nice!\n"
         "- [2023年5月9日] 小林: 我上周六去了公园。"
     )
     assert fact_digest(summary, "en").splitlines() == [
-        "### 8 May, 2023",
-        "- [8 May, 2023] Caroline: I went to the support group yesterday. (yesterday: 7 May, 2023)",
-        "- [8 May, 2023] Melanie: Nice!",
+        "### 14 March, 2024",
+        "- [14 March, 2024] Ingrid: I went to the pottery class yesterday. (yesterday: 13 March, 2024)",
+        "- [14 March, 2024] Tomas: Nice!",
         "",
         "### 2023年5月9日",
         "- [2023年5月9日] 小林: 我上周六去了公园。（上周六：2023年5月6日）",

@@ -17,11 +17,11 @@ from contextmem.memory.sqlite_index import _TOKENIZER, SqliteMemoryIndex
 from contextmem.memory.text import MAX_QUERY_TERMS, fts_document, query_terms
 from contextmem.workspace import Workspace
 
-# Stems that meet ("run", "running"), possessives and contractions (two-token phrases: "caroline's" is
-# "caroline" "s"), diacritics, Chinese bigrams, and plain words.
+# Stems that meet ("run", "running"), possessives and contractions (two-token phrases: "ingrid's" is
+# "ingrid" "s"), diacritics, Chinese bigrams, and plain words.
 WORDS = [
-    "run", "running", "runs", "caroline's", "caroline", "s", "don't", "t", "what", "did", "café", "cafe",
-    "naïve", "数据库迁移", "迁移", "the", "melanie", "painted", "paint", "sunrise", "x1",
+    "run", "running", "runs", "ingrid's", "ingrid", "s", "don't", "t", "what", "did", "café", "cafe",
+    "naïve", "数据库迁移", "迁移", "the", "tomas", "painted", "paint", "harbour", "x1",
     *(f"w{i}" for i in range(40)),
 ]  # fmt: skip
 

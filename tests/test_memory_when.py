@@ -11,19 +11,19 @@ from contextmem.memory.text import index_chunks
 from contextmem.memory.when import asks_when, timed_chunks
 
 ASKS_WHEN = [
-    "When did Caroline go to the LGBTQ support group?",
+    "When did Ingrid go to the pottery class?",
     "  when is the launch",
     "What year did John move to Seattle?",
     "Which month was the concert in?",
     "In which year did they meet?",
-    "How long ago was Melanie's trip?",
+    "How long ago was Tomas's trip?",
     "Since when has he played guitar?",
     "卡罗琳什么时候去的支持小组？",
     "他们哪天见面？",
     "会议是几号？",
 ]
 ASKS_SOMETHING_ELSE = [
-    "What did Caroline do when she felt lonely?",  # "when" inside: a conjunction
+    "What did Ingrid do when she felt tired?",  # "when" inside: a conjunction
     "Whenever I call, who answers?",
     "What is John's favourite day of the week?",
     "Where did they meet?",
@@ -31,13 +31,13 @@ ASKS_SOMETHING_ELSE = [
     "",
 ]
 SAYS_WHEN = [
-    "I went to a support group yesterday.",
+    "I went to a pottery class yesterday.",
     "We moved here three years ago.",
     "Last summer we went surfing.",
     "The gig is on Friday.",
     "Back in May it rained.",
     "She was born in 1994.",
-    "See you on 8 May 2023.",
+    "See you on 14 March 2024.",
     "Deploy by 2023-05-08 10:00.",
     "我昨天去了北京。",
     "三年前我们搬家了。",

@@ -469,13 +469,13 @@ async def test_an_over_budget_reply_is_fitted_without_another_call() -> None:
 
 TRIP = Summary(
     "## Goal\n- Plan the Lisbon trip.\n## Constraints\n- (none)\n## Progress\n"
-    "- Flight LH1172 leaves Frankfurt at 09:40 on 14 June.\n- Caroline lives in Paris near the Marais.\n"
+    "- Flight LH1172 leaves Frankfurt at 09:40 on 14 June.\n- Ingrid lives in Paris near the Marais.\n"
     "## Key decisions\n- The trip budget is 500 EUR.\n## Next steps\n- Book the hotel.\n"
     "## Critical context\n- (none)",
     lang="en",
 )
 TRIP_NEWS: list[Message] = [
-    user("Update: Caroline moved to Berlin last month, to Kreuzberg."),
+    user("Update: Ingrid moved to Berlin last month, to Kreuzberg."),
     assistant("Noted, Berlin it is."),
     user("And we decided to raise the trip budget to 700 EUR."),
     assistant("Budget raised to 700 EUR."),
@@ -485,7 +485,7 @@ TRIP_NEWS: list[Message] = [
 async def test_stale_items_the_model_replaces_drop() -> None:
     reply = (
         "## Goal\n- Plan the Lisbon trip.\n## Constraints\n- (none)\n## Progress\n"
-        "- Flight LH1172 leaves Frankfurt at 09:40 on 14 June.\n- Caroline moved to Berlin (Kreuzberg).\n"
+        "- Flight LH1172 leaves Frankfurt at 09:40 on 14 June.\n- Ingrid moved to Berlin (Kreuzberg).\n"
         "## Key decisions\n- The trip budget is 700 EUR.\n## Next steps\n- Book the hotel.\n"
         "## Critical context\n- (none)"
     )
@@ -502,8 +502,7 @@ async def test_the_model_sees_only_what_is_new_and_what_it_may_make_stale() -> N
     """Issue 17: one short call — the new messages, the ledger, a draft of their facts and of the previous
     facts they touch; the rest of the previous summary is merged back without the model."""
     llm = ScriptedLLM.of(
-        "## Progress\n- Caroline moved to Berlin (Kreuzberg).\n"
-        "## Key decisions\n- The trip budget is 700 EUR."
+        "## Progress\n- Ingrid moved to Berlin (Kreuzberg).\n## Key decisions\n- The trip budget is 700 EUR."
     )
     summarizer = Summarizer(llm, COUNTER, max_tokens=2000)
     summary = await summarizer.summarize(TRIP, TRIP_NEWS)
@@ -521,11 +520,11 @@ async def test_the_model_sees_only_what_is_new_and_what_it_may_make_stale() -> N
 
 async def test_a_flat_list_reply_is_read_back_into_its_sections() -> None:
     """The 1.5B model wrote the corrected draft back as the flat ``- Section: fact`` list it was shown."""
-    reply = "- Progress: Caroline moved to Berlin (Kreuzberg).\n- Key decisions: The trip budget is 700 EUR."
+    reply = "- Progress: Ingrid moved to Berlin (Kreuzberg).\n- Key decisions: The trip budget is 700 EUR."
     summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(TRIP, TRIP_NEWS)
     assert summary.source == "llm", summary.fallback_reason
     _, got = parse_sections(summary.text)
-    assert "Caroline moved to Berlin (Kreuzberg)." in got["progress"] and "700 EUR" in got["decisions"]
+    assert "Ingrid moved to Berlin (Kreuzberg)." in got["progress"] and "700 EUR" in got["decisions"]
 
 
 def test_unflatten_reads_the_sections_a_flat_list_names_in_either_language() -> None:
@@ -572,8 +571,8 @@ def test_section_labels_ahead_of_an_item_are_dropped_in_either_language() -> Non
 
 async def test_facts_with_exact_values_the_model_lost_come_back() -> None:
     reply = (  # most of the draft, corrected; the flight, with its number and time, gone without a trace
-        "## Goal\n- Plan the Lisbon trip.\n- Caroline moved to Berlin last month (Kreuzberg).\n"
-        "## Progress\n- Caroline moved to Berlin.\n## Key decisions\n- We decided to raise the trip budget.\n"
+        "## Goal\n- Plan the Lisbon trip.\n- Ingrid moved to Berlin last month (Kreuzberg).\n"
+        "## Progress\n- Ingrid moved to Berlin.\n## Key decisions\n- We decided to raise the trip budget.\n"
         "## Next steps\n- Book the hotel."
     )
     summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(TRIP, TRIP_NEWS)
@@ -586,13 +585,13 @@ async def test_facts_with_exact_values_the_model_lost_come_back() -> None:
 
 async def test_a_reply_that_drops_most_of_the_draft_gets_the_dropped_facts_back() -> None:
     # what the 1.5B and 0.5B models did: a summary of the new messages alone, as if there were no draft
-    reply = "## Goal\n- Caroline moved to Berlin.\n## Progress\n- Caroline moved to Berlin."
+    reply = "## Goal\n- Ingrid moved to Berlin.\n## Progress\n- Ingrid moved to Berlin."
     summary = await Summarizer(ScriptedLLM.of(reply), COUNTER).summarize(TRIP, TRIP_NEWS)
     assert summary.source == "llm"
     _, got = parse_sections(summary.text)
     # no exact value in them, but the model did not judge them: it ignored them
     assert "Plan the Lisbon trip." in got["goal"]
-    assert "Caroline lives in Paris near the Marais." in got["progress"]
+    assert "Ingrid lives in Paris near the Marais." in got["progress"]
     assert "Flight LH1172 leaves Frankfurt at 09:40 on 14 June." in got["progress"]
     assert "Book the hotel." in got["next"] and "700 EUR" in summary.text
 

@@ -271,15 +271,17 @@ def test_trimming_keeps_the_first_clause_and_only_the_sentences_own_words(
 
 
 def test_session_headers_and_speakers() -> None:
-    assert header_date("[Session 3 · 8 May 2023]") == "8 May 2023"
-    assert header_date("DATE: 1:56 pm on 8 May, 2023") == "8 May, 2023"
+    assert header_date("[Session 3 · 14 March 2024]") == "14 March 2024"
+    assert header_date("DATE: 10:15 am on 14 March, 2024") == "14 March, 2024"
     assert header_date("[对话 3 · 2023-05-08]") == "2023-05-08"
-    assert header_date("My sister arrives on 8 May 2023 and stays with us for the whole summer long.") is None
-    assert speaker_prefix("Caroline: I went to the support group.") == (
-        "Caroline",
-        "I went to the support group.",
+    assert (
+        header_date("My sister arrives on 14 March 2024 and stays with us for the whole summer long.") is None
     )
-    assert speaker_prefix("Fixed: it works", {"Caroline"}) == (None, "Fixed: it works")
+    assert speaker_prefix("Ingrid: I went to the pottery class.") == (
+        "Ingrid",
+        "I went to the pottery class.",
+    )
+    assert speaker_prefix("Fixed: it works", {"Ingrid"}) == (None, "Fixed: it works")
 
 
 # --- the summary ----------------------------------------------------------------------------------
@@ -295,15 +297,15 @@ def test_salient_facts_are_kept_over_chit_chat_under_a_tight_budget() -> None:
 
 def test_facts_are_dated_and_attributed() -> None:
     messages: list[Message] = [
-        user("Caroline: [Session 1 · 8 May 2023]\nI went to the LGBTQ support group yesterday."),
-        assistant("Melanie: That's great! I painted a lake sunrise last year."),
-        user("Caroline: Thanks Mel!"),
-        assistant("Melanie: Talk soon!"),
+        user("Ingrid: [Session 1 · 14 March 2024]\nI went to the pottery class yesterday."),
+        assistant("Tomas: That's great! I sketched a harbour at dawn last year."),
+        user("Ingrid: Thanks Tom!"),
+        assistant("Tomas: Talk soon!"),
     ]
     _, sections = parse_sections(summarize(messages))
     body = "\n".join(sections.values())
-    assert "[8 May 2023] Caroline: I went to the LGBTQ support group yesterday." in body
-    assert "Melanie: " in body and "lake sunrise" in body
+    assert "[14 March 2024] Ingrid: I went to the pottery class yesterday." in body
+    assert "Tomas: " in body and "harbour at dawn" in body
 
 
 def test_the_session_date_carries_into_the_next_batch() -> None:
@@ -601,16 +603,16 @@ def test_chinese_conversations_get_chinese_headers() -> None:
 
 def test_previous_facts_come_back_as_facts_with_their_date_and_speaker() -> None:
     previous = (
-        "## Critical context\n- [8 May 2023] Caroline: A went home. B stayed. Melanie: C left.\n"
-        "- [9 May 2023] Caroline: D. Melanie: E."
+        "## Critical context\n- [14 March 2024] Ingrid: A went home. B stayed. Tomas: C left.\n"
+        "- [15 March 2024] Ingrid: D. Tomas: E."
     )
     facts = facts_from_summary(previous, "en")
     assert [(f.text, f.speaker, f.date) for f in facts] == [
-        ("A went home.", "Caroline", "8 May 2023"),
-        ("B stayed.", "Caroline", "8 May 2023"),
-        ("C left.", "Melanie", "8 May 2023"),
-        ("D.", "Caroline", "9 May 2023"),
-        ("E.", "Melanie", "9 May 2023"),
+        ("A went home.", "Ingrid", "14 March 2024"),
+        ("B stayed.", "Ingrid", "14 March 2024"),
+        ("C left.", "Tomas", "14 March 2024"),
+        ("D.", "Ingrid", "15 March 2024"),
+        ("E.", "Tomas", "15 March 2024"),
     ]
     assert all(not f.new and f.order < 0 for f in facts)
 
@@ -864,7 +866,7 @@ def test_a_long_run_is_read_once_not_once_per_character(run: str) -> None:
 
 _TURNS = st.lists(
     st.tuples(
-        st.sampled_from(["Caroline", "Melanie"]),
+        st.sampled_from(["Ingrid", "Tomas"]),
         st.sampled_from(
             ["I went home.", "[shares a photo: a bunch of jerseys]", "see you then", "我回家了。"]
         ),
@@ -879,9 +881,9 @@ def test_a_summary_reads_back_who_said_each_fact(turns: list[tuple[str, str]]) -
     """Facts of one date share a bullet, the speaker named where it changes; read back, each fact keeps
     its speaker. A fact that ends without a sentence mark (a photo turn, chat without punctuation) once
     swallowed the next speaker's: ``John: … [shares a photo: …] Tim: Cool!`` came back as John's."""
-    said = [("Caroline", "Hi."), ("Melanie", "Hello."), ("Caroline", "Bye."), ("Melanie", "Ciao.")]
+    said = [("Ingrid", "Hi."), ("Tomas", "Hello."), ("Ingrid", "Bye."), ("Tomas", "Ciao.")]
     earlier = [Fact(text, "context", 1.0, i - 9, who, "7 May 2023") for i, (who, text) in enumerate(said)]
-    facts = [Fact(text, "context", 1.0, i, who, "8 May 2023") for i, (who, text) in enumerate(turns)]
+    facts = [Fact(text, "context", 1.0, i, who, "14 March 2024") for i, (who, text) in enumerate(turns)]
     back = facts_from_summary(_render(earlier + facts, "en"), "en")
     assert _runs([(f.speaker, f.text) for f in back]) == _runs([*said, *turns])
 

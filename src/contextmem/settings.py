@@ -193,7 +193,7 @@ class Settings(BaseModel):
         0.05,
         ge=0,
         le=1,
-        description="Weight of a memory chunk said by the speaker a query names ('What did Caroline say "
+        description="Weight of a memory chunk said by the speaker a query names ('What did Ingrid say "
         "about…'; a name heading or a 'Name:' line; 0: not used)",
     )
     time_weight: float = Field(

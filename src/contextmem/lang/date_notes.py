@@ -1,9 +1,9 @@
 """Pure: a fact written to memory, followed by the days, months and years it names relative to the day
 it was said.
 
-Said on "8 May, 2023", "I went to the group yesterday." is written "I went to the group yesterday.
-(yesterday: 7 May, 2023)" (:func:`resolved_days`), the day written as the session date is
-(:func:`written_like`); "We move next month." is written "We move next month. (next month: June 2023)".
+Said on "14 March, 2024", "I went to the group yesterday." is written "I went to the group yesterday.
+(yesterday: 13 March, 2024)" (:func:`resolved_days`), the day written as the session date is
+(:func:`written_like`); "We move next month." is written "We move next month. (next month: April 2024)".
 The entry is read long after, when "yesterday" and "next month" say nothing. The day phrases and the days
 they name are :mod:`contextmem.lang.dates`'s; the months and years are each language's
 :attr:`~contextmem.lang.Language.period_phrases`, written in its ``month_spelling`` and ``year_spelling``.
@@ -78,9 +78,9 @@ _DAY_NUMBER = re.compile(r"(?<!\d)(?P<d>\d{1,2})(?P<suffix>st|nd|rd|th)?(?!\d)")
 
 def written_like(day: date, example: str) -> str:
     """``day`` written the way ``example`` writes its one date: ``2023-05-08`` and ``2023/5/8`` (their
-    separators and padding), ``2023年5月8日``, ``8 May, 2023``, ``May 8th, 2023``, ``8 Jun 2023`` (month
+    separators and padding), ``2023年5月8日``, ``14 March, 2024``, ``May 8th, 2023``, ``8 Jun 2023`` (month
     names from the language tables, as abbreviated and cased as ``example``'s): the date alone, not what
-    surrounds it (the "Tuesday" or "7:48 pm" of ``Tuesday, 7:48 pm on 8 May, 2023`` is not ``day``'s). ISO
+    surrounds it (the "Tuesday" or "7:48 pm" of ``Tuesday, 6:30 pm on 14 March, 2024`` is not ``day``'s). ISO
     when ``example`` writes no single day, or a form this cannot rewrite: the result is read back, and must
     write ``day``."""
     found = list(full_dates(example))
@@ -138,8 +138,8 @@ def _renamed_month(text: str, was: int, now: int) -> str:
 
 def resolved_days(text: str, written: str) -> str:
     """``text``, said on the one day ``written`` writes, followed by what each of its phrases that name one
-    day, month or year relative to it names (a day in ``written``'s form), in the order said. Said on "8
-    May, 2023", "I went yesterday." becomes "I went yesterday. (yesterday: 7 May, 2023)". Said on
+    day, month or year relative to it names (a day in ``written``'s form), in the order said. Said on "14
+    March, 2024", "I went yesterday." becomes "I went yesterday. (yesterday: 13 March, 2024)". Said on
     2023年5月9日, 我上周六去了公园，下个月去上海。 becomes
     我上周六去了公园，下个月去上海。（上周六：2023年5月6日；下个月：2023年6月）.
     A memory entry then answers "when" without its reader counting days; the words said stay as they

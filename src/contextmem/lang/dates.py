@@ -289,7 +289,7 @@ def _written(text: str) -> Iterator[tuple[tuple[int, int], date]]:
 
 
 def _with_year(text: str) -> Iterator[tuple[tuple[int, int], Iterator[date]]]:
-    """Each month-day phrase of ``text`` that carries its year ("8 May, 2023"): its span and its day."""
+    """Each month-day phrase of ``text`` that carries its year ("14 March, 2024"): its span and its day."""
     for match, phrase, values, reader in _phrases(text):
         if phrase.kind == "month_day" and values.get("year"):
             yield match.span(), _resolve(phrase, reader, values, date.max)
@@ -298,7 +298,7 @@ def _with_year(text: str) -> Iterator[tuple[tuple[int, int], Iterator[date]]]:
 def full_days(text: str) -> set[date]:
     """The days ``text`` writes in full, with their year, and nothing relative to a today: ISO
     (``2026-01-05``, ``2026/1/5``), the written forms of :func:`written_days` and month-day phrases that
-    carry a year ("8 May, 2023", "May 8, 2022"); impossible dates are ignored. What a heading dates its
+    carry a year ("14 March, 2024", "May 8, 2022"); impossible dates are ignored. What a heading dates its
     section by (:func:`contextmem.memory.text.heading_days`)."""
     return {day for _, day in full_dates(text)}
 
@@ -333,9 +333,9 @@ def written_months(text: str) -> set[tuple[int, int]]:
 
 def day_mentions(days: Iterable[date]) -> re.Pattern[str] | None:
     """A pattern that finds ``days`` written in a text, as session headers and memory entries write them:
-    ``2023-05-08``, ``2023/5/8``, ``2023年5月8日``, ``8 May 2023``, ``May 8, 2023`` (any case, an optional
-    comma, abbreviated months). ``None`` for no days. Digits are delimited: ``18 May 2023`` is not
-    ``8 May 2023``."""
+    ``2023-05-08``, ``2023/5/8``, ``2023年5月8日``, ``14 March 2024``, ``May 8, 2023`` (any case, an optional
+    comma, abbreviated months). ``None`` for no days. Digits are delimited: ``114 March 2024`` is not
+    ``14 March 2024``."""
     spellings: list[str] = []
     forms = _GRAMMAR().spellings
     for day in sorted(set(days)):

@@ -70,7 +70,7 @@ class BaseMemoryIndex(ABC):
     With ``neighbour_weight > 0`` each candidate is read in context: its vector blended with those of the
     chunks just before and after it in its file, its keyword score raised by a share of theirs
     (:func:`.ranking.in_context_vector_scores`). With ``speaker_weight > 0`` a query that names one of the
-    speakers its candidates carry (:mod:`.speakers`: "What did Caroline research?") lifts the chunks that
+    speakers its candidates carry (:mod:`.speakers`: "What did Ingrid research?") lifts the chunks that
     speaker said, and with ``unnamed_weight > 0`` a query that names a speaker the memory knows is encoded
     partly without the name (:mod:`.query_encoding`). With ``time_weight > 0`` a query that asks when
     (:mod:`.when`) lifts the chunks that say when. With ``file_weight > 0`` a note's chunk is read in its

@@ -153,7 +153,7 @@ class _Segment:
         return cls(first, stream, starts, at, positions, post.astype(np.int64), rows, counts)
 
     def phrase_hits(self, phrase: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
-        """The rows holding ``phrase`` (two tokens or more: "caroline's") and how many times each does."""
+        """The rows holding ``phrase`` (two tokens or more: "ingrid's") and how many times each does."""
         if phrase[0] >= self.at.size - 1:
             return np.zeros(0, np.int32), np.zeros(0, np.int32)
         found = self.positions[self.at[phrase[0]] : self.at[phrase[0] + 1]]

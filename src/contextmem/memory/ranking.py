@@ -15,7 +15,7 @@ its year, :func:`.text.query_month_days`) asks about that day: its
 daily file's chunks do not decay and rank before every other chunk (by their own score among
 themselves), and so do chunks that write that day (``naming_chunks``: a memory entry's ``### 2022-01-18``
 session, a core-memory line "release on 8 May 2026") or sit under a heading that does (a transcript's
-``# Session 3, 8 May, 2023``: the turn that answers rarely writes the date). Recency must not bury the
+``# Session 3, 14 March, 2024``: the turn that answers rarely writes the date). Recency must not bury the
 very day the user asked about.
 
 A chunk is read in its context (``neighbour_weight``, :func:`in_context_vector_scores` and
@@ -29,7 +29,7 @@ Who said it counts a little (``speaker_weight``, ``speaking_chunks``): when a qu
 speakers its candidates carry (:mod:`.speakers`), the chunks that speaker said gain a fixed component.
 It stays small because a question can name the wrong person, or ask about what was said *to* them.
 So does a chunk that says when, for a question that asks when (``time_weight``, ``timed_chunks``,
-:mod:`.when`): "When did Caroline go to the support group?" is answered by "I went … yesterday".
+:mod:`.when`): "When did Ingrid go to the pottery class?" is answered by "I went … yesterday".
 
 A note's chunk is read in its file too (``file_weight``, :func:`in_file_scores`): after fusion its score
 rises toward the best candidate's of the same file. The session that answers a question holds more than

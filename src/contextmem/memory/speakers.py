@@ -2,14 +2,14 @@
 
 Memory text says who spoke in two markdown shapes, and both are read here:
 
-- a heading that is a name, with the turn under it (``### Caroline``; a transcript kept as a note);
+- a heading that is a name, with the turn under it (``### Ingrid``; a transcript kept as a note);
 - a line that opens with a name and a colon, after an optional bullet and ``[date]``
   (``- [2022-01-18] Bart: I got a gold-plated pocket watch.``; what a compaction writes to daily memory).
 
-A name is one to three words of letters (no digits, so ``### Session 1, 8 May 2023`` and ``### 2022-01-18``
+A name is one to three words of letters (no digits, so ``### Session 1, 14 March 2024`` and ``### 2022-01-18``
 are not speakers). A query names a speaker when it holds one of the names the candidates carry, as a whole
-word (Latin) or as a substring (Chinese, which has no spaces): "What did Caroline research?" names
-Caroline. No word list: the names come from the memory itself. So a note's short heading (``### Goals``)
+word (Latin) or as a substring (Chinese, which has no spaces): "What did Ingrid research?" names
+Ingrid. No word list: the names come from the memory itself. So a note's short heading (``### Goals``)
 or label line (``Note: …``) reads as a speaker too; a query that names it lifts the chunks under it, which
 is what the heading is for there as well.
 """
@@ -33,7 +33,7 @@ __all__ = [
 
 MAX_NAME_CHARS = 40  # a longer "name" is a sentence with a colon in it
 _WORD = r"(?>[^\W\d_]++(?:['’.-][^\W\d_]++)*+)"  # letters, and O'Neil, Jean-Luc; atomic: no backtracking
-_NAME = rf"{_WORD}(?:\.?[ ]{_WORD}){{0,2}}"  # one to three words: Caroline, Mary Ann, J. K. Rowling
+_NAME = rf"{_WORD}(?:\.?[ ]{_WORD}){{0,2}}"  # one to three words: Ingrid, Mary Ann, J. K. Rowling
 _HEADING_NAME = re.compile(rf"#{{1,6}}[ \t]+({_NAME})[ \t]*$")
 _LINE_NAME = re.compile(
     rf"[ \t]*(?:[-*+][ \t]+)?(?:\[[^\]\n]{{1,40}}\][ \t]*)?(?:\*\*)?({_NAME})(?:\*\*)?[ \t]*[:：]"

@@ -178,7 +178,7 @@ def redact_chunk(text: str, known: frozenset[str]) -> str:
 
 def query_days(query: str, today: date | None = None) -> frozenset[date]:
     """The calendar days ``query`` names (``2026-01-05``, ``2026/1/5``, and the days the languages write
-    with their year, ``2026年1月5日``, ``8 May, 2023``: :func:`contextmem.lang.dates.full_days`; with
+    with their year, ``2026年1月5日``, ``14 March, 2024``: :func:`contextmem.lang.dates.full_days`; with
     ``today``, also the days it names relative to it: ``yesterday``, ``last Saturday``, ``March 14``,
     上周六 — :func:`contextmem.lang.dates.relative_days`), the earliest :data:`MAX_QUERY_DAYS`; impossible
     dates are ignored. Their daily files rank first (:mod:`.ranking`)."""
@@ -210,7 +210,7 @@ def heading_days(text: str) -> list[date | None]:
     under none.
 
     A heading holds until the next heading of its level or above. So every turn of a transcript kept as a
-    note (``# Session 3, 7:48 pm on 8 May, 2023``, then ``### Ann`` per turn) is of 8 May 2023, and so is
+    note (``# Session 3, 6:30 pm on 14 March, 2024``, then ``### Ann`` per turn) is of 14 March 2024, and so is
     every bullet under a memory entry's ``### 2023-05-08``, in a later chunk too. Invariant: the result
     has one entry per line of ``text.splitlines()``.
     """

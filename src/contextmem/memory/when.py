@@ -1,7 +1,7 @@
 """When it happened: whether a query asks when, and which chunks say when. Pure.
 
-A question that asks when ("When did Caroline go to the support group?", 她什么时候去的) is answered by a
-text that says when ("I went to a support group yesterday", "last summer", 上周六): a date, a partial one,
+A question that asks when ("When did Ingrid go to the pottery class?", 她什么时候去的) is answered by a
+text that says when ("I went to a pottery class yesterday", "last summer", 上周六): a date, a partial one,
 a year or a word of time (:func:`contextmem.lang.calendar.says_when`, read once when a chunk is indexed);
 a daily file's chunk says when by its file's name. Memory search lifts those chunks a little
 (``time_weight``, :func:`.ranking.combine`), as it lifts what a named speaker said. The words are the

@@ -75,7 +75,7 @@ COMMAND = cue("command")
 """A sentence that opens with an instruction to the agent: "Check the dry-run output.", "Try again.",
 看一下部署配置 — the verb, then what it acts on; not "Fix is deployed", "Update: …", 确认了, 总结：…"""
 EVENT = cue("event")
-"""An event told in the first person: "I went to a support group", "my sister adopted a cat",
+"""An event told in the first person: "I went to a pottery class", "my sister adopted a cat",
 我们参加了运动会, 我和爸爸去游泳 (the language tables say how each language tells one)."""
 ADVICE = cue("advice")
 """Advice to the listener ("you could try ...", 你可以试着): what a later question asks about is what
@@ -95,7 +95,7 @@ FILLER_HEAD = TablePattern(alternatives(lambda lang: lang.fillers), re.I)
 LAUGHTER = TablePattern(alternatives(lambda lang: (lang.laughter,)), re.I)
 SENTENCE_END = TablePattern(alternatives(lambda lang: (lang.sentence_end,)))
 SPEAKER_NAME = TablePattern(alternatives(lambda lang: (lang.speaker_name,)))
-"""A speaker's name before ``:`` ("Caroline", "Dr. Mei Lin", 王磊), as each language writes one."""
+"""A speaker's name before ``:`` ("Ingrid", "Dr. Mei Lin", 王磊), as each language writes one."""
 SPEAKER = TablePattern(lambda langs: rf"^\s*(?P<who>{SPEAKER_NAME.build(langs)})[:：][ \t]*")
 
 

@@ -44,7 +44,7 @@ def fact_digest(summary: str, lang: Lang, *, previous: str | None = None) -> str
     identifier block: short chunks like those outranked the bullet holding the answer
     (``evals/results/compaction_facts.md``). A fact that names a day, month or year relative to its
     session date is followed by it (:func:`contextmem.lang.date_notes.resolved_days`):
-    ``- [8 May, 2023] Caroline: I went to the group yesterday. (yesterday: 7 May, 2023)``. The entry is
+    ``- [14 March, 2024] Ingrid: I went to the group yesterday. (yesterday: 13 March, 2024)``. The entry is
     read long after, when "yesterday" says nothing.
 
     Facts said before the first session header of ``summary`` took place on the session date that

@@ -23,7 +23,7 @@ than every new one. Then:
    What does not fit is dropped whole, least salient first — never cut in the middle, never the newest
    for being new.
 3. **Rendered** in the six sections, chronologically within each, consecutive facts of one session and
-   speaker merged into one bullet: ``- [8 May 2023] Caroline: fact. fact.``
+   speaker merged into one bullet: ``- [14 March 2024] Ingrid: fact. fact.``
 
 Invariants (tested as properties): the rendered text never exceeds the budget; every section header is
 there, in the conversation's language; with any room at all, the most salient new fact is kept.
@@ -137,7 +137,7 @@ class Fact:
     assistant: bool = False  # said by an assistant: known for new facts, and through ``Sizing.voiced``
 
     def item(self) -> str:
-        """The fact as a summary item that stands alone: ``[8 May 2023] Caroline: text``."""
+        """The fact as a summary item that stands alone: ``[14 March 2024] Ingrid: text``."""
         return (
             (f"[{self.date}] " if self.date else "")
             + (f"{self.speaker}: " if self.speaker else "")
@@ -315,7 +315,7 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
 
 def _render(facts: Sequence[Fact], lang: Lang) -> str:
     """The six sections; within each, facts in order, a run of one session date in one bullet, the
-    speaker named where it changes: ``- [8 May 2023] Caroline: a. b. Melanie: c.`` Another speaker's fact
+    speaker named where it changes: ``- [14 March 2024] Ingrid: a. b. Tomas: c.`` Another speaker's fact
     joins a bullet only after a sentence mark, where :data:`_SPEAKER_TURN` splits it back: after ``a``
     (a photo turn, chat without punctuation) it opens a bullet of its own."""
     by_section: dict[str, list[str]] = {k: [] for k in SECTION_KEYS}
@@ -435,8 +435,8 @@ def fresh_draft(
 ) -> tuple[str, str]:
     """``(draft, rest)`` for a model that sees only what is new. ``draft``: the six-section summary, in
     ``budget``, of the new messages' facts and of the previous summary's facts they may make stale — those
-    sharing a content word with them that few other facts use (:data:`RELATED_DF`): "Caroline lives in
-    Paris" beside "Caroline moved to Berlin". ``rest``: every fact the draft does not show (the other
+    sharing a content word with them that few other facts use (:data:`RELATED_DF`): "Ingrid lives in
+    Paris" beside "Ingrid moved to Berlin". ``rest``: every fact the draft does not show (the other
     previous facts, and those it had no room for), rendered, to merge back without the model
     (:func:`merge_facts`). ``previous`` must already be redacted."""
     old, new = _old_and_new(messages, previous, known, sizing)

@@ -82,7 +82,7 @@ _EMOJI = re.compile(r"[\U0001F300-\U0001FAFF\u2600-\u27BF]+|:\)|:\(|:D|;\)")
 
 
 def speaker_prefix(text: str, speakers: Collection[str] | None = None) -> tuple[str | None, str]:
-    """``("Caroline", rest)`` when ``text`` starts with a ``Caroline: `` prefix (and ``Caroline`` is one
+    """``("Ingrid", rest)`` when ``text`` starts with a ``Ingrid: `` prefix (and ``Ingrid`` is one
     of ``speakers``, when given), else ``(None, text)``."""
     m = SPEAKER.match(text)
     if m is None or m["who"] in NOT_NAMES() or (speakers is not None and m["who"] not in speakers):
@@ -100,8 +100,8 @@ _LABEL = re.compile(r"^[^\s:：\[]{1,20}[:：]\s*")
 
 
 def header_date(line: str) -> str | None:
-    """The date of a session header line (``[Session 3 · 8 May 2023]``, ``2023-05-08 10:00``,
-    ``DATE: 1:56 pm on 8 May, 2023``, ``2023年5月8日``): a short line holding a full date and no word but
+    """The date of a session header line (``[Session 3 · 14 March 2024]``, ``2023-05-08 10:00``,
+    ``DATE: 10:15 am on 14 March, 2024``, ``2023年5月8日``): a short line holding a full date and no word but
     header words (session, date, day, time, ...) and numbers."""
     stripped = _LABEL.sub("", line.strip(), count=1)  # "A: [Session 4 · …]", "DATE: …"
     if len(stripped) > 80:
@@ -205,7 +205,7 @@ def rarity(corpus: Iterable[str]) -> dict[str, float]:
 
 
 def _names(text: str) -> int:
-    """Capitalised words that are not sentence furniture (``Caroline``, ``LGBTQ``, ``Lisbon``)."""
+    """Capitalised words that are not sentence furniture (``Ingrid``, ``NATO``, ``Lisbon``)."""
     not_names = NOT_NAMES()
     return sum(1 for w in _WORD.findall(text) if w[0].isupper() and len(w) > 1 and w not in not_names)
 
@@ -219,7 +219,7 @@ class Weights:
     """The summed rarity of the content words is raised to this power: many everyday words do not add
     up to one rare one."""
     name: float = 1.5
-    """Per capitalised word that is not sentence furniture (``Caroline``, ``Lisbon``), up to :attr:`names`."""
+    """Per capitalised word that is not sentence furniture (``Ingrid``, ``Lisbon``), up to :attr:`names`."""
     names: int = 3
     quoted: float = 1.5
     """Per quoted title (《书名》, "Becoming"), up to :attr:`quotes`."""
@@ -228,7 +228,7 @@ class Weights:
     """Per number, in digits or words (三个), up to :attr:`numbers`."""
     numbers: int = 3
     date: float = 2.0
-    """A full date (``8 May 2023``, 2023年5月8日)."""
+    """A full date (``14 March 2024``, 2023年5月8日)."""
     partial_date: float = 1.0
     """A month, weekday, day of the month or relative day (``Friday``, 去年)."""
     preference: float = 2.0
