@@ -210,7 +210,7 @@ def heading_days(text: str) -> list[date | None]:
     under none.
 
     A heading holds until the next heading of its level or above. So every turn of a transcript kept as a
-    note (``# Session 3, 6:30 pm on 14 March, 2024``, then ``### Ann`` per turn) is of 14 March 2024, and so is
+    note (``# Session 3, 6:30 pm on 14 March, 2024``, then ``### Ann`` per turn) is of that day, and so is
     every bullet under a memory entry's ``### 2023-05-08``, in a later chunk too. Invariant: the result
     has one entry per line of ``text.splitlines()``.
     """
