@@ -6,6 +6,8 @@ from hypothesis import HealthCheck, settings
 from tests.local_model import THREADS
 from tests.pg import private_pg  # noqa: F401  (a fixture: a PostgreSQL of the test's own, to restart or cut)
 
+pytest_plugins = ["tests.skip_gate"]  # in CI, a skip not on tests/skips_allowed.txt fails the run
+
 os.environ.setdefault("CONTEXTMEM_LOCAL_THREADS", str(THREADS))  # the CLI processes the tests start
 
 # Hypothesis profiles: "dev" (the default, `make test`) runs a property test on 100 examples, "ci"

@@ -262,6 +262,14 @@ def _no_postgres(exc: Exception) -> NoReturn:
     pytest.skip(f"no PostgreSQL for the tests: {exc}")
 
 
+def _need_psycopg() -> None:
+    """Skip without the postgres extra, or fail under ``CONTEXTMEM_REQUIRE_PG`` (CI installs it)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        _no_postgres(ImportError(f"{exc}; the postgres extra is not installed (pip install '.[postgres]')"))
+
+
 @pytest.fixture
 def pg_dsn() -> Iterator[str]:
     """A DSN of the real test PostgreSQL whose ``search_path`` is a fresh schema, dropped afterwards."""
@@ -269,7 +277,7 @@ def pg_dsn() -> Iterator[str]:
         base = server_dsn()
     except PgUnavailable as exc:
         _no_postgres(exc)
-    pytest.importorskip("psycopg", reason="the postgres extra is not installed (pip install '.[postgres]')")
+    _need_psycopg()
     name, dsn = create_schema(base)
     try:
         yield dsn
@@ -289,9 +297,7 @@ def private_pg() -> Iterator[LocalPostgres]:
         server.stop()
         _no_postgres(exc)
     try:
-        pytest.importorskip(
-            "psycopg", reason="the postgres extra is not installed (pip install '.[postgres]')"
-        )
+        _need_psycopg()
         yield server
     finally:
         server.stop()
