@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from .errors import UsageError
 from .llm.base import LLM
 from .llm.registry import summary_llm
 from .memory_files import DailySummaryJob, append_daily
-from .messages import UserMessage, text_of
+from .messages import Message, UserMessage, text_of
 from .settings import Settings
 from .store.base import SessionStore
 from .store.open import open_store
@@ -119,18 +120,51 @@ class ContextMem:
 
     def _offloaded_text(self, path: str) -> str | None:
         """The full text of an offloaded tool result as the store keeps it (``read_file`` of a path not on
-        this host's disk). Called from a tool's worker thread (``MemoryTools.acall``): the store belongs to
-        this runtime's event loop, so the read runs there; on the loop's own thread it cannot wait: None."""
+        this host's disk), ``None`` when the store has no record of it.
+
+        The store belongs to this runtime's event loop. From another thread (``MemoryTools.acall``'s
+        worker) the read runs on that loop. A sync ``tools.call`` on the loop's own thread (an agent loop
+        calling it inside ``async def``), or once the loop is gone, cannot wait for that loop: the read
+        runs on a store reopened on the same data (:meth:`SessionStoreBase.reopen`), on a private loop in a
+        helper thread, so every way of calling gives the same lines. A store that cannot be reopened is a
+        :class:`UsageError` naming ``acall``, never a "does not exist" for a file the store holds."""
         loop = self._loop
-        if loop is None or loop.is_closed():
-            return None
+        here: asyncio.AbstractEventLoop | None = None
         with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is loop:
-                return None
-        found = asyncio.run_coroutine_threadsafe(
-            self.store.offloaded(self.settings.namespace, path), loop
-        ).result(timeout=self.settings.store_statement_timeout + self.settings.store_connect_timeout)
+            here = asyncio.get_running_loop()
+        wait = self.settings.store_statement_timeout + self.settings.store_connect_timeout
+        if loop is not None and loop.is_running() and here is not loop:
+            found = asyncio.run_coroutine_threadsafe(
+                self.store.offloaded(self.settings.namespace, path), loop
+            ).result(timeout=wait)
+        else:
+            found = self._offloaded_on_private_loop(path, wait)
         return None if found is None else text_of(found.content)
+
+    def _offloaded_on_private_loop(self, path: str, wait: float) -> Message | None:
+        """``store.offloaded`` on a reopened store, on a private loop in a helper thread (the caller
+        waits)."""
+        reopen: Callable[[], SessionStore] | None = getattr(self.store, "reopen", None)
+        if reopen is None:
+            raise UsageError(
+                f"read_file of {path[:120]!r} needs the session store's copy, and a sync tools.call cannot "
+                f"wait for {type(self.store).__name__} on its own event loop. "
+                "Fix: await tools.acall(name, arguments) inside async code"
+            )
+        opened = reopen
+
+        async def read() -> Message | None:
+            store = opened()
+            try:
+                return await store.offloaded(self.settings.namespace, path)
+            finally:
+                await store.close()
+
+        helper = ThreadPoolExecutor(1, thread_name_prefix="contextmem-offload")
+        try:
+            return helper.submit(lambda: asyncio.run(read())).result(timeout=wait)
+        finally:
+            helper.shutdown(wait=False)
 
     async def session(self, session_id: str, *, restore: bool = False) -> ContextEngine:
         """The engine of one session, writing what leaves its context to daily memory; its window is

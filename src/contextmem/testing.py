@@ -135,6 +135,7 @@ class _MemSession:
     current: dict[int, Message] = field(default_factory=dict)
     created: dict[int, float] = field(default_factory=dict)
     archived: set[int] = field(default_factory=set)
+    closures: set[int] = field(default_factory=set)  # seqs appended with lease_closure=True
     offloads: dict[str, int] = field(default_factory=dict)  # path: the seq whose original it holds
     summary: str | None = None
     meta: str | None = None
@@ -177,6 +178,9 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             raise StoreError("the in-memory session store is closed. Fix: open a new one on its database.")
         return self._database
 
+    def reopen(self) -> InMemorySessionStore:
+        return InMemorySessionStore(self._clock, database=self._database)
+
     def _get(self, namespace: str, session_id: str) -> _MemSession:
         """The session, created empty if it does not exist."""
         sessions = self._db.sessions
@@ -202,7 +206,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
     async def _load_session(self, namespace: str, session_id: str) -> SessionState:
         s = self._get(namespace, session_id)
         live = tuple(
-            StoredMessage(seq, s.current.get(seq, msg), "live", s.created[seq])
+            StoredMessage(seq, s.current.get(seq, msg), "live", s.created[seq], seq in s.closures)
             for seq, msg in s.original.items()
             if seq not in s.archived
         )
@@ -215,6 +219,8 @@ class InMemorySessionStore(SessionStoreBase[Message]):
         encoded: list[Message],
         expected_next_seq: int | None,
         expected_live: list[int],
+        *,
+        lease_closure: bool,
     ) -> list[int]:
         next_seq, live = self._tail(namespace, session_id)
         check_append(
@@ -231,6 +237,8 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             seq = len(s.original) + 1
             s.original[seq] = m
             s.created[seq] = self._clock()
+            if lease_closure:
+                s.closures.add(seq)
             seqs.append(seq)
         s.updated_at = self._clock()
         return seqs
@@ -297,7 +305,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
         for seq, msg in s.original.items():
             st: Literal["live", "archived"] = "archived" if seq in s.archived else "live"
             if state in ("all", st):
-                out.append(StoredMessage(seq, msg, st, s.created[seq]))
+                out.append(StoredMessage(seq, msg, st, s.created[seq], seq in s.closures))
         return out
 
     @asynccontextmanager

@@ -240,7 +240,7 @@ class ContextEngine:
                 busy_timeout=self.busy_timeout,
                 lease=Lease(self.settings.tool_call_lease_seconds, live.created_at, self._clock),
                 on_closed=lambda ids: self._emit("lease_expired", calls=ids),
-                history=lambda: live.history.messages,
+                closed=live.closed_calls,
             )
             live.appended(msgs, seqs)
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 
 from ..budget import CountedHistory
-from ..messages import Message
+from ..messages import Message, ToolMessage
 from ..store.base import SessionState, SessionStore
 from ..summarize import Summary
 from ..tokens import Calibration, MessageCounter
@@ -49,6 +49,7 @@ class LiveSession:
         self.undone: set[int] = set()
         self.usage = UsageTotals()
         self.created: dict[int, float] = {}  # seq -> when the store took it, for messages loaded from it
+        self.closures: set[int] = set()  # seqs the store marked as lease closures (as of the last load)
 
     async def load(self, state: SessionState | None = None) -> None:
         """Take the store's state (``state`` if just read, else read now)."""
@@ -56,6 +57,7 @@ class LiveSession:
         self.history = CountedHistory(self.counter, (s.message for s in state.live))
         self.seqs = [s.seq for s in state.live]
         self.created = {s.seq: s.created_at for s in state.live}
+        self.closures = {s.seq for s in state.live if s.lease_closure}
         self.next_seq = state.next_seq
         self.own.intersection_update(self.seqs)
         self.summary = self.base = summary_from_json(state.summary)
@@ -73,6 +75,14 @@ class LiveSession:
     def created_at(self, seq: int) -> float | None:
         """When the store took live message ``seq`` (as of the last load; ``None``: not loaded since)."""
         return self.created.get(seq)
+
+    def closed_calls(self) -> set[str]:
+        """The call ids of the live results the store marked as lease closures (as of the last load)."""
+        return {
+            m.tool_call_id
+            for m, seq in zip(self.history.messages, self.seqs, strict=True)
+            if seq in self.closures and isinstance(m, ToolMessage)
+        }
 
     def meta(self, *, cut: Mapping[int, Message] | None = None) -> str:
         """The session's metadata as the store keeps it: calibration, which live messages were cut (those of

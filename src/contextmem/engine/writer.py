@@ -16,8 +16,12 @@ is reloaded and the new messages are validated against the *fresh* tail. Invaria
   not move ``next_seq``) makes it a conflict, never an orphan.
 * **A crashed writer cannot hold a session.** Another writer's open call carries a lease of
   ``lease.seconds`` from when the store took it. Once it ran out, the waiting writer closes the call with
-  an error result per missing call id (:data:`LEASE_TEXT`), appended like any message, and goes on. A
-  result that comes after its call was closed is a :class:`~contextmem.errors.ToolCallExpiredError`.
+  an error result per missing call id (:data:`LEASE_TEXT`), appended with the store's ``lease_closure``
+  mark, and goes on. A result that comes after its call was closed is a
+  :class:`~contextmem.errors.ToolCallExpiredError`.
+* **A closure is known by its mark, never by its text.** Only the rows the store marked
+  (:attr:`~contextmem.store.base.StoredMessage.lease_closure`) are closures: a tool's own result that
+  begins with, or equals, :data:`LEASE_TEXT` is a result like any other.
 * **A stale view never produces a false error.** A validation failure against the engine's view is
   re-checked once against a fresh load before :class:`~contextmem.errors.HistoryError` is raised.
 * **The engine is never left stuck.** Every path reloads before it retries or raises, so the engine's
@@ -29,12 +33,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ..compaction.pairs import Group, open_group
 from ..errors import HistoryError, SessionBusyError, SessionConflictError, ToolCallExpiredError
-from ..messages import AssistantMessage, Message, ToolMessage, text_of, validate_history
+from ..messages import AssistantMessage, Message, ToolMessage, validate_history
 from ..store.base import SessionStore
 
 __all__ = ["BACKOFF_FIRST", "BACKOFF_MAX", "BUSY_TIMEOUT", "LEASE_TEXT", "Lease", "View", "append_after_tail"]
@@ -88,13 +92,8 @@ def _closing(view: View, group: Group, seconds: float) -> list[Message]:
     return [ToolMessage(i, LEASE_TEXT.format(seconds=seconds), name=names[i]) for i in group.missing]
 
 
-def _expired_answers(history: Sequence[Message], messages: Sequence[Message]) -> list[str]:
-    """Call ids ``messages`` answer that ``history`` shows closed by a lease."""
-    closed = {
-        m.tool_call_id
-        for m in history
-        if isinstance(m, ToolMessage) and text_of(m.content).startswith(LEASE_TEXT[:40])
-    }
+def _expired_answers(closed: Collection[str], messages: Sequence[Message]) -> list[str]:
+    """Call ids ``messages`` answer that were ``closed`` by a lease."""
     return [m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.tool_call_id in closed]
 
 
@@ -110,15 +109,16 @@ async def append_after_tail(
     busy_timeout: float = BUSY_TIMEOUT,
     lease: Lease | None = None,
     on_closed: Callable[[list[str]], None] | None = None,
-    history: Callable[[], Sequence[Message]] = lambda: (),
+    closed: Callable[[], Collection[str]] = frozenset,
 ) -> list[int]:
     """Append ``messages`` right after the tail ``view()`` shows; returns their seqs (see module docs).
 
     ``reload()`` refreshes what ``view()`` returns from the store; ``own`` holds the seqs this writer
     appended (its own open calls are never waited for). ``lease`` bounds another writer's open call
-    (``on_closed(ids)`` is told when one is closed); ``history()`` is the whole live history, where a late
-    result's closed call is looked for. Raises :class:`HistoryError` when the messages break
-    the history whatever others do, :class:`SessionBusyError` after ``busy_timeout`` seconds.
+    (``on_closed(ids)`` is told when one is closed); ``closed()`` gives the call ids the live history
+    shows closed by a lease (the store's marks), where a late result's call is looked for. Raises
+    :class:`HistoryError` when the messages break the history whatever others do,
+    :class:`SessionBusyError` after ``busy_timeout`` seconds.
     """
     deadline: float | None = None
     waited_on = 0  # the seq of the call the deadline is for
@@ -134,7 +134,7 @@ async def append_after_tail(
             blocking = _blocking(current, messages, own)
             if blocking is None:
                 if fresh:
-                    expired = _expired_answers(history(), messages)
+                    expired = _expired_answers(closed(), messages)
                     if expired and lease is not None:
                         raise ToolCallExpiredError(namespace, session_id, expired, lease.seconds) from None
                     raise
@@ -158,7 +158,12 @@ async def append_after_tail(
             batch = _closing(current, blocking, lease.seconds)  # then ours, on the tail that closes
         try:
             landed = await store.append(
-                namespace, session_id, batch, expected_next_seq=next_seq, expected_live=seqs
+                namespace,
+                session_id,
+                batch,
+                expected_next_seq=next_seq,
+                expected_live=seqs,
+                lease_closure=batch is not messages,
             )
         except SessionConflictError:
             await reload()  # another writer went first: validate against its tail

@@ -27,7 +27,7 @@ from typing import Generic, Literal, Self, TypeVar
 from ..errors import MessageStateError, PathEscapeError, SessionConflictError, StoreError
 from ..messages import Message
 from ..namespace import check_namespace
-from .base import SessionInfo, SessionState, StoredMessage
+from .base import SessionInfo, SessionState, SessionStore, StoredMessage
 from .codec import encode_message
 
 __all__ = [
@@ -136,8 +136,11 @@ class SessionStoreBase(ABC, Generic[E]):
         encoded: list[E],
         expected_next_seq: int | None,
         expected_live: list[int],
+        *,
+        lease_closure: bool,
     ) -> list[int]:
-        """Append at least one message; :func:`check_append` in the same transaction."""
+        """Append at least one message, each marked ``lease_closure``; :func:`check_append` in the same
+        transaction."""
 
     @abstractmethod
     async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: E) -> None: ...
@@ -178,6 +181,12 @@ class SessionStoreBase(ABC, Generic[E]):
     def _session_lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]: ...
 
     @abstractmethod
+    def reopen(self) -> SessionStore:
+        """A new store on the same data with the same options, for use on another event loop (a store's
+        connections belong to the loop that opened them). Nothing is opened until its first call; the
+        caller closes it."""
+
+    @abstractmethod
     async def _session_infos(self, namespace: str) -> list[SessionInfo]: ...
 
     @abstractmethod
@@ -201,13 +210,16 @@ class SessionStoreBase(ABC, Generic[E]):
         *,
         expected_next_seq: int | None = None,
         expected_live: Sequence[int] = (),
+        lease_closure: bool = False,
     ) -> list[int]:
         check_namespace(namespace)
         if not messages:
             return []
         encoded = [self._encode(m) for m in messages]
         live = sorted(set(expected_live))
-        return await self._append_rows(namespace, session_id, encoded, expected_next_seq, live)
+        return await self._append_rows(
+            namespace, session_id, encoded, expected_next_seq, live, lease_closure=lease_closure is True
+        )
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
         check_namespace(namespace)

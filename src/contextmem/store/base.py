@@ -62,6 +62,9 @@ class StoredMessage:
     message: Message
     state: Literal["live", "archived"] = "live"
     created_at: float = 0.0  # epoch seconds, set by the store
+    lease_closure: bool = False
+    """The error result a writer appended to close another writer's tool call whose lease ran out
+    (``append(..., lease_closure=True)``). Data kept beside the message, never read from its text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +110,12 @@ class SessionStore(Protocol):
         *,
         expected_next_seq: int | None = None,
         expected_live: Sequence[int] = (),
+        lease_closure: bool = False,
     ) -> list[int]:
         """Append live messages; returns their seqs, consecutive and ascending.
+
+        ``lease_closure``: the messages are the error results closing another writer's tool calls whose
+        lease ran out; each is stored with that mark (:attr:`StoredMessage.lease_closure`).
 
         With ``expected_next_seq``, only if the session's ``next_seq`` equals it; with ``expected_live``,
         only if every one of those seqs is still live. Both are checked in the write's own transaction;

@@ -102,6 +102,20 @@ class PostgresSessionStore(EncodedSessionStore):
             dsn, self.patience, min_size=min_connections, max_size=max_connections, prepare=migrate
         )
 
+    def reopen(self) -> PostgresSessionStore:
+        """A store on the same database with the same patience, and a pool of one connection."""
+        p = self.patience
+        return PostgresSessionStore(
+            self.dsn,
+            min_connections=1,
+            max_connections=1,
+            clock=self._clock,
+            connect_timeout=p.connect_timeout,
+            statement_timeout=p.statement_timeout,
+            lock_timeout=p.lock_timeout,
+            retry_seconds=p.retry_seconds,
+        )
+
     # -- plumbing --------------------------------------------------------------------------------
 
     async def _ensure_session(self, conn: AsyncConnection[Any], namespace: str, session_id: str) -> Any:
@@ -129,12 +143,13 @@ class PostgresSessionStore(EncodedSessionStore):
                 return None
             pk, summary, meta, next_seq, updated_at = row
             cur = await conn.execute(
-                "SELECT seq, COALESCE(current, original), created_at FROM cm_messages "
+                "SELECT seq, COALESCE(current, original), created_at, lease_closure FROM cm_messages "
                 "WHERE session = %s AND state = 'live' ORDER BY seq",
                 (pk,),
             )
             live = tuple(
-                StoredMessage(seq, decode_message(text), "live", at) for seq, text, at in await cur.fetchall()
+                StoredMessage(seq, decode_message(text), "live", at, closure)
+                for seq, text, at, closure in await cur.fetchall()
             )
             return SessionState(namespace, session_id, live, summary, meta, next_seq, updated_at)
 
@@ -163,6 +178,8 @@ class PostgresSessionStore(EncodedSessionStore):
         encoded: list[str],
         expected_next_seq: int | None,
         expected_live: list[int],
+        *,
+        lease_closure: bool,
     ) -> list[int]:
         n = len(encoded)
         expected = expected_next_seq
@@ -205,9 +222,10 @@ class PostgresSessionStore(EncodedSessionStore):
                 )
             seqs = list(range(first, next_seq))
             await conn.execute(
-                "INSERT INTO cm_messages (session, seq, original, created_at) "
-                "SELECT %s, u.seq, u.original, %s FROM unnest(%s::bigint[], %s::text[]) AS u (seq, original)",
-                (pk, now, seqs, encoded),
+                "INSERT INTO cm_messages (session, seq, original, created_at, lease_closure) "
+                "SELECT %s, u.seq, u.original, %s, %s "
+                "FROM unnest(%s::bigint[], %s::text[]) AS u (seq, original)",
+                (pk, now, lease_closure, seqs, encoded),
             )
             return seqs
 
@@ -314,12 +332,15 @@ class PostgresSessionStore(EncodedSessionStore):
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         async def run(conn: AsyncConnection[Any]) -> list[StoredMessage]:
             cur = await conn.execute(
-                "SELECT m.seq, m.original, m.state, m.created_at FROM cm_messages AS m "
+                "SELECT m.seq, m.original, m.state, m.created_at, m.lease_closure FROM cm_messages AS m "
                 "JOIN cm_sessions AS s ON s.id = m.session WHERE s.namespace = %s AND s.session_id = %s "
                 "AND (%s = 'all' OR m.state = %s) ORDER BY m.seq",
                 (namespace, session_id, state, state),
             )
-            return [StoredMessage(seq, decode_message(t), st, at) for seq, t, st, at in await cur.fetchall()]
+            return [
+                StoredMessage(seq, decode_message(t), st, at, closure)
+                for seq, t, st, at, closure in await cur.fetchall()
+            ]
 
         return await self._db.run("messages", run)
 

@@ -100,6 +100,11 @@ class SqliteSessionStore(EncodedSessionStore):
         self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
         self._closed = False
 
+    def reopen(self) -> SqliteSessionStore:
+        return SqliteSessionStore(
+            self.path, timeout=self._timeout, synchronous=self._synchronous, clock=self._clock
+        )
+
     # -- plumbing --------------------------------------------------------------------------------
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -193,9 +198,9 @@ class SqliteSessionStore(EncodedSessionStore):
                 return None
             pk, summary, meta, next_seq, updated_at = row
             live = tuple(
-                StoredMessage(seq, decode_message(text), "live", created_at)
-                for seq, text, created_at in conn.execute(
-                    "SELECT seq, COALESCE(current, original), created_at FROM cm_messages "
+                StoredMessage(seq, decode_message(text), "live", created_at, bool(closure))
+                for seq, text, created_at, closure in conn.execute(
+                    "SELECT seq, COALESCE(current, original), created_at, lease_closure FROM cm_messages "
                     "WHERE session = ? AND state = 'live' ORDER BY seq",
                     (pk,),
                 )
@@ -218,6 +223,8 @@ class SqliteSessionStore(EncodedSessionStore):
         encoded: list[str],
         expected_next_seq: int | None,
         expected_live: list[int],
+        *,
+        lease_closure: bool,
     ) -> list[int]:
         def run(conn: sqlite3.Connection) -> list[int]:  # BEGIN IMMEDIATE: no writer moves next_seq meanwhile
             row = self._session_row(conn, namespace, session_id)
@@ -235,8 +242,9 @@ class SqliteSessionStore(EncodedSessionStore):
             now = self._clock()
             seqs = list(range(first, first + len(encoded)))
             conn.executemany(
-                "INSERT INTO cm_messages (session, seq, original, created_at) VALUES (?, ?, ?, ?)",
-                [(pk, seq, text, now) for seq, text in zip(seqs, encoded, strict=True)],
+                "INSERT INTO cm_messages (session, seq, original, created_at, lease_closure) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(pk, seq, text, now, int(lease_closure)) for seq, text in zip(seqs, encoded, strict=True)],
             )
             conn.execute(
                 "UPDATE cm_sessions SET next_seq = ?, updated_at = ? WHERE id = ?", (seqs[-1] + 1, now, pk)
@@ -327,7 +335,7 @@ class SqliteSessionStore(EncodedSessionStore):
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
         def run(conn: sqlite3.Connection) -> list[StoredMessage]:
             sql = (
-                "SELECT m.seq, m.original, m.state, m.created_at FROM cm_messages AS m "
+                "SELECT m.seq, m.original, m.state, m.created_at, m.lease_closure FROM cm_messages AS m "
                 "JOIN cm_sessions AS s ON s.id = m.session WHERE s.namespace = ? AND s.session_id = ?"
             )
             args: tuple[str, ...] = (namespace, session_id)
@@ -335,7 +343,10 @@ class SqliteSessionStore(EncodedSessionStore):
                 sql += " AND m.state = ?"
                 args += (state,)
             rows = conn.execute(sql + " ORDER BY m.seq", args).fetchall()
-            return [StoredMessage(seq, decode_message(text), st, at) for seq, text, st, at in rows]
+            return [
+                StoredMessage(seq, decode_message(text), st, at, bool(closure))
+                for seq, text, st, at, closure in rows
+            ]
 
         return await self._read_async("messages", run)
 
