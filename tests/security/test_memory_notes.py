@@ -185,6 +185,7 @@ def test_memory_write_keeps_any_note_exactly_and_forges_nothing(hostile: str, ta
         got = t.call("memory_get", {"path": path, "lines": 400})
         header, _, body = got.partition("\n")
         assert not raw_exception(header) and "more" not in header, header
+        # memory_get shows a file's lines joined with "\n": the same lines, each end as "\n"
         assert items(body) == ["\n".join(lines(n)) for n in notes]
 
 
