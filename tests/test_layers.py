@@ -5,10 +5,10 @@ CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
 1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``,
-   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut``, ``lang`` — values and pure
-   checks: what a message is, which names and paths are allowed and where a namespace's files lie, what
-   a secret looks like, what a model's window is, what the settings are, how a long text is cut, each
-   language's tables.
+   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut``, ``textlines``, ``lang`` —
+   values and pure checks: what a message is, which names and paths are allowed and where a namespace's
+   files lie, what a secret looks like, what a model's window is, what the settings are, how a long text
+   is cut, what a line of a memory file is, each language's tables.
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
@@ -47,7 +47,7 @@ SRC = Path(contextmem.__file__).parent
 FLOORS: list[set[str]] = [
     {"errors"},
     {"messages", "namespace", "safefs", "redaction", "secret_rules", "secret_tables", "message_checks"}
-    | {"models", "settings", "textcut", "workspace", "lang"},
+    | {"models", "settings", "textcut", "textlines", "workspace", "lang"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
     {"store", "archive", "memory_files"},

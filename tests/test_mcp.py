@@ -357,6 +357,31 @@ async def test_json_tools_return_structured_content_and_the_same_text(tmp_path: 
         await namespaces.close()
 
 
+async def test_memory_write_keeps_a_note_exactly_and_forges_no_line(tmp_path: Path) -> None:
+    """Issue 49: ``10 - 20 EUR`` was saved as ``1020 EUR``, ``2 * 3`` as ``23``, and a note's U+2028
+    started a line (a forged ``## 23:59`` heading) at column 0 of the daily file."""
+    notes = ("Contract price: 10 - 20 EUR", "2 * 3 = 6 replicas", "Deploy window\u2028## 23:59 forged")
+    namespaces = _namespaces(tmp_path)
+    try:
+        async with Client(build_server(namespaces)) as client:
+            for note in notes:
+                written = await client.call_tool("memory_write", {"text": note, "target": "core"})
+                assert not written.is_error and _text(written) == "saved to MEMORY.md"
+            got = _text(await client.call_tool("memory_get", {"path": "MEMORY.md"}))
+            assert got.endswith(
+                "- Contract price: 10 - 20 EUR\n- 2 * 3 = 6 replicas\n- Deploy window\n  ## 23:59 forged"
+            )
+            found = await client.call_tool("memory_search", {"query": "contract price replicas", "k": 1})
+            snippet = json.loads(_text(found))[0]["snippet"]
+            assert snippet.startswith(
+                "- Contract price: 10 - 20 EUR\n- 2 * 3 = 6 replicas\n- Deploy window\n  ## 23:59"
+            )
+    finally:
+        await namespaces.close()
+    core = (tmp_path / "namespaces" / "alice" / "MEMORY.md").read_bytes().decode("utf-8")
+    assert core == "".join(f"- {note}\n" for note in notes[:2]) + "- Deploy window\u2028  ## 23:59 forged\n"
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [

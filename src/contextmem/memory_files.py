@@ -14,10 +14,20 @@ Invariants:
   :class:`~contextmem.errors.PathEscapeError`, never written through. Files are created 0600, dirs 0700.
 * **No secrets.** Memory files are a derived sink (compaction summaries, a model's ``memory_write``):
   every entry passes through :func:`~contextmem.redaction.redact_secrets` before it is written.
-* **A note is a list item.** :func:`append_note` (``memory_write``) writes ``- note``, later lines
-  indented as its continuation, so a multi-line note stays one item: in ``MEMORY.md`` it joins the list
-  the file ends with (else starts one after a blank line); in the daily file it goes under a
-  ``## HH:MM`` heading, joining that minute's list when the file ends with it.
+* **A note is a list item, and reads back exactly.** :func:`append_note` (``memory_write``) writes
+  ``- `` and :func:`note_text` of the note, every later line indented two spaces as its continuation (a
+  line is any of :data:`~contextmem.textlines.LINE_ENDS`; an empty line stays empty, one of spaces is
+  indented too), so a multi-line note stays one item and none of its lines starts at column 0 for any
+  reader. Nothing else changes: the line ends are kept as given, and :func:`read_note_item` gives back
+  :func:`note_text` of the note, character for character. In ``MEMORY.md`` it joins the list the file
+  ends with (else starts one after a blank line); in the daily file it goes under a ``## HH:MM``
+  heading, joining that minute's list when the file ends with it.
+* **An entry forges no entry.** The body of an :func:`append_daily` entry (a compaction's digest or
+  summary, the 23:55 summary: text derived from what people and tools wrote) is markdown and keeps its
+  lines, but a line that only :meth:`str.splitlines` ends (U+2028, ``\\x85``, ``\\v``...) is indented
+  as the continuation of the line it interrupts, and a line that would read as an entry's ``## HH:MM``
+  heading is escaped (``\\## 23:59``): no reader finds a heading or a list item the body did not write
+  as one, and :func:`append_note` never joins a list under a forged heading.
 """
 
 from __future__ import annotations
@@ -33,12 +43,21 @@ from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, brief
 from .redaction import redact_secrets
 from .safefs import append_or_cut_back
+from .textlines import LINE_ENDS, MARKDOWN_LINE_ENDS, indent_after, lines, lines_with_ends
 from .workspace import CORE_FILE, DAILY_DIR, Workspace, daily_relative, dialog_relative
 
-__all__ = ["DailySummaryJob", "append_daily", "append_note", "note_item", "write_core"]
+__all__ = [
+    "DailySummaryJob",
+    "append_daily",
+    "append_note",
+    "note_item",
+    "note_text",
+    "read_note_item",
+    "write_core",
+]
 
 Summarizer = Callable[[str], "str | Awaitable[str | None] | None"]
 
@@ -48,22 +67,30 @@ MAX_STATE_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024  # of a memory file, read to see which list and section a note joins
 # (about the longest note: MAX_WRITE_CHARS characters of up to 4 bytes)
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?: |\t|$)")
-_BULLET = re.compile(r"\s*[-*+][ \t]+")
+_BULLET = re.compile(r"[-*+][ \t]+")
+INDENT = "  "  # of a list item's continuation lines: the width of "- "
+# Where a markdown line of an entry's body would start an entry's heading, "## HH:MM" (up to 3 spaces
+# first: still a heading to CommonMark): the backslash goes there.
+_ENTRY_HEADING = re.compile(r"(?:^|(?<=[\r\n]))( {0,3})(?=##[ \t]+\d{1,2}:\d\d)")
+_NOT_MARKDOWN_ENDS = tuple(end for end in LINE_ENDS if end not in MARKDOWN_LINE_ENDS)
 
 
 def _entry(text: str, heading: str | None) -> bytes:
-    """The entry as written: secrets redacted, a ``## heading`` first when given, one final newline."""
-    body = text.strip("\n")
+    """The entry as written: secrets redacted, a ``## heading`` first when given, the body laid out so it
+    forges no heading or line (the module's invariants), one final newline."""
+    body = redact_secrets(text.strip("\n"))
     if not body.strip():
         raise ConfigError("a memory entry is empty. Fix: pass the text to remember")
-    entry = f"## {heading}\n\n{body}\n" if heading else f"{body}\n"
-    return redact_secrets(entry).encode("utf-8")
+    body = indent_after(_ENTRY_HEADING.sub(r"\1\\", body), INDENT, _NOT_MARKDOWN_ENDS)
+    entry = f"{redact_secrets(f'## {heading}')}\n\n{body}\n" if heading else f"{body}\n"
+    return entry.encode("utf-8")
 
 
 def append_daily(workspace: Workspace, text: str, when: datetime | None = None, *, title: str = "") -> Path:
-    """Append an entry headed ``## HH:MM [title]`` to ``memory/YYYY-MM-DD.md`` of ``when`` (local time)."""
+    """Append an entry headed ``## HH:MM [title]`` to ``memory/YYYY-MM-DD.md`` of ``when`` (local time).
+    The heading is one line: a line end in ``title`` (it holds a session id) is written as a space."""
     moment = when or datetime.now()
-    heading = f"{moment:%H:%M} {title}".strip()
+    heading = f"{moment:%H:%M} {' '.join(lines(title))}".strip()
     relative = daily_relative(moment.date())
     workspace.files.append(relative, _entry(text, heading), separator=b"\n")
     return workspace.dir / relative
@@ -75,19 +102,44 @@ def write_core(workspace: Workspace, text: str) -> Path:
     return workspace.core_file
 
 
+def note_text(text: str) -> str:
+    """What a note saves of ``text``: ``text`` without its outer whitespace (what :meth:`str.strip`
+    takes, line ends included) and without a list marker it starts with (``-``, ``*`` or ``+`` and the
+    blanks after it, so the item's bullet is not doubled); every other character as given."""
+    note = text.strip()
+    bullet = _BULLET.match(note)
+    return note[bullet.end() :].strip() if bullet else note
+
+
 def note_item(text: str) -> str:
-    """``text`` as one markdown list item: ``- first line``, every later line indented two spaces (blank
-    lines stay empty), one final newline. A bullet the note already starts with is not doubled."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
-    if not lines[0]:
+    """``text`` as one markdown list item: ``- `` and :func:`note_text` of it, every later line indented
+    two spaces (an empty line stays empty), one final newline. :func:`read_note_item` reads it back."""
+    note = note_text(text)
+    if not note:
         raise ConfigError("a memory note is empty. Fix: pass the text to remember")
-    first = _BULLET.sub("", lines[0], count=1)
-    return "- " + first + "".join("\n" + (f"  {line}" if line.strip() else "") for line in lines[1:]) + "\n"
+    return f"- {indent_after(note, INDENT)}\n"
+
+
+def read_note_item(text: str) -> str:
+    """The note of the list item ``text`` starts with, as :func:`note_item` wrote it (the rest of its file
+    may follow): ``read_note_item(note_item(t)) == note_text(t)``. The item ends before the first line
+    that is neither empty nor indented; the empty lines before that line are not the note's."""
+    items = lines_with_ends(text)
+    if not items or not items[0][0].startswith("- "):
+        raise ConfigError(f"{brief(text)} does not start with a list item. Fix: pass the text from its '- '")
+    kept = [(items[0][0][2:], items[0][1])]
+    for line, end in items[1:]:
+        if line and not line.startswith(INDENT):
+            break
+        kept.append((line[len(INDENT) :], end))
+    while len(kept) > 1 and not kept[-1][0]:
+        kept.pop()
+    return "".join(line + end for line, end in kept[:-1]) + kept[-1][0]
 
 
 def _ends_in_list(tail: str) -> bool:
     """Whether the last block of ``tail`` is a list: its last non-blank line belongs to a list item."""
-    for line in reversed(tail.splitlines()):
+    for line in reversed(lines(tail)):
         if _LIST_ITEM.match(line):
             return True
         if line.strip() and not line[0].isspace():  # a paragraph or heading line: not in a list
@@ -96,7 +148,7 @@ def _ends_in_list(tail: str) -> bool:
 
 
 def _last_heading(tail: str) -> str | None:
-    return next((line for line in reversed(tail.splitlines()) if line.startswith("## ")), None)
+    return next((line for line in reversed(lines(tail)) if line.startswith("## ")), None)
 
 
 def _gap(tail: str, blank: bool) -> str:

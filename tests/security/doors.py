@@ -5,7 +5,8 @@ an MCP argument, a memory file edited by hand, a store URL, a provider reply); a
 end up (the store, the archive, memory files, the index, snippets, summaries, logs, events, the terminal,
 exports). SECURITY.md's door table lists them. A door's test draws :func:`hostile_text` and asserts its
 contract with the checkers below: the text is stored exactly, or refused with one typed line
-(:func:`assert_one_line_error`), and no sink gains a forged line (:func:`forged_lines`), a terminal
+(:func:`assert_one_line_error`), and no sink gains a forged line (:func:`forged_lines`,
+:func:`hidden_line_starts`), a terminal
 control sequence (:func:`terminal_unsafe`), a secret (:func:`leaked_secrets`) or a raw exception
 (:func:`raw_exception`).
 
@@ -93,6 +94,19 @@ def forged_lines(sink: str, payload: str, starts: Iterable[str] = ("#", "- ", "*
         if line and line.startswith(tuple(starts)) and line.strip() and line.strip() in payload:
             forged.append(line)
     return forged
+
+
+def hidden_line_starts(sink: str) -> list[str]:
+    """Lines of ``sink`` that begin at column 0 for ``str.splitlines`` but not for a markdown reader: they
+    follow a line end CommonMark does not know (U+2028, NEL, VT...), so the two see different structure.
+    A writer that indents what follows every such end, or keeps it within its line, yields none."""
+    hidden, offset = [], 0
+    for piece in sink.splitlines(keepends=True):
+        text = piece.rstrip("".join(LINE_BREAKS))
+        if offset and text and not text[0].isspace() and sink[offset - 1] not in "\r\n":
+            hidden.append(text)
+        offset += len(piece)
+    return hidden
 
 
 _TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

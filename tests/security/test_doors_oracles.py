@@ -13,6 +13,7 @@ from tests.security.doors import (
     TERMINAL_SEQUENCES,
     assert_one_line_error,
     forged_lines,
+    hidden_line_starts,
     hostile_text,
     huge,
     leaked_secrets,
@@ -39,6 +40,17 @@ def test_forged_lines_passes_an_indented_continuation_and_the_writers_own_headin
 def test_forged_lines_catches_a_list_item_forged_after_a_newline() -> None:
     payload = "a\n- injected item"
     assert forged_lines(f"- {payload}\n", payload) == ["- injected item"]
+
+
+@pytest.mark.parametrize("separator", [s for s in LINE_BREAKS if s not in ("\n", "\r", "\r\n")])
+def test_hidden_line_starts_catches_a_line_only_splitlines_starts(separator: str) -> None:
+    planted = f"## 10:00\n\nsummary{separator}## 23:59 forged{separator}{separator}- item\n"
+    assert hidden_line_starts(planted) == ["## 23:59 forged", "- item"]
+
+
+def test_hidden_line_starts_passes_markdown_lines_and_indented_continuations() -> None:
+    written = "## 10:00\r\n\r\n- a\r- b\n\nsummary\u2028  ## 23:59 kept\u2029\u2029  - item\x85\n"
+    assert hidden_line_starts(written) == []
 
 
 @pytest.mark.parametrize("sequence", TERMINAL_SEQUENCES)

@@ -39,6 +39,7 @@ from ..llm.registry import NO_MODEL
 from ..messages import Message, SystemMessage, text_of
 from ..runtime import ContextMem
 from ..settings import Settings
+from ..textlines import lines as split_lines
 from .recall import KeptAnswers, every_nth, found_answers, kept_answers, most_recent
 from .replay import replay
 
@@ -99,7 +100,7 @@ def _memory_chunks(index: MemoryIndex, questions: Sequence[str], today: date | N
     for question in questions:
         chunks = []
         for hit in index.search(question, k=MEMORY_K, today=today):
-            lines = files.read_text(hit.path).splitlines()
+            lines = split_lines(files.read_text(hit.path))
             chunks.append("\n".join(lines[hit.start_line - 1 : hit.end_line]))
         out.append("\n".join(chunks))
     return out

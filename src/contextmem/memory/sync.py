@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PathEscapeError
+from ..textlines import lines as split_lines
 from ..workspace import Workspace, daily_date
 from .base import Progress, SyncReport
 from .embedders import Embedder
@@ -324,7 +325,7 @@ def check_file_chunks(
             problems.append(f"{rel}: changed since indexed")
             continue
         content = file_text(data)
-        lines, known = content.splitlines(), file_secrets(content)
+        lines, known = split_lines(content), file_secrets(content)
         for start, end, text in chunks_of(rel):
             if redact_chunk("\n".join(lines[start - 1 : end]), known) != text:
                 problems.append(f"{rel}:{start}-{end}: chunk text does not match the file's lines")

@@ -23,6 +23,7 @@ from ..lang.calendar import says_when
 from ..lang.dates import full_days, relative_days, written_months
 from ..lang.scripts import CJK_LETTER_RUN, CJK_LETTERS
 from ..redaction import find_secrets, redact_secrets
+from ..textlines import lines as split_lines
 from .speakers import speakers
 
 __all__ = [
@@ -111,7 +112,7 @@ def chunk_markdown(text: str, *, max_chars: int = 1200) -> list[Chunk]:
     Invariants: each chunk's text is exactly lines ``start_line..end_line`` of ``text`` joined with
     ``\\n``, so a hit can be read back; every non-blank line is in a chunk.
     """
-    lines = text.splitlines()
+    lines = split_lines(text)
     chunks: list[Chunk] = []
     start = 0  # index of the first line of the pending chunk, -1 when none
     pending: list[str] = []
@@ -156,7 +157,7 @@ def _is_body(line: str) -> bool:
 def has_body(text: str) -> bool:
     """Whether a chunk says anything beyond headings: one that does not is never indexed (an empty
     ``# Core memory`` heading must not be a search hit)."""
-    return any(_is_body(line) for line in text.splitlines())
+    return any(_is_body(line) for line in split_lines(text))
 
 
 def bound_query(query: str) -> str:
@@ -168,7 +169,7 @@ def file_secrets(text: str) -> frozenset[str]:
     """The secret values of a whole file, and each line of a multi-line one (a private-key block that a
     chunk boundary splits is still scrubbed in both halves)."""
     found = find_secrets(text)
-    return frozenset({*found, *(line for value in found for line in value.splitlines())})
+    return frozenset({*found, *(line for value in found for line in split_lines(value))})
 
 
 def redact_chunk(text: str, known: frozenset[str]) -> str:
@@ -212,11 +213,11 @@ def heading_days(text: str) -> list[date | None]:
     A heading holds until the next heading of its level or above. So every turn of a transcript kept as a
     note (``# Session 3, 6:30 pm on 14 March, 2024``, then ``### Ann`` per turn) is of that day, and so is
     every bullet under a memory entry's ``### 2023-05-08``, in a later chunk too. Invariant: the result
-    has one entry per line of ``text.splitlines()``.
+    has one entry per line of ``text`` (:func:`contextmem.textlines.lines`).
     """
     open_headings: list[tuple[int, date | None]] = []  # (level, its day), outermost first
     out: list[date | None] = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         heading = _HEADING_RE.match(line)
         if heading:
             level = len(line) - len(line.lstrip("#"))

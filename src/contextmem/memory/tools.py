@@ -31,6 +31,7 @@ from ..memory_files import append_note
 from ..messages import ToolSpec
 from ..redaction import redact_secrets
 from ..safefs import MAX_PATH_CHARS
+from ..textlines import lines as split_lines
 from ..workspace import CORE_FILE, DAILY_DIR, DIALOG_DIR, TOOL_RESULTS_DIR
 from .base import MemoryIndex
 from .text import MAX_QUERY_CHARS, file_secrets, redact_chunk
@@ -362,7 +363,7 @@ class MemoryTools:
         if truncated:  # only whole lines of the first MAX_READ_BYTES
             data = data[: data.rfind(b"\n", 0, MAX_READ_BYTES) + 1]
         text = data.decode("utf-8-sig", "replace")
-        all_lines = text.splitlines()
+        all_lines = split_lines(text)
         first = max(1, int(first))
         count = max(1, min(int(count), MAX_READ_LINES))
         selected = all_lines[first - 1 : first - 1 + count]
