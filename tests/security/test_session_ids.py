@@ -19,13 +19,20 @@ from hypothesis import strategies as st
 
 from contextmem import ContextMem, Settings
 from contextmem.errors import UsageError
-from contextmem.messages import user
+from contextmem.messages import assistant, user
 from contextmem.namespace import MAX_SESSION_ID_CHARS
 from contextmem.store.base import SessionStore
 from contextmem.store.postgres import PostgresSessionStore
 from contextmem.store.sqlite import SqliteSessionStore
 from contextmem.testing import InMemorySessionStore, ScriptedLLM
-from tests.security.doors import LINE_BREAKS, SURROGATES, assert_one_line_error, hostile_text, huge
+from tests.security.doors import (
+    LINE_BREAKS,
+    SURROGATES,
+    assert_one_line_error,
+    forged_lines,
+    hostile_text,
+    huge,
+)
 
 NS = "ids"
 
@@ -137,5 +144,30 @@ async def test_the_runtime_refuses_what_the_stores_refuse(tmp_path: Path, sessio
         assert_one_line_error(caught.value)
         engine = await mem.session("会话\u2028one")
         assert engine.session_id == "会话\u2028one"
+    finally:
+        await mem.close()
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS, ids=repr)
+async def test_an_id_with_line_breaks_forges_no_line_in_daily_memory(tmp_path: Path, brk: str) -> None:
+    """The id heads the entry a compaction writes to daily memory: one heading line, whatever it holds."""
+    session_id = f"chat{brk}## 09:00 forged{brk}- forged item{brk}"
+    settings_ = Settings(workspace=str(tmp_path / "ws"), agent_max_context_turns=4, context_window=20_000)
+    mem = await ContextMem.open(
+        settings_, llm=ScriptedLLM(default="not a summary"), store=InMemorySessionStore(), memory=False
+    )
+    try:
+        engine = await mem.session(session_id)
+        for i in range(7):
+            await engine.add(user(f"question {i}"), assistant(f"answer {i}"))
+        await engine.build("system")  # over 4 turns: the oldest half leaves, its digest goes to memory
+        await engine.wait_idle()
+        await mem.flush()
+        daily = "".join(p.read_text("utf-8") for p in (tmp_path / "ws").rglob("memory/*.md"))
+        assert "left the context" in daily
+        assert forged_lines(daily, session_id) == [], daily
+        assert [info.session_id for info in await mem.store.list_sessions(mem.settings.namespace)] == [
+            session_id
+        ]
     finally:
         await mem.close()
