@@ -35,6 +35,7 @@ __all__ = [
     "check_text",
     "text_bytes",
     "too_large",
+    "unencodable_at",
 ]
 
 MAX_NESTING = 64
@@ -56,7 +57,7 @@ _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _Trail: TypeAlias = "tuple[_Trail, object] | None"
 
 
-def _unencodable_at(text: str) -> int:
+def unencodable_at(text: str) -> int:
     """Index of the first code point UTF-8 cannot encode (a lone surrogate), or -1. O(1) for ASCII text."""
     if text.isascii():
         return -1
@@ -84,7 +85,7 @@ def check_text(text: str, path: str) -> None:
         raise MessageFormatError(
             path, f"must be a str, got {type(text).__name__} {brief(text)}", "pass this field as a str"
         )
-    at = _unencodable_at(text)
+    at = unencodable_at(text)
     if at >= 0:
         raise _surrogate_error(text, at, path)
 
@@ -118,7 +119,7 @@ def check_json_value(value: Any, where: str, *, limit: int = MAX_NESTING) -> Non
     while stack:
         item, depth, trail = stack.pop()
         if isinstance(item, str):
-            if (at := _unencodable_at(item)) >= 0:
+            if (at := unencodable_at(item)) >= 0:
                 raise _surrogate_error(item, at, _path(where, trail))
             continue
         if isinstance(item, Mapping):
@@ -135,7 +136,7 @@ def check_json_value(value: Any, where: str, *, limit: int = MAX_NESTING) -> Non
                 "are accepted in a message",
             )
         for key, child in children:
-            if isinstance(key, str) and (at := _unencodable_at(key)) >= 0:
+            if isinstance(key, str) and (at := unencodable_at(key)) >= 0:
                 raise _surrogate_error(key, at, _path(where, (trail, key)) + " (the key)")
             stack.append((child, depth + 1, (trail, key)))
 

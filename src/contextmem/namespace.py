@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from .errors import ConfigError, UsageError, brief
+from .message_checks import unencodable_at
 
 __all__ = ["DEFAULT_NAMESPACE", "MAX_SESSION_ID_CHARS", "check_namespace", "check_session_id"]
 
@@ -66,19 +67,9 @@ def check_session_id(session_id: object) -> str:
         problem = f"has {len(session_id):,} characters, more than {MAX_SESSION_ID_CHARS}"
     elif "\x00" in session_id:
         problem = f"holds NUL (U+0000) at character {session_id.index(chr(0))}"
-    elif (at := _unencodable_at(session_id)) >= 0:
+    elif (at := unencodable_at(session_id)) >= 0:
         code = ord(session_id[at])
         problem = f"holds a lone surrogate (U+{code:04X}) at character {at}, which UTF-8 cannot encode"
     else:
         return session_id
     raise UsageError(f"session id {brief(session_id)} {problem}. Fix: {_SESSION_ID_FIX}")
-
-
-def _unencodable_at(text: str) -> int:
-    if text.isascii():
-        return -1
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return -1
