@@ -4,7 +4,7 @@ import importlib.resources
 
 import pytest
 import tiktoken
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextmem.errors import TokenizerError
@@ -20,6 +20,8 @@ from contextmem.messages import (
 )
 from contextmem.tokens import Calibration, HeuristicCounter, MessageCounter, TiktokenCounter, get_counter
 from contextmem.tokens.counter import MESSAGE_OVERHEAD
+from contextmem.tokens.tiktoken_backend import LINEAR_ABOVE_CHARS, count_linear, load_encoding
+from tests.security.doors import hostile_text, huge
 
 SAMPLES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -165,3 +167,46 @@ def test_calibration_learns_provider_ratio_and_clamps():
     wild = Calibration().observe(estimated=100, reported=100_000)
     assert wild.ratio == wild.high
     assert Calibration().observe(0, 500) == Calibration()
+
+
+# --- long text: counted in linear time, and still exactly ----------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+@settings(max_examples=150, deadline=None)
+@given(text=hostile_text(max_size=120))
+def test_linear_count_is_tiktokens_own_on_any_text(tiktoken_own, encoding, text):
+    """The linear counter gives tiktoken's own count on every text: surrogates, controls, special-token
+    text, every category (so whichever side of the bound a text falls, its count is the same)."""
+    text += " <|endoftext|>"
+    assert count_linear(encoding, text) == len(tiktoken_own[encoding].encode_ordinary(text))
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+@settings(max_examples=12, deadline=None)
+@given(
+    run=st.text(st.characters(blacklist_categories=()), min_size=1, max_size=3),
+    around=hostile_text(max_size=10),
+)
+def test_a_long_unbroken_run_is_counted_exactly(tiktoken_own, encoding, run, around):
+    """A run past the bound (one word of one repeated piece: the pathological case) counts as tiktoken."""
+    text = around + huge(run, LINEAR_ABOVE_CHARS + 1) + around
+    assert TiktokenCounter(encoding).count_text(text) == len(tiktoken_own[encoding].encode_ordinary(text))
+
+
+def test_tiktoken_never_sees_a_text_past_the_bound(monkeypatch):
+    """The quadratic path is bounded: tiktoken is only handed texts of at most LINEAR_ABOVE_CHARS (a 3 MB
+    one-word text goes to the linear counter), and the count is still the exact one."""
+    encoding = load_encoding("o200k_base")
+    seen: list[int] = []
+    real = encoding.encode_ordinary
+
+    def spy(text: str) -> list[int]:
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(encoding, "encode_ordinary", spy)
+    counter = TiktokenCounter("o200k_base")
+    assert counter.count_text("a" * 3_000_000) == 375_000  # "aaaaaaaa" is one o200k token
+    assert counter.count_text("ok") == 1
+    assert seen and max(seen) <= LINEAR_ABOVE_CHARS

@@ -12,7 +12,9 @@ What :func:`read_jsonl` accepts and refuses, by design:
 
 :func:`messages_from_jsonl` reads OpenAI chat messages, one per line, and prefixes any
 :class:`~contextmem.errors.MessageFormatError` from :func:`~contextmem.formats.openai.from_openai` with the
-line: ``transcript.jsonl:7: messages[6].content: ...``.
+line: ``transcript.jsonl:7: messages[6].content: ...``. Given ``max_bytes``, it refuses a message over it
+as ``ContextEngine.add`` does (:func:`~contextmem.message_checks.check_size`, the one size rule), so a
+command that only reads a transcript is bounded like one that replays it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from .errors import JsonlLineError, MessageFormatError
 from .formats.openai import from_openai
-from .message_checks import MAX_NESTING
+from .message_checks import MAX_NESTING, check_size
 from .messages import Message
 
 __all__ = ["messages_from_jsonl", "read_jsonl", "source_name"]
@@ -120,17 +122,24 @@ def read_jsonl(source: str | Path, *, what: str = "transcript") -> list[tuple[in
     return out
 
 
-def messages_from_jsonl(source: str | Path, *, what: str = "transcript") -> list[Message]:
+def messages_from_jsonl(
+    source: str | Path, *, what: str = "transcript", max_bytes: int | None = None
+) -> list[Message]:
     """OpenAI chat messages, one per line of ``source`` (``-``: stdin), read with
     :func:`~contextmem.formats.openai.from_openai`.
 
     Message ``i`` is the i-th non-blank line; a message it refuses raises
     :class:`~contextmem.errors.JsonlLineError` naming both, e.g. ``t.jsonl:7: messages[6].content: ...``.
+    With ``max_bytes`` (the ``max_message_bytes`` setting), a message whose text is over it (a tool result:
+    ten times it) is refused so too, before anything counts or stores it.
     """
     messages: list[Message] = []
     for index, (number, value) in enumerate(read_jsonl(source, what=what)):
         try:
-            messages.append(from_openai(value, index=index))
+            message = from_openai(value, index=index)
+            if max_bytes is not None:
+                check_size(message, f"messages[{index}]", max_bytes)
+            messages.append(message)
         except MessageFormatError as exc:
             raise JsonlLineError(source_name(source), number, exc.problem, exc.fix, path=exc.field) from None
     return messages

@@ -6,7 +6,10 @@
   ours to change, and text that cannot be encoded cannot be stored, archived or sent;
 * nothing in it nests deeper than :data:`MAX_NESTING` containers, so no reader, writer or ``repr`` can
   exhaust the stack on it;
-* each field has the type its value class declares (a value built by hand with another type is named).
+* each field has the type its value class declares (a value built by hand with another type is named);
+* its text is at most ``max_message_bytes`` (a tool result :data:`TOOL_RESULT_FACTOR` times it):
+  :func:`check_size`, the one bound every reader of messages applies (``ContextEngine.add``, and the
+  JSON Lines reader of ``contextmem count`` and ``replay``), measured before any pass over the text.
 
 :func:`check_message_text` checks message values, :func:`check_json_value` wire dicts.
 """
@@ -19,15 +22,29 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
-from .errors import MessageFormatError, brief
+from .errors import MessageFormatError, MessageTooLargeError, brief
 from .messages import AssistantMessage, Content, ImagePart, Message, TextPart, ToolCall, ToolMessage
 
-__all__ = ["MAX_NESTING", "check_arguments", "check_json_value", "check_message_text", "check_text"]
+__all__ = [
+    "MAX_NESTING",
+    "TOOL_RESULT_FACTOR",
+    "check_arguments",
+    "check_json_value",
+    "check_message_text",
+    "check_size",
+    "check_text",
+    "text_bytes",
+    "too_large",
+    "unencodable_at",
+]
 
 MAX_NESTING = 64
 """The deepest a message may nest containers, counting the message itself (in OpenAI dict form) as level 1:
 its ``extra`` values may nest 63 levels, tool-call ``arguments`` (parsed) 64. Far beyond any real message,
 far below Python's recursion limit."""
+
+TOOL_RESULT_FACTOR = 10
+"""A tool result may be this many times ``max_message_bytes``: it is offloaded (C5), not sent whole."""
 
 _SURROGATE_FIX = (
     "remove or replace the character before passing the text (contextmem refuses it rather than change what "
@@ -40,7 +57,7 @@ _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _Trail: TypeAlias = "tuple[_Trail, object] | None"
 
 
-def _unencodable_at(text: str) -> int:
+def unencodable_at(text: str) -> int:
     """Index of the first code point UTF-8 cannot encode (a lone surrogate), or -1. O(1) for ASCII text."""
     if text.isascii():
         return -1
@@ -68,7 +85,7 @@ def check_text(text: str, path: str) -> None:
         raise MessageFormatError(
             path, f"must be a str, got {type(text).__name__} {brief(text)}", "pass this field as a str"
         )
-    at = _unencodable_at(text)
+    at = unencodable_at(text)
     if at >= 0:
         raise _surrogate_error(text, at, path)
 
@@ -102,7 +119,7 @@ def check_json_value(value: Any, where: str, *, limit: int = MAX_NESTING) -> Non
     while stack:
         item, depth, trail = stack.pop()
         if isinstance(item, str):
-            if (at := _unencodable_at(item)) >= 0:
+            if (at := unencodable_at(item)) >= 0:
                 raise _surrogate_error(item, at, _path(where, trail))
             continue
         if isinstance(item, Mapping):
@@ -119,7 +136,7 @@ def check_json_value(value: Any, where: str, *, limit: int = MAX_NESTING) -> Non
                 "are accepted in a message",
             )
         for key, child in children:
-            if isinstance(key, str) and (at := _unencodable_at(key)) >= 0:
+            if isinstance(key, str) and (at := unencodable_at(key)) >= 0:
                 raise _surrogate_error(key, at, _path(where, (trail, key)) + " (the key)")
             stack.append((child, depth + 1, (trail, key)))
 
@@ -236,3 +253,49 @@ def _check_escaped_arguments(arguments: str, path: str) -> None:
     except (ValueError, RecursionError):
         return
     check_json_value(value, path, limit=sys.maxsize)
+
+
+def text_bytes(message: Message, stop: int) -> int:
+    """UTF-8 bytes of the text in ``message`` (content, parts, tool-call arguments, reasoning, ``extra``),
+    counted until they pass ``stop``: a string longer than ``stop`` characters is over it without being
+    encoded. Fields of the wrong type are skipped (:func:`check_message_text` names them)."""
+    found: list[object] = []
+    content = message.content
+    if isinstance(content, tuple):
+        found.extend(getattr(p, "text", getattr(p, "url", None)) for p in content)
+    else:
+        found.append(content)
+    if isinstance(message, AssistantMessage):
+        if isinstance(message.tool_calls, tuple):
+            found.extend(getattr(c, "arguments", None) for c in message.tool_calls)
+        found.append(message.reasoning)
+    if message.extra:  # keys kept as written: their JSON
+        found.append(json.dumps(message.extra, ensure_ascii=False, default=str))
+    total = 0
+    for text in found:
+        if isinstance(text, str):
+            total += len(text) if len(text) > stop or text.isascii() else len(text.encode("utf-8", "replace"))
+            if total > stop:
+                break
+    return total
+
+
+def check_size(message: Message, where: str, max_bytes: int) -> None:
+    """Raise :class:`MessageTooLargeError` (field ``{where}.content``) when the text of ``message`` is over
+    ``max_bytes`` UTF-8 bytes, or over :data:`TOOL_RESULT_FACTOR` times it for a tool result. Costs at
+    most one pass over ``max_bytes`` of text, whatever the message's size."""
+    factor = TOOL_RESULT_FACTOR if isinstance(message, ToolMessage) else 1
+    if (size := text_bytes(message, max_bytes * factor)) > max_bytes * factor:
+        raise too_large(where, size, max_bytes, factor)
+
+
+def too_large(where: str, size: int, max_bytes: int, factor: int) -> MessageTooLargeError:
+    """The error for the message ``where`` holding ``size`` bytes (or more) of text, over ``max_bytes *
+    factor``."""
+    return MessageTooLargeError(
+        f"{where}.content",
+        size,
+        max_bytes * factor,
+        "send a shorter text (a big document is better read by a tool, in parts), or raise "
+        f"max_message_bytes (now {max_bytes:,}; a tool result may be {TOOL_RESULT_FACTOR} times it)",
+    )

@@ -189,7 +189,8 @@ class ContextMem:
         text = event.data.get("digest") or event.data.get("summary")
         if title is None or not text:
             return
-        heading = f"{event.session_id}: {title}"
+        sid = event.session_id  # free text (namespace.check_session_id): one line, escaped, in a heading
+        heading = f"{sid if sid.isprintable() else repr(sid)}: {title}"
         moment = self.clock()  # now, not when the worker thread gets to it
         write = asyncio.get_running_loop().run_in_executor(
             None, lambda: append_daily(self.workspace, str(text), moment, title=heading)

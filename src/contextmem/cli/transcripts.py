@@ -28,7 +28,7 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
     from ..eval.prompt_cache import CACHE_READ_PRICE, WireRequest
     from ..eval.replay import TurnReport, load_tools, load_transcript, replay
 
-    system, transcript = load_transcript(args.transcript)
+    system, transcript = load_transcript(args.transcript, max_bytes=settings.max_message_bytes)
     tools = load_tools(args.tools) if args.tools else []
     dump = open(args.dump_requests, "w", encoding="utf-8") if args.dump_requests else None  # noqa: SIM115
 
@@ -103,8 +103,9 @@ async def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
-    """Count an OpenAI-format transcript (one JSON message per line) against the configured window."""
-    messages = messages_from_jsonl(args.transcript)
+    """Count an OpenAI-format transcript (one JSON message per line) against the configured window; a
+    message over ``max_message_bytes`` is refused, as ``replay`` and ``ContextEngine.add`` refuse it."""
+    messages = messages_from_jsonl(args.transcript, max_bytes=settings.max_message_bytes)
     counter = MessageCounter(get_counter(settings.tokenizer), image_tokens=settings.image_tokens)
     counts = counter.count_messages(messages)
     window = fit_window(settings).window  # no model loaded: the settings and the model table decide

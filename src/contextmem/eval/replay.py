@@ -95,13 +95,14 @@ class ReplayReport:
         }
 
 
-def load_transcript(path: str | Path) -> tuple[str, list[Message]]:
+def load_transcript(path: str | Path, *, max_bytes: int | None = None) -> tuple[str, list[Message]]:
     """An OpenAI-format JSONL transcript (``-``: stdin): (system prompt, the other messages).
 
     Read by :func:`~contextmem.jsonl.messages_from_jsonl`: blank lines are skipped, a BOM is fine, and a
-    line that cannot be read or stored raises :class:`~contextmem.errors.JsonlLineError` naming it.
+    line that cannot be read or stored (or, given ``max_bytes``, is over it) raises
+    :class:`~contextmem.errors.JsonlLineError` naming it.
     """
-    messages = messages_from_jsonl(path, what="transcript")
+    messages = messages_from_jsonl(path, what="transcript", max_bytes=max_bytes)
     system = "\n\n".join(text_of(m.content) for m in messages if isinstance(m, SystemMessage))
     return system, [m for m in messages if not isinstance(m, SystemMessage)]
 

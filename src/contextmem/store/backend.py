@@ -13,6 +13,9 @@ already-encoded messages. Inside that transaction a backend reads the facts (``n
 live) and hands them to :func:`check_append` / :func:`check_archive`, which decide, for every backend, when
 a conditional write conflicts. :class:`EncodedSessionStore` stores messages as
 :func:`~contextmem.store.codec.encode_message` text, as both durable stores do.
+
+Session ids are checked at every entry too, by :func:`~contextmem.namespace.check_session_id`: an id is
+stored and listed back exactly, or refused before any I/O.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Generic, Literal, Self, TypeVar
 
 from ..errors import MessageStateError, PathEscapeError, SessionConflictError, StoreError
 from ..messages import Message
-from ..namespace import check_namespace
+from ..namespace import check_namespace, check_session_id
 from .base import SessionInfo, SessionState, SessionStore, StoredMessage
 from .codec import encode_message
 
@@ -200,6 +203,7 @@ class SessionStoreBase(ABC, Generic[E]):
 
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
         check_namespace(namespace)
+        check_session_id(session_id)
         return await self._load_session(namespace, session_id)
 
     async def append(
@@ -213,6 +217,7 @@ class SessionStoreBase(ABC, Generic[E]):
         lease_closure: bool = False,
     ) -> list[int]:
         check_namespace(namespace)
+        check_session_id(session_id)
         if not messages:
             return []
         encoded = [self._encode(m) for m in messages]
@@ -223,6 +228,7 @@ class SessionStoreBase(ABC, Generic[E]):
 
     async def replace(self, namespace: str, session_id: str, seq: int, message: Message) -> None:
         check_namespace(namespace)
+        check_session_id(session_id)
         await self._replace_row(namespace, session_id, seq, self._encode(message))
 
     async def archive(
@@ -236,6 +242,7 @@ class SessionStoreBase(ABC, Generic[E]):
         expected_next_seq: int | None = None,
     ) -> None:
         check_namespace(namespace)
+        check_session_id(session_id)
         await self._archive_rows(
             namespace, session_id, sorted(set(seqs)), summary, meta, expected_next_seq=expected_next_seq
         )
@@ -244,10 +251,12 @@ class SessionStoreBase(ABC, Generic[E]):
         self, namespace: str, session_id: str, *, summary: str | None = None, meta: str | None = None
     ) -> None:
         check_namespace(namespace)
+        check_session_id(session_id)
         await self._write_meta(namespace, session_id, summary, meta)
 
     async def record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
         check_namespace(namespace)
+        check_session_id(session_id)
         key = offload_key(path)
         if key is None:
             raise PathEscapeError(
@@ -265,6 +274,7 @@ class SessionStoreBase(ABC, Generic[E]):
         self, namespace: str, session_id: str, *, state: StateFilter = "all"
     ) -> list[StoredMessage]:
         check_namespace(namespace)
+        check_session_id(session_id)
         if state not in ("live", "archived", "all"):
             raise StoreError(f"state={state!r} is not a message state. Fix: use 'live', 'archived' or 'all'.")
         return await self._message_rows(namespace, session_id, state)
@@ -272,6 +282,7 @@ class SessionStoreBase(ABC, Generic[E]):
     def lock(self, namespace: str, session_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive compaction lock of one session (``async with``); the backend says how far it reaches."""
         check_namespace(namespace)
+        check_session_id(session_id)
         return self._session_lock(namespace, session_id)
 
     async def list_sessions(self, namespace: str) -> list[SessionInfo]:
@@ -280,6 +291,7 @@ class SessionStoreBase(ABC, Generic[E]):
 
     async def delete_session(self, namespace: str, session_id: str) -> None:
         check_namespace(namespace)
+        check_session_id(session_id)
         await self._delete_session(namespace, session_id)
 
     async def cleanup_idle(

@@ -18,6 +18,10 @@ Tenancy and concurrency, also part of the contract:
 * **Namespaces are validated at every method entry** with :func:`contextmem.namespace.check_namespace`
   (a :class:`~contextmem.errors.ConfigError` before any I/O), even though settings, the CLI and the MCP
   router validate them first: a store never stores, matches or deletes under a name outside the grammar.
+* **Session ids too**: every method taking one refuses, with
+  :func:`contextmem.namespace.check_session_id` (a :class:`~contextmem.errors.UsageError` before any
+  I/O), an id it could not keep exactly (empty, NUL, a lone surrogate, over 256 characters); any other
+  id is stored, matched and listed back exactly.
 * **No method crosses namespaces** except :meth:`SessionStore.cleanup_idle` with ``namespace=None``,
   which the caller must spell out: the argument has no default.
 * **Conditional appends.** ``append(..., expected_next_seq=n)`` writes only if the session's
