@@ -172,6 +172,7 @@ def test_calibration_learns_provider_ratio_and_clamps():
 # --- long text: counted in linear time, and still exactly ----------------------------------------------
 
 
+# Pinned at 150 in every profile: each example is counted by both engines, in two encodings.
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 @settings(max_examples=150, deadline=None)
 @given(text=hostile_text(max_size=120))
@@ -182,6 +183,7 @@ def test_linear_count_is_tiktokens_own_on_any_text(tiktoken_own, encoding, text)
     assert count_linear(encoding, text) == len(tiktoken_own[encoding].encode_ordinary(text))
 
 
+# Pinned at 12 in every profile: each example counts a run past 65,536 characters with tiktoken too.
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 @settings(max_examples=12, deadline=None)
 @given(

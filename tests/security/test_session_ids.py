@@ -114,6 +114,7 @@ async def test_the_issues_reproductions(store_url: str) -> None:
         await store.close()
 
 
+# Pinned at 60 in every profile: each example runs every store method on a store of its own.
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     session_id=st.one_of(

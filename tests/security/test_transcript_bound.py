@@ -77,6 +77,7 @@ def test_a_tool_result_may_be_ten_times_larger_in_count_as_in_add(tmp_path, caps
     assert "over the limit of 10,000" in capsys.readouterr().err
 
 
+# Pinned at 60 in every profile: each example writes a transcript and reads it through count and add.
 @settings(max_examples=60, deadline=None)
 @given(
     role=st.sampled_from(["user", "assistant", "tool", "system"]),

@@ -347,6 +347,7 @@ async def test_closures_stored_by_the_old_code_are_marked_by_the_migration(
         await store.close()
 
 
+# Pinned at 25 in every profile: each example opens a store and an engine and appends a call and its result.
 @settings_(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=hostile_text(), closure_first=st.booleans())
 def test_any_tool_result_is_stored_exactly_and_never_a_closure(
