@@ -4,7 +4,7 @@ Floors, bottom to top. A module may import from its own floor or any floor below
 CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
-1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``,
+1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``, ``dsn``,
    ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut``, ``lang`` — values and pure
    checks: what a message is, which names and paths are allowed and where a namespace's files lie, what
    a secret looks like, what a model's window is, what the settings are, how a long text is cut, each
@@ -46,7 +46,7 @@ SRC = Path(contextmem.__file__).parent
 
 FLOORS: list[set[str]] = [
     {"errors"},
-    {"messages", "namespace", "safefs", "redaction", "secret_rules", "secret_tables", "message_checks"}
+    {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "message_checks"}
     | {"models", "settings", "textcut", "workspace", "lang"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
