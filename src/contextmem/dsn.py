@@ -71,9 +71,18 @@ def scrub_store_secrets(text: str, url: str) -> str:
 
     def quoted(m: re.Match[str]) -> str:
         piece = m.group(1)
-        return f'"{MASK}"' if piece and any(piece in form for form in forms) else m.group(0)
+        return f'"{MASK}"' if piece and any(_overlap(piece, form) for form in forms) else m.group(0)
 
     return re.sub(r'"([^"]*)"', quoted, text)
+
+
+def _overlap(piece: str, form: str) -> bool:
+    """``piece`` is part of ``form``, or holds a run of it as long as a scrubbed secret (a driver quotes
+    a secret's tail together with the host that follows it)."""
+    if piece in form:
+        return True
+    n = MIN_SCRUBBED_CHARS
+    return any(piece[i : i + n] in form for i in range(len(piece) - n + 1))
 
 
 def _forms(secret: str) -> set[str]:
@@ -108,6 +117,9 @@ def _read_uri(lead: str, rest: str) -> _Read:
     secrets: list[str] = []
     password = None
     at = rest.rfind("@")
+    if ":" not in rest[: max(at, 0)]:  # a user alone: its '@' is the first, before any path or query
+        at = rest.find("@")
+        at = -1 if "/" in rest[: max(at, 0)] or "?" in rest[: max(at, 0)] else at
     shown_user = ""
     if at >= 0 and not rest.startswith("/"):  # a path's '@' (sqlite:///home/a@b/x.db) is no userinfo
         user, colon, secret = rest[:at].partition(":")

@@ -93,6 +93,7 @@ def one_line(exc: BaseException, dsn: str, limit: int = 300) -> str:
     """A driver error as one line (psycopg's messages may span several), shortened, without ``dsn``'s
     secrets (libpq echoes pieces of a DSN it cannot read: ``invalid percent-encoded token: "…"``)."""
     text = " ".join(scrub_store_secrets(str(exc), dsn).split()) or type(exc).__name__
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # a DSN's controls, escaped
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
