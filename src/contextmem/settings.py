@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from .dsn import printable_store_url, redact_store_url
 from .errors import ConfigError
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 from .workspace import SESSIONS_FILE
@@ -65,6 +66,9 @@ OTHER_VARIABLES = frozenset(
 # What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".
 UNSET_WORDS = frozenset({"", "none", "null"})
 URL_SCHEMES = ("http", "https")
+SECRET_URL_KEYS = frozenset({"store", "base_url"})
+"""Settings whose value is a URL that may carry a password: shown through
+:func:`~contextmem.dsn.redact_store_url`."""
 
 
 class Settings(BaseModel):
@@ -258,7 +262,8 @@ class Settings(BaseModel):
             parts = urlsplit(value)
             if parts.scheme not in URL_SCHEMES or not parts.netloc:
                 raise ConfigError(
-                    f"{_cut(value)!r} is not an http(s) URL. Fix: e.g. http://127.0.0.1:8080/v1, or "
+                    f"{printable_store_url(value)} is not an http(s) URL. "
+                    "Fix: e.g. http://127.0.0.1:8080/v1, or "
                     "`contextmem config unset base_url`"
                 )
         return value
@@ -305,6 +310,14 @@ class Settings(BaseModel):
     def store_url(self) -> str:
         """The session store: the ``store`` setting, else a SQLite file in the workspace."""
         return self.store or f"sqlite:///{self.workspace_path / SESSIONS_FILE}"
+
+    def shown(self) -> dict[str, Any]:
+        """The values as JSON, passwords in URLs masked: what ``config`` prints (the file keeps them)."""
+        values = self.model_dump(mode="json")
+        for key in SECRET_URL_KEYS:
+            if isinstance(values[key], str):
+                values[key] = redact_store_url(values[key])
+        return values
 
     @property
     def sources(self) -> dict[str, str]:
@@ -468,7 +481,8 @@ def _describe(exc: ValidationError) -> str:
         elif key == "settings":  # a rule across keys (the model validator)
             lines.append(f"{err['msg'].removeprefix('Value error, ')}. Fix: change one of the values")
         else:
-            got = _cut(repr(err.get("input")))
+            given = err.get("input")
+            got = printable_store_url(str(given)) if key in SECRET_URL_KEYS else _cut(repr(given))
             wanted = _WANTED.get(err["type"])
             fix = f"set {key} to {wanted.format(**ctx)}" if wanted else f"give {key} a value as stated"
             lines.append(f"{key}: got {got}: {err['msg'].removeprefix('Value error, ')}. Fix: {fix}")

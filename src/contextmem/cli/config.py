@@ -80,7 +80,7 @@ def unset_setting(path: Path, key: str) -> Settings:
 def unset_message(key: str, saved: Settings, path: Path, before: Settings) -> str:
     """What ``config unset`` and ``/config unset`` say: the default now in force, or what still sets it
     (``before``: the settings in force before, with their sources)."""
-    value = json.dumps(saved.model_dump(mode="json")[key], ensure_ascii=False)
+    value = json.dumps(saved.shown()[key], ensure_ascii=False)
     source = before.sources[key]
     if source.startswith("env:"):
         still = f"; {source.removeprefix('env:')} still sets it"
@@ -93,11 +93,11 @@ def unset_message(key: str, saved: Settings, path: Path, before: Settings) -> st
 
 def setting_rows(settings: Settings) -> list[tuple[str, str, str]]:
     """(key, value, source) for every setting."""
-    values = settings.model_dump(mode="json")
+    values = settings.shown()
     return [(key, repr(values[key]), source) for key, source in settings.sources.items()]
 
 
 def setting_values(settings: Settings) -> dict[str, dict[str, Any]]:
     """``{key: {"value", "source"}}`` for every setting: ``config list --json``."""
-    values = settings.model_dump(mode="json")
+    values = settings.shown()
     return {key: {"value": values[key], "source": source} for key, source in settings.sources.items()}
