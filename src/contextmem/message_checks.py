@@ -4,6 +4,9 @@
   encodable as UTF-8, i.e. holds no lone surrogate (U+D800..U+DFFF). Such text is *refused* with a
   :class:`~contextmem.errors.MessageFormatError`, never silently replaced: what a user or tool said is not
   ours to change, and text that cannot be encoded cannot be stored, archived or sent;
+* a tool call's id and name, and a tool result's ``tool_call_id``, are not empty: the stored form is read
+  back by :func:`~contextmem.formats.openai.from_openai`, which refuses them, so a store that took one
+  could not read its session again;
 * nothing in it nests deeper than :data:`MAX_NESTING` containers, so no reader, writer or ``repr`` can
   exhaust the stack on it;
 * each field has the type its value class declares (a value built by hand with another type is named).
@@ -179,6 +182,13 @@ def _check_content(content: Content | None, path: str) -> None:
 _PARTS_FIX = "pass the text as a str, or a tuple of TextPart / ImagePart values"
 
 
+def _check_named(text: str, path: str, fix: str) -> None:
+    """:func:`check_text`, and ``text`` must not be empty (an id, a tool's name)."""
+    check_text(text, path)
+    if not text:
+        raise MessageFormatError(path, "must be a non-empty string, got ''", fix)
+
+
 def _typed(value: object) -> str:
     return f"{type(value).__name__} {brief(value)}"
 
@@ -199,7 +209,7 @@ def check_message_text(message: Message, where: str = "message") -> None:
     if message.name is not None:
         check_text(message.name, f"{where}.name")
     if isinstance(message, ToolMessage):
-        check_text(message.tool_call_id, f"{where}.tool_call_id")
+        _check_named(message.tool_call_id, f"{where}.tool_call_id", "pass the id of the call this answers")
     elif isinstance(message, AssistantMessage):
         if message.reasoning is not None:
             check_text(message.reasoning, f"{where}.reasoning")
@@ -213,8 +223,8 @@ def check_message_text(message: Message, where: str = "message") -> None:
             call_path = f"{where}.tool_calls[{j}]"
             if not isinstance(call, ToolCall):
                 raise MessageFormatError(call_path, f"must be a ToolCall, got {_typed(call)}", _CALLS_FIX)
-            check_text(call.id, f"{call_path}.id")
-            check_text(call.name, f"{call_path}.function.name")
+            _check_named(call.id, f"{call_path}.id", "give every tool call the id the model returned")
+            _check_named(call.name, f"{call_path}.function.name", "give the name of the tool that was called")
             arguments_path = f"{call_path}.function.arguments"
             check_text(call.arguments, arguments_path)
             if _ESCAPED_SURROGATE.search(call.arguments):

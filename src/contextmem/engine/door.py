@@ -1,6 +1,6 @@
 """What ``ContextEngine.add`` does before anything is stored: read the input, bounded, off the event loop.
 
-* **Size.** A message whose text (content, parts, tool-call arguments, reasoning, extra keys) is over
+* **Size.** A message whose text (content, parts, tool calls, reasoning, names, ids, extra keys) is over
   ``max_message_bytes`` is a :class:`~contextmem.errors.MessageTooLargeError` before any pass over it; a
   dict's string content is measured before it is even parsed. A tool result may be
   :data:`TOOL_RESULT_FACTOR` times larger: its full text goes to a file (C5) and the context keeps a
@@ -82,7 +82,7 @@ def _large(value: MessageInput) -> bool:
 
 
 def text_bytes(message: Message, stop: int) -> int:
-    """UTF-8 bytes of the text in ``message`` (content, parts, tool-call arguments, reasoning, ``extra``),
+    """UTF-8 bytes of the text in ``message`` (content, parts, tool calls, reasoning, names, ids, ``extra``),
     counted until they pass ``stop``: a string longer than ``stop`` characters is over it without being
     encoded. Fields of the wrong type are skipped (:func:`check_message_text` names them)."""
     found: list[object] = []
@@ -91,10 +91,14 @@ def text_bytes(message: Message, stop: int) -> int:
         found.extend(getattr(p, "text", getattr(p, "url", None)) for p in content)
     else:
         found.append(content)
+    found.append(message.name)  # names and ids too: a 50 MB tool-call id is as large as 50 MB of text
     if isinstance(message, AssistantMessage):
         if isinstance(message.tool_calls, tuple):
-            found.extend(getattr(c, "arguments", None) for c in message.tool_calls)
+            for c in message.tool_calls:
+                found += [getattr(c, "arguments", None), getattr(c, "id", None), getattr(c, "name", None)]
         found.append(message.reasoning)
+    elif isinstance(message, ToolMessage):
+        found.append(message.tool_call_id)
     if message.extra:  # keys kept as written: their JSON
         found.append(json.dumps(message.extra, ensure_ascii=False, default=str))
     total = 0
