@@ -85,13 +85,24 @@ def every_line_split(text: str) -> list[str]:
     return text.splitlines()
 
 
-def forged_lines(sink: str, payload: str, starts: Iterable[str] = ("#", "- ", "* ", "+ ")) -> list[str]:
+def forged_lines(
+    sink: str,
+    payload: str,
+    starts: Iterable[str] = ("#", "- ", "* ", "+ "),
+    allowed: re.Pattern[str] | None = None,
+) -> list[str]:
     """Lines of ``sink`` that begin at column 0 with one of ``starts`` (a heading, a list item) and that
     come from ``payload`` (the line's text occurs in it), under any reader's idea of a line. A writer
-    that put ``payload`` in ``sink`` as one indented item or one escaped line yields none."""
+    that put ``payload`` in ``sink`` as one indented item or one escaped line yields none.
+
+    ``allowed`` matches (whole) the lines the writer writes itself, such as its own headings and ``- ``
+    items: they are not forged even when ``payload`` holds their text. With ``starts=("",)`` every line
+    at column 0 is looked at, so any line of ``payload`` left bare by the writer is caught."""
     forged = []
     for line in every_line_split(sink):
-        if line and line.startswith(tuple(starts)) and line.strip() and line.strip() in payload:
+        at_column_0 = line and line[0] not in " \t"  # an indented line continues the item above it
+        from_payload = at_column_0 and line.startswith(tuple(starts)) and line.strip() in payload
+        if from_payload and line.strip() and (allowed is None or not allowed.fullmatch(line)):
             forged.append(line)
     return forged
 

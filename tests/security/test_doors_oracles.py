@@ -37,6 +37,17 @@ def test_forged_lines_passes_an_indented_continuation_and_the_writers_own_headin
     assert forged_lines(written, payload) == []
 
 
+def test_forged_lines_allows_only_the_writers_own_lines() -> None:
+    import re
+
+    writer = re.compile(r"- .*|## 10:00")
+    payload = "a\n## 10:00\u2028- item\x85plain line"
+    planted = "## 10:00\n- a\n## 10:00\n- item\nplain line\n"  # every payload line split, one kept bare
+    assert forged_lines(planted, payload, starts=("",), allowed=writer) == ["plain line"]
+    assert forged_lines(planted, payload, starts=("",)) == ["## 10:00", "## 10:00", "- item", "plain line"]
+    assert forged_lines("## 10:00\n- a\n  plain line\n", payload, starts=("",), allowed=writer) == []
+
+
 def test_forged_lines_catches_a_list_item_forged_after_a_newline() -> None:
     payload = "a\n- injected item"
     assert forged_lines(f"- {payload}\n", payload) == ["- injected item"]

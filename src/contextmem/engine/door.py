@@ -1,6 +1,6 @@
 """What ``ContextEngine.add`` does before anything is stored: read the input, bounded, off the event loop.
 
-* **Size.** A message whose text (content, parts, tool-call arguments, reasoning, extra keys) is over
+* **Size.** A message whose text (content, parts, tool calls, reasoning, names, ids, extra keys) is over
   ``max_message_bytes`` is a :class:`~contextmem.errors.MessageTooLargeError` before any pass over it
   (:func:`~contextmem.message_checks.check_size`, the bound ``contextmem count`` applies too); a dict's
   string content is measured before it is even parsed. A tool result may be
