@@ -413,6 +413,27 @@ RULES: tuple[Rule, ...] = (
         target="value",
         check=_strong,
     ),
+    _rule(  # PostgreSQL docs, "The Password File": hostname:port:database:username:password per line
+        "pgpass-line",
+        r"(?m:^)(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*:(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:(?P<value>\S+)"
+        r"(?=[ \t\r]*$)",  # a host, not a number: "12:30:45:67:89" is a time
+        [":"],
+        target="value",
+        check=_strong,
+    ),
+    _rule(  # kubeconfig (Kubernetes docs, "Organizing Cluster Access"): the client key, base64 PEM
+        "kubeconfig-key-data",
+        r"key-data[\"']?[ \t]*:[ \t]*[\"']?(?P<value>[a-z0-9+/=]{16,})",
+        ["key-data"],
+        target="value",
+        fold=True,
+    ),
+    _rule(  # Docker docs, "docker login": ~/.docker/config.json keeps "auth": base64(user:password)
+        "docker-config-auth",
+        r"\"auth\"[ \t]*:[ \t]*\"(?P<value>[A-Za-z0-9+/=]{8,})\"",
+        ['"auth"'],
+        target="value",
+    ),
     _rule(
         "env-default",  # env('TWILIO_API_KEY', '…'), os.getenv("DB_PASSWORD", "…"): a secret as the default
         r"(?:getenv|env|environ\.get|fetch)\([ \t]*[\"']"
