@@ -127,6 +127,17 @@ def _escaped_newline(text: str, end: int) -> bool:
     return end >= 2 and text[end - 2 : end] == "\\n"
 
 
+def _adds(text: str, span: tuple[int, int], ours: list[tuple[int, int]]) -> bool:
+    """Whether a span of the scanner is redacted beside ours. Not when it holds one of ours: some of its
+    rules report a whole assignment (``…;SharedAccessKeyName=root;SharedAccessKey=…``, a whole webhook
+    URL) where our table finds the value in it and keeps the key name. Not over a marker: that would
+    cut one in half, and redacting twice would change the text again."""
+    start, end = span
+    if start >= end or _overlaps_marker(text, start, end):
+        return False
+    return not any(start <= a and b <= end for a, b in ours)
+
+
 def _overlaps_marker(text: str, start: int, end: int) -> bool:
     window = text.find(REDACTED, max(0, start - len(REDACTED) + 1), end + len(REDACTED) - 1)
     return window != -1 and window < end
@@ -136,7 +147,7 @@ def _merged(text: str, scanner: bool = True) -> list[tuple[int, int]]:
     """The spans to replace, sorted, overlapping ones merged (each becomes one marker)."""
     spans = [*_matches(text), *_key_tails(text)]
     if scanner:
-        spans += [s for s in scanner_spans(text) if s[0] < s[1] and not _overlaps_marker(text, *s)]
+        spans += [s for s in scanner_spans(text) if _adds(text, s, spans)]
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start < merged[-1][1]:
@@ -163,8 +174,10 @@ def redact_secrets(text: str, known: Iterable[str] = (), *, scanner: bool = True
     # A replacement can complete a pattern that the secret it replaced interrupted (a multi-line key
     # block as a URL's password: ``://u:password=[REDACTED]@h``), so passes repeat until nothing changes;
     # each pass that changes anything shortens the text or adds a marker, so this ends in a few passes.
-    for _ in range(MAX_PASSES):
-        spans = _merged(text, scanner)
+    # The maintained rule set runs in the first pass only: its rules are provider token shapes, which a
+    # marker never completes (and it costs as much as our whole table).
+    for first in [True] + [False] * (MAX_PASSES - 1):
+        spans = _merged(text, scanner and first)
         if not spans:
             break
         out: list[str] = []

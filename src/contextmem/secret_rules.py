@@ -146,6 +146,15 @@ def _bot_id_before(text: str, m: re.Match[str]) -> bool:
     return _BOT_ID.search(text, max(0, m.start() - 13), m.start()) is not None
 
 
+_PGPASS_HOST = re.compile(r"(?:^|(?<=\n))(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*\Z")
+
+
+def _pgpass_host(text: str, m: re.Match[str]) -> bool:
+    """A ``.pgpass`` line starts with its host: the whole line before the first colon, a name, an
+    address or ``*``, not a number ("12:30:45:67:89" is a time)."""
+    return _PGPASS_HOST.search(text, max(0, m.start() - 256), m.start()) is not None
+
+
 _NUMBER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?(?P<unit>[A-Za-z]*)")
 
 
@@ -414,12 +423,11 @@ RULES: tuple[Rule, ...] = (
         check=_strong,
     ),
     _rule(  # PostgreSQL docs, "The Password File": hostname:port:database:username:password per line
-        "pgpass-line",
-        r"(?m:^)(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*:(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:(?P<value>\S+)"
-        r"(?=[ \t\r]*$)",  # a host, not a number: "12:30:45:67:89" is a time
+        "pgpass-line",  # the search starts at ":port:", which is quick; the host is checked after
+        r":(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:(?P<value>\S+)(?=[ \t\r]*(?m:$))",
         [":"],
         target="value",
-        check=_strong,
+        check=lambda text, m: _pgpass_host(text, m) and _strong(text, m),
     ),
     _rule(  # kubeconfig (Kubernetes docs, "Organizing Cluster Access"): the client key, base64 PEM
         "kubeconfig-key-data",

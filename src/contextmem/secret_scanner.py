@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["available", "scanner_spans"]
+__all__ = ["CONFIG", "available", "scanner_spans"]
 
+CONFIG = Path(__file__).resolve().parent / "data" / "betterleaks.toml"
+"""betterleaks' default rules less six keyword-assignment rules our table covers (why: in the file)."""
 _UNSCANNABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -38,7 +41,7 @@ def _scan() -> Callable[[str], list[Any]] | None:
         import betterleaks
     except ImportError:  # a platform with no wheel: our table alone (see ``available``)
         return None
-    return betterleaks.scan_string
+    return functools.partial(betterleaks.scan_string, config_path=str(CONFIG))
 
 
 def available() -> bool:
