@@ -26,7 +26,6 @@ import asyncio
 import hashlib
 import inspect
 import json
-import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -34,6 +33,7 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from .errors import ConfigError
+from .logs import get_logger
 from .redaction import redact_secrets
 from .safefs import append_or_cut_back
 from .workspace import CORE_FILE, DAILY_DIR, Workspace, daily_relative, dialog_relative
@@ -42,7 +42,7 @@ __all__ = ["DailySummaryJob", "append_daily", "append_note", "note_item", "write
 
 Summarizer = Callable[[str], "str | Awaitable[str | None] | None"]
 
-logger = logging.getLogger("contextmem.memory")
+logger = get_logger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
 MAX_STATE_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024  # of a memory file, read to see which list and section a note joins

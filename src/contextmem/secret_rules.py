@@ -146,12 +146,13 @@ def _bot_id_before(text: str, m: re.Match[str]) -> bool:
     return _BOT_ID.search(text, max(0, m.start() - 13), m.start()) is not None
 
 
-_PGPASS_HOST = re.compile(r"(?:^|(?<=\n))(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*\Z")
+_PGPASS_HOST = re.compile(r"(?:^|(?<=\n))[ \t]*(?:[-*+>][ \t]+)?(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*\Z")
 
 
 def _pgpass_host(text: str, m: re.Match[str]) -> bool:
-    """A ``.pgpass`` line starts with its host: the whole line before the first colon, a name, an
-    address or ``*``, not a number ("12:30:45:67:89" is a time)."""
+    """A ``.pgpass`` line starts with its host: the whole line before the first colon (after an indent or
+    a list bullet, as pasted into notes), a name, an address or ``*``, not a number ("12:30:45:67:89" is
+    a time)."""
     return _PGPASS_HOST.search(text, max(0, m.start() - 256), m.start()) is not None
 
 
