@@ -45,7 +45,7 @@ B64 = ALNUM + "+/"
 
 
 def fake(alphabet: str, n: int, seed: str) -> str:
-    """``n`` characters of ``alphabet``, the same on every run, with a digit and both cases when it has them."""
+    """``n`` characters of ``alphabet``, the same every run; a digit and both cases when it has them."""
     rng = random.Random(seed)
     while True:
         value = "".join(rng.choice(alphabet) for _ in range(n))
