@@ -425,7 +425,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(  # PostgreSQL docs, "The Password File": hostname:port:database:username:password per line
         "pgpass-line",  # the search starts at ":port:", which is quick; the host is checked after
-        r":(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:(?P<value>\S+)(?=[ \t\r]*(?m:$))",
+        r":(?:[0-9]{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:(?P<value>(?:[^\s:\\]|\\.)+)"
+        r"(?=[ \t\r]*(?m:$))",  # a field holds ":" and "\" only escaped, "\:"
         [":"],
         target="value",
         check=lambda text, m: _pgpass_host(text, m) and _strong(text, m),
