@@ -9,9 +9,12 @@ Why our own table, and why it looks like this
   forms, GCP service-account ids and Azure account keys (caught 41 of 80 at best, vs 80 here); scanning
   line by line its entropy plugins also hit git SHAs and UUIDs, which the identifier ledger exists to
   keep; and it ran at 0.1-0.3 MB/s against 26 MB/s here (``bench/results/redaction.md``).
-* gitleaks has the most complete list of key families, but it is Go. Our table follows its families
-  and names each rule like a gitleaks rule id (``aws-access-key-id``, ``slack-webhook-url``...). The
-  patterns are written here from the providers' documented key formats.
+* gitleaks has the most complete list of key families. Our table follows its families and names each
+  rule like a gitleaks rule id (``aws-access-key-id``, ``slack-webhook-url``...), written here from the
+  providers' documented key formats. Since issue 49 its successor's rules (betterleaks, a core
+  dependency, :mod:`contextmem.secret_scanner`) run beside this table, for the provider formats a
+  hand-kept table cannot keep up with; this table keeps what those rules lack: the keyword forms
+  below, Chinese, ``.netrc``, ``.pgpass``, half-pasted keys, and spans that keep the key name.
 
 Every :class:`Rule` has an id, a compiled pattern, the literals it cannot match without (``hints``),
 and what it replaces: the whole match (a provider token, a private-key block) or only the ``value``
