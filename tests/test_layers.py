@@ -47,7 +47,8 @@ SRC = Path(contextmem.__file__).parent
 
 FLOORS: list[set[str]] = [
     {"errors"},
-    {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "message_checks"}
+    {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "secret_scanner"}
+    | {"message_checks", "logs"}
     | {"models", "settings", "textcut", "textlines", "workspace", "lang"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},

@@ -17,7 +17,6 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from ..compaction.plans import plan_restore
 from ..errors import BudgetExceededError, CompactionError, InternalError
 from ..formats.inputs import MessageInput
 from ..llm.base import LearnsWindow, Usage
+from ..logs import get_logger
 from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
 from ..settings import Settings
@@ -51,7 +51,7 @@ from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
 __all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
 
-logger = logging.getLogger("contextmem.engine")
+logger = get_logger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
 BUILD_ATTEMPTS = 8  # a build whose compaction lost a race to another writer plans again, this many times

@@ -28,7 +28,6 @@ Order of work, and why:
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +36,7 @@ from typing import Literal
 from ..errors import ConfigError, LLMError
 from ..llm.base import LLM
 from ..llm.scheduler import background_calls, wait_running
+from ..logs import get_logger
 from ..messages import Message, text_of
 from ..redaction import redact_secrets
 from ..tokens import MessageCounter
@@ -49,7 +49,7 @@ from .revise import revise
 
 __all__ = ["MIN_SUMMARY_TOKENS", "Summarizer", "Summary", "SummarySource", "merge_archive_refs"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SummarySource = Literal["llm", "extractive"]
 MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
