@@ -3,6 +3,9 @@ output: a checker that cannot fail would let every door test pass."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from hypothesis import given, settings
 
@@ -17,6 +20,7 @@ from tests.security.doors import (
     hostile_text,
     huge,
     leaked_secrets,
+    loop_stalls,
     raw_exception,
     terminal_unsafe,
 )
@@ -131,3 +135,26 @@ def test_hostile_text_reaches_separators_surrogates_and_escapes() -> None:
 
 def test_huge_reaches_the_size_asked() -> None:
     assert len(huge("ab", 1001)) >= 1001
+
+
+def _burn(seconds: float) -> None:
+    """CPU work (no sleep, no I/O) for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def test_loop_stalls_catches_cpu_work_on_the_event_loop() -> None:
+    """The planted defect: 150 ms of CPU work run on the loop is a 150 ms stall, whatever the load."""
+    async with loop_stalls() as stalls:
+        await asyncio.sleep(0.02)
+        _burn(0.15)
+        await asyncio.sleep(0.02)
+    assert stalls.worst_cpu >= 0.14, stalls
+    assert stalls.worst_wall >= 0.14, stalls
+
+
+async def test_loop_stalls_passes_the_same_work_in_a_worker_thread() -> None:
+    async with loop_stalls() as stalls:
+        await asyncio.to_thread(_burn, 0.15)
+    assert stalls.ticks >= 2 and stalls.worst_cpu < 0.1, stalls
