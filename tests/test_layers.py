@@ -10,7 +10,7 @@ CONTRIBUTING.md draws the same picture.
    paths are allowed and where a namespace's files lie, what a secret looks like (our table and the
    maintained scanner beside it), how a store URL is shown without its password, loggers that redact,
    what a model's window is, what the settings are, how a long text is cut, what a line of a memory file
-   is, each language's tables.
+   is, each language's tables, and when work over large text leaves the event loop (``offloop``).
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
@@ -50,7 +50,7 @@ FLOORS: list[set[str]] = [
     {"errors"},
     {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "secret_scanner"}
     | {"message_checks", "logs"}
-    | {"models", "settings", "textcut", "textlines", "workspace", "lang"},
+    | {"models", "settings", "textcut", "textlines", "workspace", "lang", "offloop"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
     {"store", "archive", "memory_files"},

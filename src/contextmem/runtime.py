@@ -106,7 +106,9 @@ class ContextMem:
             from .memory import embedder_from_spec, open_memory_index  # the memory extra
 
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-            index = open_memory_index(settings, emb, settings.store)  # postgresql://: one database for both
+            # Opening migrates and checks the index (postgresql://: one database for both), in a worker
+            # thread: an MCP server opens a namespace's index on its first call, while serving others.
+            index = await asyncio.to_thread(open_memory_index, settings, emb, settings.store)
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index, owns_store=owns_store)
 
     @property

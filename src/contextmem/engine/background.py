@@ -160,7 +160,7 @@ async def apply_folded(live: LiveSession, applier: PlanApplier, folded: Folded) 
         steps=("summarize",),
     )
     rest = live.pending[len(folded.pending) :]  # left the context while the model was working
-    summary = applier.extractor.extract(folded.summary, rest) if rest else folded.summary
+    summary = await applier.extract(folded.summary, rest) if rest else folded.summary
     if plan.empty:
         await applier.replace_summary(summary)
     elif not await applier.apply(plan, "summarize", summary=summary):
