@@ -165,7 +165,7 @@ class ContextEngine:
         **parts: Unpack[EngineParts],
     ) -> ContextEngine:
         """Load (or create) the session. ``restore=True`` applies the restart policy of S1."""
-        if "counter" not in parts:  # a process's first count loads the tokenizer's tables (1.4 s): not here
+        if "counter" not in parts:  # a process's first count loads the tokenizer (0.3-1.4 s): not on the loop
             await asyncio.to_thread(lambda: get_counter(settings.tokenizer).count_text("warm"))
         engine = cls(store=store, session_id=session_id, settings=settings, **parts)
         await engine._load()
