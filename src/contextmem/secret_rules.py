@@ -11,7 +11,7 @@ Why our own table, and why it looks like this
   keep; and it ran at 0.1-0.3 MB/s against 26 MB/s here (``bench/results/redaction.md``).
 * gitleaks has the most complete list of key families. Our table follows its families and names each
   rule like a gitleaks rule id (``aws-access-key-id``, ``slack-webhook-url``...), written here from the
-  providers' documented key formats. Since issue 49 its successor's rules (betterleaks, a core
+  providers' documented key formats. Its successor's rules (betterleaks, a core
   dependency, :mod:`contextmem.secret_scanner`) run beside this table, for the provider formats a
   hand-kept table cannot keep up with; this table keeps what those rules lack: the keyword forms
   below, Chinese, ``.netrc``, ``.pgpass``, half-pasted keys, and spans that keep the key name.

