@@ -43,7 +43,7 @@ REGIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-# What a terminal acts on instead of printing: the C0 and C1 control characters and DEL (ESC and CSI among them),
+# What a terminal acts on instead of printing: control characters (ESC and CSI among them) and DEL,
 # the Unicode line and paragraph separators, bidi embeddings, overrides, isolates and marks, and lone
 # surrogates (which cannot be encoded at all). Tab always passes; newline only in multi-line text.
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
