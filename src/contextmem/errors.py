@@ -92,7 +92,15 @@ __all__ = [
 BRIEF_CHARS = 80
 MAX_PROBLEM_CHARS = 600
 
-_brief = reprlib.Repr()
+
+class _Brief(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 1024:  # repr() of an int of more than 4,300 digits raises ValueError
+            return f"<an int of {x.bit_length():,} bits>"
+        return super().repr_int(x, level)
+
+
+_brief = _Brief()
 _brief.maxstring = _brief.maxother = _brief.maxlong = BRIEF_CHARS
 _brief.maxlevel, _brief.maxdict, _brief.maxlist, _brief.maxtuple = 2, 4, 4, 4
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..llm.registry import NO_MODEL, check_spec
 from ..settings import Settings
 
 __all__ = [
@@ -64,6 +65,8 @@ def save_setting(path: Path, key: str, value: str) -> Settings:
     """Validate ``key = value`` and persist it in the settings file at ``path`` (only that file's values)."""
     current = Settings.load(path if path.exists() else None, env={})
     updated = current.with_value(key, value, f"file:{path}")
+    if key == "model" and updated.model != NO_MODEL:
+        check_spec(updated.model)  # what loads the model checks it, so nothing saved fails only at use
     updated.save(path)
     return updated
 
