@@ -62,6 +62,8 @@ OTHER_VARIABLES = frozenset(
         "CONTEXTMEM_CRASH_KILLS",
         "CONTEXTMEM_STORE_LOAD",
         "CONTEXTMEM_REQUIRE_IPV6",
+        "CONTEXTMEM_STRICT_SKIPS",
+        "CONTEXTMEM_ALLOWED_SKIPS",
     }
 )
 # What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".

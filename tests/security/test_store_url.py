@@ -153,6 +153,7 @@ def _leaks(text: str, password: str) -> list[str]:
     return leaked_secrets(text, [password, quote(password, safe=""), head, tail])
 
 
+# Pinned at 60 in every profile: each example opens a store and a runtime that fail to connect.
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=passwords, form=st.sampled_from(range(len(FORMS))))
 def test_no_password_reaches_the_error_of_open_store_or_contextmem_open(
@@ -174,6 +175,7 @@ def test_no_password_reaches_the_error_of_open_store_or_contextmem_open(
     assert _leaks(str(raised.value), password) == [], str(raised.value)
 
 
+# Pinned at 25 in every profile: each example runs the CLI in-process against a refused connection.
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=passwords, form=st.sampled_from([0, 3, 4, 5, 6, 7]))
 def test_no_password_reaches_the_output_of_the_cli(

@@ -56,6 +56,7 @@ def test_the_issue_reproduction_prints_escaped(tmp_path: Path, capsys: pytest.Ca
     assert terminal_unsafe(out) == [] and "\\x1b]52;c;" in out and "\\x1b[2J" in out
 
 
+# Pinned at 15 in every profile: each example writes memory, a session and a summary; runs the CLI 3 times.
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(note=hostile, session_id=hostile, summary=hostile)
 def test_untrusted_text_reaches_the_terminal_escaped(
