@@ -37,10 +37,10 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_planted.py").write_text(source)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {k: v for k, v in os.environ.items() if not k in (STRICT, ALLOWED) or k.startswith("PYTEST_")}
+    env = {k: v for k, v in os.environ.items() if not (k in (STRICT, ALLOWED) or k.startswith("PYTEST_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if strict:
-        if not (k in (STRICT, ALLOWED) or k.startswith("PYTEST_"))
+        env[STRICT] = "1"
     listed = tmp_path / "allowed.txt"
     listed.write_text(allowed or "")
     env[ALLOWED] = str(listed)
