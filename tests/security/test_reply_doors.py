@@ -155,7 +155,13 @@ def test_hostile_reply_fields_come_back_exactly_or_as_one_typed_line(
     assert text_of(message.content) == text
     assert (message.reasoning or "") == reasoning
     [back] = message.tool_calls
-    assert (back.id, back.name, json.loads(back.arguments)) == (call_id, name, {"q": argument})
+    # A streamed call without an id gets one of contextmem's own (unique in the session), as documented.
+    made = stream and provider == "openai" and not call_id and back.id.startswith("call_")
+    assert (back.id if not made else "", back.name, json.loads(back.arguments)) == (
+        call_id,
+        name,
+        {"q": argument},
+    )
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))

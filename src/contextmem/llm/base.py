@@ -80,6 +80,8 @@ class Usage:
         usage = usage or {}
         read = _count(usage, "cache_read_input_tokens")
         prompt = _count(usage, "input_tokens") + read + _count(usage, "cache_creation_input_tokens")
+        if prompt > MAX_TOKEN_COUNT:  # each part is a count; their sum must be one too
+            raise MessageFormatError("usage", f"sums to {prompt:,} prompt tokens, not a count", _USAGE_FIX)
         return cls(prompt, _count(usage, "output_tokens"), read)
 
     @classmethod
