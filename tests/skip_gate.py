@@ -68,6 +68,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     lines += [f"  {node}: {why}" for node, why in sorted(unlisted.items())]
     lines.append("Fix: make the test run in CI (install what it needs), or list it there with its reason.")
     if reporter is not None:
-        reporter.ensure_newline()
+        reporter.write("\n")
         reporter.write_line("\n".join(lines), red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -117,9 +117,10 @@ async def test_held_out_secrets_reach_no_derived_sink(
     assert not leaks, f"{len(leaks)} leaks:\n" + "\n".join(leaks)
 
 
-@pytest.mark.parametrize("text", sorted(KNOWN_MISSES))
-def test_each_known_miss_still_leaks(text: str) -> None:
-    sample = next(s for s in HELDOUT if s["text"] == text)
-    assert any(value in redact_secrets(text) for value in sample["secrets"]), (
-        "caught now: drop it from the list"
-    )
+def test_each_known_miss_still_leaks() -> None:
+    """The list of misses stays honest: a miss that is caught now must leave it (it is empty today)."""
+    for text in sorted(KNOWN_MISSES):
+        sample = next(s for s in HELDOUT if s["text"] == text)
+        assert any(value in redact_secrets(text) for value in sample["secrets"]), (
+            f"caught now: drop it from the list: {text[:60]!r}"
+        )
