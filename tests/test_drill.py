@@ -31,8 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from contextmem import ContextEngine, ContextMem
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from tests.drill_worker import (
