@@ -62,7 +62,7 @@ class Noise:
         return self.points + self.share * abs(committed)
 
     def __str__(self) -> str:
-        size = f"{self.points:g}" if self.points else f"{self.share:.0%}"
+        size = f"{self.points:g} points" if self.points else f"{self.share:.0%}" if self.share else "none"
         return f"{size} ({'higher' if self.higher_is_better else 'lower'} is better)"
 
 

@@ -170,7 +170,8 @@ def full_history(root: Path) -> None:
     if git(root, "rev-parse", "--is-shallow-repository").strip() == "true":
         pytest.fail(
             "this clone is shallow: results files cannot be checked against their revisions. "
-            "Fix: git fetch --unshallow (or clone without --depth)."
+            "Fix: git fetch --unshallow (or clone without --depth).",
+            pytrace=False,
         )
 
 
@@ -194,7 +195,8 @@ def test_every_results_file_is_fresh_or_listed_as_stale_with_its_command() -> No
         for n in KNOWN_STALE
         if found[n] is None
     ]
-    assert stale + honest == []
+    if stale + honest:
+        pytest.fail("\n".join(stale + honest), pytrace=False)
 
 
 def test_every_script_a_results_file_cites_exists() -> None:
