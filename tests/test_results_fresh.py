@@ -140,6 +140,14 @@ def stamped_revision(text: str, json_file: bool) -> str | None:
     return found.group(1) if found else None
 
 
+def stamped_command(text: str, json_file: bool) -> str | None:
+    """The command a results file says produced it (``bench/report.py`` writes it under the run line)."""
+    if json_file:
+        return json.loads(text).get("command")
+    found = re.search(r"^`(python [^`]+)`", "\n".join(text.splitlines()[:12]), re.MULTILINE)
+    return found.group(1) if found else None
+
+
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
@@ -156,12 +164,13 @@ def problem(root: Path, name: str, sources: tuple[str, ...]) -> str | None:
     )
     if known.returncode != 0:
         return f"{name} names revision {rev}, which this history does not have"
-    touched = git(root, "log", "--format=%h", f"{rev}..HEAD", "--", *sources).split()
-    rewritten = set(git(root, "log", "--format=%h", f"{rev}..HEAD", "--", name).split())
+    touched = git(root, "log", "--format=%H", f"{rev}..HEAD", "--", *sources).split()
+    rewritten = set(git(root, "log", "--format=%H", f"{rev}..HEAD", "--", name).split())
     later = [c for c in touched if c not in rewritten]
     if later:
         return (
-            f"{name} measured {rev}; {len(later)} later commit(s) changed what it measures, newest {later[0]}"
+            f"{name} measured {rev}; {len(later)} later commit(s) changed what it measures, "
+            f"newest {later[0][:7]}"
         )
     return None
 
@@ -182,11 +191,16 @@ def test_every_results_file_is_mapped_to_what_it_measures() -> None:
     assert set(KNOWN_STALE) <= set(SOURCES)
 
 
+def rerun(name: str) -> str:
+    path = ROOT / name
+    return stamped_command(path.read_text("utf-8"), path.suffix == ".json") or "its script"
+
+
 def test_every_results_file_is_fresh_or_listed_as_stale_with_its_command() -> None:
     full_history(ROOT)
     found = {name: problem(ROOT, name, sources) for name, sources in SOURCES.items()}
     stale = [
-        f"{why}. Fix: re-run it and commit the file."
+        f"{why}. Fix: re-run `{rerun(n)}` (nice -n 10 on a shared machine) and commit the file."
         for n, why in found.items()
         if why and n not in KNOWN_STALE
     ]
@@ -224,7 +238,7 @@ def _commit(repo: Path, files: dict[str, str], message: str) -> str:
 
 def _stamped(rev: str) -> str:
     run_line = f"2026-01-01 00:00 UTC · x86_64 · 2 cores · load average 1.00 · 3 s · engine: {rev}"
-    return f"# A bench\n\n{run_line}\n\n| x |\n"
+    return f"# A bench\n\n{run_line}\n\n`python bench/a.py --n 3`\n\n| x |\n"
 
 
 @pytest.fixture
@@ -262,6 +276,10 @@ def test_a_json_results_file_is_read_by_its_engine_field() -> None:
     )
     assert stamped_revision('{"engine": "issue 30 done"}', json_file=True) is None
     assert stamped_revision(_stamped("0f65109"), json_file=False) == "0f65109"
+    assert stamped_command('{"command": "python -m evals.current_turn"}', json_file=True) == (
+        "python -m evals.current_turn"
+    )
+    assert stamped_command(_stamped("0f65109"), json_file=False) == "python bench/a.py --n 3"
 
 
 def test_a_shallow_clone_fails_with_the_command_that_completes_it(repo: Path, tmp_path: Path) -> None:
