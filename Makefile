@@ -1,4 +1,4 @@
-# One vocabulary: run, test, lint, bench, evals. Each target sets itself up (virtualenv + installs).
+# One vocabulary: run, test, lint, bench, evals, evals-check. Each target sets itself up (virtualenv + installs).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -18,7 +18,7 @@ CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tool
 CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 export CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL
 
-.PHONY: run test lint bench evals setup clean
+.PHONY: run test lint bench evals evals-check setup clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,13 @@ evals: $(STAMP)
 	$(PY) -m evals.compaction_facts
 	$(PY) -m evals.memory_daily
 	$(PY) -m evals.current_turn
+
+# The gate for the headline numbers: the offline figures (cache ratio and billed per call on the tuned
+# seeds, the current-turn eval, compaction view/reachable and LoCoMo R@10 on the dev sets when
+# ../shared/data is there) re-run and compared with evals/results/headline.json; a drop beyond a figure's
+# noise fails. ~1.5 min of CPU. An intended drop: python -m evals.check --write, and say why in the commit.
+evals-check: $(STAMP)
+	$(PY) -m evals.check
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .hypothesis evals/.cache

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the labelled samples: tests/security
+import report
+
 from contextmem.redaction import REDACTED, RULES, find_secrets, redact_secrets
 from tests.security.test_secrets import NEGATIVE, POSITIVE
 
@@ -262,6 +264,7 @@ def main() -> None:
     ap.add_argument("--ds-repeat", type=int, default=2, help="passes for detect-secrets (best kept)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "redaction.md")
     args = ap.parse_args()
+    started = time.perf_counter()
 
     ds_lines, ds_file = DetectSecretsLines(), DetectSecretsFile()
     ds_version = version("detect-secrets")
@@ -315,10 +318,8 @@ def main() -> None:
     ours = results[candidates[0].name].mbps
     n_pos, n_neg = len(POSITIVE), len(NEGATIVE)
     lines = [
-        "# Secret redaction: contextmem vs its previous regexes vs detect-secrets",
-        "",
-        f"`bench/bench_redaction.py` on {platform.python_implementation()} {platform.python_version()}, "
-        f"{os.cpu_count()} cores, load average {load_before[0]:.2f} before / {load_after[0]:.2f} after "
+        f"On {platform.python_implementation()} {platform.python_version()}, "
+        f"load average {load_before[0]:.2f} before / {load_after[0]:.2f} after "
         f"timing; throughput = best of {args.repeat} passes ({args.ds_repeat} for detect-secrets, timed "
         f"round-robin) over {size / 1e6:.2f} MB in {len(chunks)} chunks of this repo's own text "
         "(English/Chinese conversations and their JSONL, Python source, Markdown, logs, a secret per chunk).",
@@ -366,10 +367,11 @@ def main() -> None:
             lines.append(f"- damaged: `{shown(text)}` -> `{shown(out)}`")
         if not missed and not damaged:
             lines.append("- none")
-    report = "\n".join(lines) + "\n"
-    print(report)
+    text = "\n".join(lines) + "\n"
+    print(text)
     if args.out:
-        args.out.write_text(report, encoding="utf-8")
+        title = "Secret redaction: contextmem vs its previous regexes vs detect-secrets"
+        report.write("redaction", title, text, seconds=time.perf_counter() - started, out=args.out)
 
 
 if __name__ == "__main__":

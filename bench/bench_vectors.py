@@ -33,6 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import report  # noqa: E402  (bench/, the script's own folder)
+
 from contextmem.memory.pg_index import migrate_memory, register_vector_type  # noqa: E402
 from contextmem.memory.ranking import top_k_indices  # noqa: E402
 from contextmem.store.pg_connect import Patience, PgConnections  # noqa: E402
@@ -195,7 +197,12 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        report.write(
+            "vectors",
+            "Vector search: pgvector HNSW vs the SQLite path's exact numpy scan",
+            text,
+            out=args.out,
+        )
 
 
 if __name__ == "__main__":

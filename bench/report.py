@@ -1,7 +1,9 @@
 """Where a bench writes what it measured: ``bench/results/NAME.md``, headed by when, on what, under what load.
 
-Every bench in this folder ends by calling :func:`write`, so a figure quoted in ``docs/results.md`` or the
-README can be traced to the file and the run that produced it.
+Every bench in this folder, and every evaluation in ``evals/``, ends by calling :func:`write` (or puts
+:func:`stamp` in its JSON), so a figure quoted in ``docs/results.md`` or the README can be traced to the file
+and the run that produced it; ``tests/test_results_fresh.py`` reads the revision back and fails when the
+code a file measures changed after it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ def run_line(seconds: float | None = None, label: str | None = None) -> str:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · {platform.machine()} · {os.cpu_count()} cores · "
         f"load average {load}{took} · engine: {label or revision()}"
     )
+
+
+def stamp(seconds: float | None = None, label: str | None = None) -> dict[str, object]:
+    """The run line's facts and the command as fields, for a results file written as JSON (``engine`` is
+    what ``tests/test_results_fresh.py`` reads)."""
+    return {
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "machine": platform.machine(),
+        "cores": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "seconds": None if seconds is None else round(seconds),
+        "engine": label or revision(),
+        "command": command(),
+    }
 
 
 def command() -> str:

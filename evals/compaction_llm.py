@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.report import stamp
 from contextmem.eval.compaction import CompactionEval, evaluate, load_questions
 from contextmem.eval.recall import normalise
 from contextmem.eval.replay import load_transcript
@@ -193,7 +194,8 @@ def main() -> None:
             flush=True,
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
+        doc = {**stamp(), "rows": rows}  # when, on what, at which revision, by which command
+        Path(args.json).write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from bench.report import write
 from contextmem.eval.compaction import MEMORY_K, CompactionEval, evaluate
 from contextmem.eval.recall import answer_credit, words
 from contextmem.messages import Message, assistant, text_of, user
@@ -239,7 +240,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, help="only the first N conversations (a smoke run)")
     ap.add_argument("--json", help="write every question's outcome here")
     ap.add_argument("--data", type=Path, default=DATA, help="a LoCoMo-format file (default: the dev set)")
+    ap.add_argument("--out", type=Path, help="write the report here too, stamped (bench/report.py)")
     args = ap.parse_args()
+    began = time.perf_counter()
     settings = Settings(context_window=args.context_window)
     print(
         f"{args.data}: window {args.context_window:,}, default settings, no model, memory: {args.embedder}\n"
@@ -258,7 +261,11 @@ def main() -> None:
             flush=True,
         )
     print()
-    print(report(outcomes, results))
+    text = report(outcomes, results)
+    print(text)
+    if args.out:
+        title = f"Reachable answers on LoCoMo: one run (embedder {args.embedder})"
+        write("compaction_locomo", title, text, seconds=time.perf_counter() - began, out=args.out)
     if args.json:
         dump = [{**asdict(o), "kind": o.kind()} for o in outcomes]
         Path(args.json).write_text(json.dumps(dump, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import random
 import re
 import statistics
@@ -42,11 +40,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import revision
+from bench.report import stamp
 from contextmem.compaction import offload
 from contextmem.engine import ContextEngine, EngineEvent, Request
 from contextmem.eval.prompt_cache import CallCache, WireRequest, compare, tally, wire_request
@@ -345,18 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 per_seed.append(asyncio.run(run(window, name, steps, answers)))
             rows.append(_merge(per_seed))
             print(f"{window} {name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    doc = {
-        "bench": "evals/current_turn.py",
-        "argv": argv if argv is not None else sys.argv[1:],
-        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {load}",
-        "engine": revision(),
-        "turns": args.turns,
-        "seeds": args.seeds,
-        "seconds": round(time.perf_counter() - started),
-        "rows": rows,
-    }
+    doc = {**stamp(time.perf_counter() - started), "turns": args.turns, "seeds": args.seeds, "rows": rows}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

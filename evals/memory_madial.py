@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.report import write
 from contextmem.memory import SqliteMemoryIndex, embedder_from_spec
 from contextmem.memory.embedders import Embedder, EmbedKind, Vectors
 from contextmem.memory.text import CjkMode
@@ -242,8 +243,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
+        write("memory_madial", "MADial-Bench memory recall: one run", text, out=args.out)
 
 
 if __name__ == "__main__":
