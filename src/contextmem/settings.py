@@ -11,7 +11,6 @@ import difflib
 import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +30,7 @@ from pydantic import (
 from .dsn import printable_store_url, redact_store_url
 from .errors import ConfigError, brief
 from .namespace import DEFAULT_NAMESPACE, check_namespace
+from .settings_text import SECRET_URL_KEYS, cut, describe, read_settings_file, shown, unknown_setting
 from .workspace import SESSIONS_FILE
 
 __all__ = [
@@ -68,9 +68,6 @@ OTHER_VARIABLES = frozenset(
 # What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".
 UNSET_WORDS = frozenset({"", "none", "null"})
 URL_SCHEMES = ("http", "https")
-SECRET_URL_KEYS = frozenset({"store", "base_url"})
-"""Settings whose value is a URL that may carry a password: shown through
-:func:`~contextmem.dsn.redact_store_url`."""
 
 
 class Settings(BaseModel):
@@ -249,7 +246,7 @@ class Settings(BaseModel):
             try:
                 super().__init__(**data)
             except ValidationError as exc:
-                raise ConfigError(_describe(exc)) from None
+                raise ConfigError(describe(exc, Settings.model_fields)) from None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -260,7 +257,7 @@ class Settings(BaseModel):
         text = str(value) if isinstance(value, str | Path) and info.field_name != "namespace" else ""
         if _UNPRINTABLE.search(text):
             raise ConfigError(
-                f"got {_shown(str(info.field_name), text)}: a control character or invalid Unicode "
+                f"got {shown(str(info.field_name), text)}: a control character or invalid Unicode "
                 "(a lone surrogate). Fix: give plain text"
             )
         return value
@@ -313,7 +310,7 @@ class Settings(BaseModel):
     @classmethod
     def _check_time(cls, value: str) -> str:
         if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
-            raise ConfigError(f"got {_cut(repr(value))}: not a 24-hour time. Fix: give HH:MM, e.g. '23:55'")
+            raise ConfigError(f"got {cut(repr(value))}: not a 24-hour time. Fix: give HH:MM, e.g. '23:55'")
         return value
 
     @field_validator("tokenizer")
@@ -321,7 +318,7 @@ class Settings(BaseModel):
     def _check_tokenizer(cls, value: str) -> str:
         if value not in ("auto", "heuristic", "o200k_base", "cl100k_base"):
             raise ConfigError(
-                f"got {_cut(repr(value))}: not a tokenizer. "
+                f"got {cut(repr(value))}: not a tokenizer. "
                 "Fix: use 'auto', 'heuristic', 'o200k_base' or 'cl100k_base'"
             )
         return value
@@ -379,7 +376,7 @@ class Settings(BaseModel):
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         if path is not None:
-            for key, value in _read_file(Path(path)).items():
+            for key, value in read_settings_file(Path(path)).items():
                 values[key] = value
                 sources[key] = f"file:{path}"
         environ = os.environ if env is None else env
@@ -432,22 +429,9 @@ class Settings(BaseModel):
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def _shown(key: str, value: Any) -> str:
-    """``value`` in an error about ``key``: a URL setting's passwords masked, never a huge value whole."""
-    if key in SECRET_URL_KEYS:
-        return printable_store_url(value) if isinstance(value, str) else f"a {type(value).__name__}"
-    return brief(value)
-
-
-def _cut(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def unknown_key_message(key: str) -> str:
     """``unknown setting 'x'. Fix: did you mean 'y'?`` — the closest key, not all of them."""
-    close = difflib.get_close_matches(key, Settings.model_fields, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else "`contextmem config list` shows every setting"
-    return f"unknown setting {_cut(key)!r}. Fix: {hint}"
+    return unknown_setting(key, Settings.model_fields)
 
 
 def check_key(key: str | None) -> str:
@@ -472,69 +456,5 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
             continue
         close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.75)
         hint = f"did you mean {close[0]}?" if close else "see `contextmem config list` for the settings"
-        lines.append(f"warning: ignoring {_cut(name)}: not a contextmem setting. Fix: {hint}")
+        lines.append(f"warning: ignoring {cut(name)}: not a contextmem setting. Fix: {hint}")
     return lines
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    where = f"settings file {brief(str(path))}"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {where}: {exc.strerror}. Fix: check the path") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where} is not UTF-8 (byte {exc.start}). Fix: save it as UTF-8 text") from None
-    kind = path.suffix[1:].upper() or "JSON"
-    try:
-        data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except ValueError as exc:  # a decode error, or a number of more than 4,300 digits
-        raise ConfigError(f"{where} is not valid {kind}: {brief(str(exc), 200)}. Fix: correct it") from None
-    except RecursionError:
-        raise ConfigError(f"{where} nests too deep to be settings. Fix: write key = value pairs") from None
-    section = data.get("contextmem", data) if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        raise ConfigError(
-            f"{where} must hold a table/object of key = value pairs. Fix: write e.g. "
-            '{"model": "local"} (JSON) or model = "local" (TOML)'
-        )
-    return dict(section)
-
-
-# What a value must be, by pydantic error type: the Fix of an out-of-range or mistyped value.
-_WANTED = {
-    "greater_than": "a number greater than {gt}",
-    "greater_than_equal": "a number of at least {ge}",
-    "less_than": "a number below {lt}",
-    "less_than_equal": "a number of at most {le}",
-    "int_parsing": "a whole number",
-    "int_type": "a whole number",
-    "int_from_float": "a whole number",
-    "float_parsing": "a number",
-    "float_type": "a number",
-    "bool_parsing": "true or false",
-    "bool_type": "true or false",
-    "literal_error": "one of {expected}",
-    "string_pattern_mismatch": "a value matching {pattern}",
-    "string_type": "text",
-    "finite_number": "a finite number",
-}
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "settings"
-        ctx = err.get("ctx", {})
-        if err["type"] == "extra_forbidden":
-            lines.append(unknown_key_message(key))
-        elif err["type"] == "value_error" and isinstance(ctx.get("error"), ConfigError):
-            error = str(ctx["error"])  # already says what was wrong and the Fix
-            lines.append(error if key == "settings" else f"{key}: {error}")
-        elif key == "settings":  # a rule across keys (the model validator)
-            lines.append(f"{err['msg'].removeprefix('Value error, ')}. Fix: change one of the values")
-        else:
-            got = _shown(key, err.get("input"))
-            wanted = _WANTED.get(err["type"])
-            fix = f"set {key} to {wanted.format(**ctx)}" if wanted else f"give {key} a value as stated"
-            lines.append(f"{key}: got {got}: {err['msg'].removeprefix('Value error, ')}. Fix: {fix}")
-    return "invalid settings: " + "; ".join(lines)  # one line, as every error is (and the CLI prints them)
