@@ -5,8 +5,8 @@ CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
 1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``, ``dsn``,
-   ``secret_rules``, ``secret_tables``, ``secret_scanner``, ``logs``, ``models``, ``settings``,
-   ``settings_text``, ``textcut``, ``textlines``, ``lang``, ``offloop`` — values and pure checks: what a
+   ``secret_rules`` (+ ``secret_checks``), ``secret_tables``, ``secret_scanner``, ``logs``, ``models``,
+   ``settings``, ``settings_text``, ``textcut``, ``textlines``, ``lang``, ``offloop`` — values and pure checks: what a
    message is, which names and paths are allowed and where a namespace's files lie, what a secret looks
    like (our table and the maintained scanner beside it), how a store URL is shown without its password,
    loggers that redact, what a model's window is, what the settings are and how a bad one is told, how a
@@ -49,7 +49,17 @@ SRC = Path(contextmem.__file__).parent
 
 FLOORS: list[set[str]] = [
     {"errors"},
-    {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "secret_scanner"}
+    {
+        "messages",
+        "namespace",
+        "safefs",
+        "redaction",
+        "dsn",
+        "secret_rules",
+        "secret_tables",
+        "secret_scanner",
+        "secret_checks",
+    }
     | {"message_checks", "logs"}
     | {"models", "settings", "settings_text", "textcut", "textlines", "workspace", "lang", "offloop"},
     {"formats", "tokens", "jsonl"},

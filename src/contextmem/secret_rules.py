@@ -47,16 +47,29 @@ Placeholders (``password=<your password>``) may be redacted: harmless. Detection
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from .lang.scripts import HAN_WITH_SYMBOLS
+from .secret_checks import (
+    VALUE_CAP,
+    Check,
+    bot_id_before,
+    edge,
+    has_digit,
+    looks_secret,
+    password,
+    pgpass_host,
+    plain_word,
+    quantity,
+    strong,
+    weak,
+    weak_key,
+)
 from .secret_tables import CHINESE, PROVIDER_TOKENS
 
 __all__ = ["RULES", "VALUE_CAP", "Check", "Rule", "looks_secret", "plain_word", "value_end"]
-
-Check = Callable[[str, re.Match[str]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,135 +88,6 @@ class Rule:
     target: Literal["match", "value"] = "match"
     fold: bool = False
     check: Check | None = None
-
-
-# --- value checks ---------------------------------------------------------------------------------
-
-_NOT_A_VALUE = frozenset(
-    {"none", "null", "nil", "true", "false", "str", "string", "int", "bool", "bytes", "undefined"}
-    | {"optional", "secretstr", "required", "yes", "no"}
-)
-VALUE_CAP = 1024
-"""How much of an unquoted value a rule reads. A rule's check can veto a match and the search go on
-from the next character, so an unbounded value would be read again from every "key=" of a long run
-("key=key=…": 64k characters took 1.5 s, quadratic). A value that reaches the cap is no plain word, and
-when it is taken it is taken to its end (:func:`value_end`)."""
-_WORDLIKE = re.compile(r"[a-z]+(?:[ _.-][a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[0-9]+(?:\.[0-9]+)?")
-_REFERENCE = re.compile(r"(?:\$|%|\{\{|<|/|\./|\.\./|~/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)")
-
-
-def _value(text: str, m: re.Match[str]) -> str:
-    return text[m.start("value") : m.end("value")]
-
-
-def looks_secret(value: str) -> bool:
-    """Whether the value of a weak keyword (``token``, ``*_KEY``) looks like a credential.
-
-    At least 8 characters, and not a lowercase word or identifier, a CONSTANT_NAME, a number (none of
-    them :data:`VALUE_CAP` characters long), a path, a URL or a ``$VAR`` / ``{{ ref }}`` / ``<placeholder>``.
-    """
-    return len(value) >= 8 and not plain_word(value) and not _REFERENCE.match(value)
-
-
-def plain_word(value: str) -> bool:
-    """A lowercase word or identifier, a CONSTANT_NAME or a number, shorter than :data:`VALUE_CAP`."""
-    return len(value) < VALUE_CAP and _WORDLIKE.fullmatch(value) is not None
-
-
-def _strong(text: str, m: re.Match[str]) -> bool:
-    # "(using password: YES)": MySQL's error says whether a password was sent, not which
-    return _value(text, m).lower().rstrip(")]}") not in _NOT_A_VALUE
-
-
-def _weak(text: str, m: re.Match[str]) -> bool:
-    return looks_secret(_value(text, m))
-
-
-def _weak_key(text: str, m: re.Match[str]) -> bool:
-    return _weak(text, m) and _key_name(text, m)
-
-
-def _password(text: str, m: re.Match[str]) -> bool:
-    """A strong keyword's value; in prose ("the password is required") not a plain word."""
-    if not (_strong(text, m) and _key_name(text, m)):
-        return False
-    return m.group("op").strip() not in ("is", "was") or not plain_word(_value(text, m))
-
-
-def _edge(text: str, m: re.Match[str]) -> bool:
-    """The token does not continue a word on its left (``task-…`` is not ``sk-…``)."""
-    start = m.start()
-    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "_-")
-
-
-def _has_digit(text: str, m: re.Match[str]) -> bool:
-    """Random keys carry digits; a long slug like ``sk-learn-tutorial-notes`` does not."""
-    return _edge(text, m) and any(c.isdigit() for c in m.group(0))
-
-
-_BOT_ID = re.compile(r"(?<![A-Za-z0-9_-])[0-9]{6,12}\Z")
-
-
-def _bot_id_before(text: str, m: re.Match[str]) -> bool:
-    """A Telegram bot token's secret follows its bot id: 6 to 12 digits that start a word."""
-    return _BOT_ID.search(text, max(0, m.start() - 13), m.start()) is not None
-
-
-_PGPASS_HOST = re.compile(r"(?:^|(?<=\n))[ \t]*(?:[-*+>][ \t]+)?(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*\Z")
-
-
-def _pgpass_host(text: str, m: re.Match[str]) -> bool:
-    """A ``.pgpass`` line starts with its host: the whole line before the first colon (after an indent or
-    a list bullet, as pasted into notes), a name, an address or ``*``, not a number ("12:30:45:67:89" is
-    a time)."""
-    return _PGPASS_HOST.search(text, max(0, m.start() - 256), m.start()) is not None
-
-
-_NUMBER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?(?P<unit>[A-Za-z]*)")
-
-
-def _quantity(text: str, m: re.Match[str], units: Iterable[str]) -> bool:
-    """A number followed by a unit ("RSA 密钥为 4096 位", "4096bit"): a size, not a secret."""
-    number = _NUMBER_UNIT.fullmatch(_value(text, m))
-    if number is None:
-        return False
-    after = number.group("unit") or text[m.end("value") : m.end("value") + 8].lstrip(" \t\u3000")
-    return any(after.startswith(unit) for unit in units)
-
-
-_ANY_PREFIX = frozenset({"password", "passwd", "passphrase", "secret", "token", "credential", "credentials"})
-_SUFFIX_ONLY = frozenset({"ak", "sk", "pat"})  # HUAWEICLOUD_SDK_SK, ADO_PAT; never a bare `pat = …`
-_KEY_PREFIXES = ("api", "secret", "private", "access", "client", "master", "signing", "encryption", "account")
-
-
-def _key_name(text: str, m: re.Match[str]) -> bool:
-    """Whether the ``key`` group names a credential, judged on the original text around it.
-
-    ``password``, ``secret``, ``token`` take any prefix (``PGPASSWORD``, ``GITHUB_TOKEN``). ``key``,
-    ``pass`` and ``pwd`` need a separator (``API_KEY``, ``DB_PASS``, ``x-api-key``) or a camel hump
-    (``apiKey``, ``dbPass``) before them: ``monkey`` and ``bypass`` are not credentials. Glued
-    prefixes are known ones only (``apikey``, ``secretkey``). Alone, ``key`` counts as a URL parameter
-    (``?key=``) or in ``API key``; ``pass``/``pwd`` as ``pass=x`` or a quoted ``"pwd":`` (not
-    ``PASS: test_x`` in a test report, not the ``PWD=`` working directory).
-    """
-    start, end = m.span("key")
-    word = text[start:end]
-    key = word.lower()
-    if key in _ANY_PREFIX:
-        return True
-    before = text[start - 1] if start else ""
-    if key in _SUFFIX_ONLY:  # an env name (HUAWEICLOUD_SDK_SK, ADO_PAT) or a quoted `ado_pat = "…"`
-        quoted = text[m.start("value") - 1 : m.start("value")] in ("'", '"')
-        return bool(before) and before in "_-" and (word.isupper() or (key == "pat" and quoted))
-    if before and before in "_-.":
-        return True
-    if before.isalpha():
-        if before.islower() and word[0].isupper():
-            return True
-        return key == "key" and text[max(0, start - 12) : start].lower().endswith(_KEY_PREFIXES)
-    if key == "key":
-        return (bool(before) and before in "?&") or text[max(0, start - 4) : start].lower() == "api "
-    return word != "PWD" and ("=" in m.group("op") or (bool(before) and before in "\"'"))
 
 
 # --- the table ------------------------------------------------------------------------------------
@@ -241,13 +125,13 @@ def _rule(
     fold: bool = False,
     check: Check | None = None,
 ) -> Rule:
-    if check in (_edge, _has_digit):
+    if check in (edge, has_digit):
         pattern = _at_edge(pattern)
     return Rule(id, re.compile(pattern), tuple(hints), target, fold, check)
 
 
 def _at_edge(pattern: str) -> str:
-    """``pattern`` made to skip the starts :func:`_edge` vetoes (where a word goes on: ``task-sk-…``)
+    """``pattern`` made to skip the starts :func:`edge` vetoes (where a word goes on: ``task-sk-…``)
     rather than match there: each vetoed match sent the search on from the next character, to read the
     same long token again ("xsk-sk-sk-…": quadratic). The test goes after the pattern's literal opening,
     which keeps the regex engine's fast scan for it."""
@@ -272,14 +156,14 @@ RULES: tuple[Rule, ...] = (
         r"PuTTY-User-Key-File-\d+:(?s:.*?)(?:Private-MAC: [0-9a-fA-F]+|\Z)",
         ["PuTTY"],
     ),
-    _rule("anthropic-api-key", rf"sk-ant-{_B64}{{20,}}", ["sk-"], check=_edge),  # sk- shared: one search
+    _rule("anthropic-api-key", rf"sk-ant-{_B64}{{20,}}", ["sk-"], check=edge),  # sk- shared: one search
     # OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-) and the providers that copied its format.
-    _rule("openai-api-key", rf"sk-{_B64}{{20,}}", ["sk-"], check=_has_digit),
+    _rule("openai-api-key", rf"sk-{_B64}{{20,}}", ["sk-"], check=has_digit),
     _rule(
         "aws-access-key-id",
         r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         ["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
-        check=_edge,
+        check=edge,
     ),
     _rule(
         "aws-secret-access-key",  # aws_secret_access_key = …, AWS_SECRET_ACCESS_KEY=…, "SecretAccessKey": …
@@ -289,7 +173,7 @@ RULES: tuple[Rule, ...] = (
         target="value",
         fold=True,
     ),
-    _rule("gcp-api-key", r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", ["AIza"], check=_edge),
+    _rule("gcp-api-key", r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", ["AIza"], check=edge),
     _rule(
         "gcp-service-account-key-id",  # "private_key_id": "…" (the key itself is a private-key block)
         rf"private_key_id{_OP}{_QUOTE}(?P<value>[a-z0-9]{{16,}})",
@@ -316,25 +200,25 @@ RULES: tuple[Rule, ...] = (
         r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
         ["Q~"],
     ),
-    _rule("stripe-secret-key", r"sk_(?:live|test)_[A-Za-z0-9]{10,}", ["sk_"], check=_edge),
-    _rule("stripe-restricted-key", r"rk_(?:live|test)_[A-Za-z0-9]{10,}", ["rk_"], check=_edge),
-    _rule("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,}", ["whsec_"], check=_edge),
+    _rule("stripe-secret-key", r"sk_(?:live|test)_[A-Za-z0-9]{10,}", ["sk_"], check=edge),
+    _rule("stripe-restricted-key", r"rk_(?:live|test)_[A-Za-z0-9]{10,}", ["rk_"], check=edge),
+    _rule("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,}", ["whsec_"], check=edge),
     _rule(
         "github-token",  # personal, OAuth, user-to-server, server-to-server, refresh
         r"gh[pousr]_[A-Za-z0-9]{30,}",
         ["gh"],  # the pattern's own prefix: one search instead of five
-        check=_edge,
+        check=edge,
     ),
-    _rule("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}", ["github_pat_"], check=_edge),
+    _rule("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}", ["github_pat_"], check=edge),
     _rule(
         "gitlab-token",  # glpat- (personal), gldt- (deploy), glptt-, glrt-, glcbt-, glimt-, glft-, glsoat-…
         r"gl(?:pat|dt|ptt|rt|cbt|imt|ft|soat|oas|agent)-[A-Za-z0-9_-]{20,}",
         ["gl"],
-        check=_edge,
+        check=edge,
     ),
-    _rule("gitlab-runner-registration-token", r"GR1348941[A-Za-z0-9_-]{20,}", ["GR1348941"], check=_edge),
-    _rule("slack-token", r"xox[abposre]-[A-Za-z0-9-]{10,}", ["xox"], check=_edge),
-    _rule("slack-app-token", r"xapp-[A-Za-z0-9-]{20,}", ["xapp-"], check=_edge),
+    _rule("gitlab-runner-registration-token", r"GR1348941[A-Za-z0-9_-]{20,}", ["GR1348941"], check=edge),
+    _rule("slack-token", r"xox[abposre]-[A-Za-z0-9-]{10,}", ["xox"], check=edge),
+    _rule("slack-app-token", r"xapp-[A-Za-z0-9-]{20,}", ["xapp-"], check=edge),
     _rule(
         "slack-webhook-url",
         r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<value>[A-Za-z0-9/_+-]{10,})",
@@ -347,12 +231,12 @@ RULES: tuple[Rule, ...] = (
         ["discord"],
         target="value",
     ),
-    _rule("huggingface-token", r"hf_[A-Za-z0-9]{30,}", ["hf_"], check=_edge),
-    _rule("npm-token", r"npm_[A-Za-z0-9]{36}", ["npm_"], check=_edge),
-    _rule("jwt", rf"eyJ{_B64}{{8,}}\.{_B64}{{8,}}\.{_B64}*", ["eyJ"], check=_edge),
+    _rule("huggingface-token", r"hf_[A-Za-z0-9]{30,}", ["hf_"], check=edge),
+    _rule("npm-token", r"npm_[A-Za-z0-9]{36}", ["npm_"], check=edge),
+    _rule("jwt", rf"eyJ{_B64}{{8,}}\.{_B64}{{8,}}\.{_B64}*", ["eyJ"], check=edge),
     # SaaS, cloud and registry tokens of a documented fixed shape: secret_tables.PROVIDER_TOKENS.
     *(
-        _rule(id, pattern, hints, check=_edge if check == "edge" else _has_digit)
+        _rule(id, pattern, hints, check=edge if check == "edge" else has_digit)
         for id, pattern, hints, check in PROVIDER_TOKENS
     ),
     _rule(  # Telegram Bot API, "Authorizing your bot": <bot id>:<35-character secret>
@@ -360,7 +244,7 @@ RULES: tuple[Rule, ...] = (
         r":(?P<value>[A-Za-z0-9_-]{35})(?![A-Za-z0-9_-])",
         [":"],
         target="value",
-        check=_bot_id_before,
+        check=bot_id_before,
     ),
     _rule(
         "vault-unseal-key",  # `vault operator init` prints "Unseal Key 1: …"; `vault operator unseal …`
@@ -380,7 +264,7 @@ RULES: tuple[Rule, ...] = (
         ["authorization"],
         target="value",
         fold=True,
-        check=_strong,
+        check=strong,
     ),
     _rule(
         "bearer-token",
@@ -388,7 +272,7 @@ RULES: tuple[Rule, ...] = (
         ["bearer", "basic"],
         target="value",
         fold=True,
-        check=_weak,
+        check=weak,
     ),
     _rule(
         "cookie-header",
@@ -403,7 +287,7 @@ RULES: tuple[Rule, ...] = (
         ["--"],
         target="value",
         fold=True,
-        check=_strong,
+        check=strong,
     ),
     _rule(
         "cli-token-flag",  # --token X, --api-key X, --auth-token=X
@@ -411,7 +295,7 @@ RULES: tuple[Rule, ...] = (
         ["--"],
         target="value",
         fold=True,
-        check=_weak,
+        check=weak,
     ),
     _rule(
         "mysql-cli-password",  # mysql -uroot -pS3cret (the value is glued to -p)
@@ -424,7 +308,7 @@ RULES: tuple[Rule, ...] = (
         r"machine[ \t\n]+\S+(?:[ \t\n]+(?:login|account)[ \t\n]+\S+)*[ \t\n]+password[ \t\n]+(?P<value>\S+)",
         ["machine"],
         target="value",
-        check=_strong,
+        check=strong,
     ),
     _rule(  # PostgreSQL docs, "The Password File": hostname:port:database:username:password per line
         "pgpass-line",  # the search starts at ":port:", which is quick; the host is checked after
@@ -432,7 +316,7 @@ RULES: tuple[Rule, ...] = (
         r"(?=[ \t\r]*(?m:$))",  # a field holds ":" and "\" only escaped, "\:"
         [":"],
         target="value",
-        check=lambda text, m: _pgpass_host(text, m) and _strong(text, m),
+        check=lambda text, m: pgpass_host(text, m) and strong(text, m),
     ),
     _rule(  # kubeconfig (Kubernetes docs, "Organizing Cluster Access"): the client key, base64 PEM
         "kubeconfig-key-data",
@@ -455,7 +339,7 @@ RULES: tuple[Rule, ...] = (
         ["env(", "environ.get(", "fetch("],
         target="value",
         fold=True,
-        check=_weak,
+        check=weak,
     ),
     _rule(
         "generic-password",  # env, JSON, YAML, TOML, INI, kwargs, prose: DB_PASS=…, "pwd": …, password is …
@@ -463,7 +347,7 @@ RULES: tuple[Rule, ...] = (
         ["pass", "pwd", "secret"],
         target="value",
         fold=True,
-        check=_password,
+        check=password,
     ),
     _rule(
         "generic-api-key",  # *_KEY, apiKey, "api key", *_TOKEN, access_token, credentials
@@ -471,7 +355,7 @@ RULES: tuple[Rule, ...] = (
         ["key", "token", "credential"],
         target="value",
         fold=True,
-        check=_weak_key,
+        check=weak_key,
     ),
     _rule(
         "env-suffix-key",  # HUAWEICLOUD_SDK_AK / _SK (Huawei Cloud SDK docs), BCE AK/SK, ADO_PAT
@@ -479,7 +363,7 @@ RULES: tuple[Rule, ...] = (
         ["_ak", "_sk", "_pat"],
         target="value",
         fold=True,
-        check=_weak_key,
+        check=weak_key,
     ),
     _rule(
         "secret-id",  # HashiCorp Vault AppRole docs: secret_id
@@ -487,7 +371,7 @@ RULES: tuple[Rule, ...] = (
         ["secret"],
         target="value",
         fold=True,
-        check=_weak,
+        check=weak,
     ),
     _rule(
         "xml-secret-element",  # <password>…</password>, <apiKey>…</apiKey>
@@ -503,6 +387,6 @@ RULES: tuple[Rule, ...] = (
         rf"(?P<value>[^\s，。；、,;：:“”「」'\"（）(){HAN_WITH_SYMBOLS}\uff01-\uff0f]+)",
         sorted({noun[-1] for noun in CHINESE.nouns}),
         target="value",
-        check=lambda text, m: _strong(text, m) and not _quantity(text, m, CHINESE.units),
+        check=lambda text, m: strong(text, m) and not quantity(text, m, CHINESE.units),
     ),
 )
