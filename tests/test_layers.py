@@ -6,12 +6,12 @@ CONTRIBUTING.md draws the same picture.
 0. ``errors`` — the one exception tree; imports nothing of ours.
 1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``, ``dsn``,
    ``secret_rules`` (+ ``secret_checks``), ``secret_tables``, ``secret_scanner``, ``logs``, ``models``,
-   ``settings``, ``settings_text``, ``textcut``, ``textlines``, ``lang``, ``offloop`` — values and pure checks: what a
-   message is, which names and paths are allowed and where a namespace's files lie, what a secret looks
-   like (our table and the maintained scanner beside it), how a store URL is shown without its password,
-   loggers that redact, what a model's window is, what the settings are and how a bad one is told, how a
-   long text is cut, what a line of a memory file is, each language's tables, and when work over large
-   text leaves the event loop.
+   ``settings``, ``settings_text``, ``textcut``, ``textlines``, ``lang``, ``offloop`` — values and pure
+   checks: what a message is, which names and paths are allowed and where a namespace's files lie, what a
+   secret looks like (our table and the maintained scanner beside it), how a store URL is shown without
+   its password, loggers that redact, what a model's window is, what the settings are and how a bad one
+   is told, how a long text is cut, what a line of a memory file is, each language's tables, and when
+   work over large text leaves the event loop.
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
