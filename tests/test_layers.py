@@ -4,11 +4,13 @@ Floors, bottom to top. A module may import from its own floor or any floor below
 CONTRIBUTING.md draws the same picture.
 
 0. ``errors`` — the one exception tree; imports nothing of ours.
-1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``,
-   ``secret_rules``, ``secret_tables``, ``models``, ``settings``, ``textcut``, ``textlines``, ``lang`` —
-   values and pure checks: what a message is, which names and paths are allowed and where a namespace's
-   files lie, what a secret looks like, what a model's window is, what the settings are, how a long text
-   is cut, what a line of a memory file is, each language's tables.
+1. ``messages`` (+ ``message_checks``), ``namespace``, ``workspace``, ``safefs``, ``redaction``, ``dsn``,
+   ``secret_rules``, ``secret_tables``, ``secret_scanner``, ``logs``, ``models``, ``settings``,
+   ``textcut``, ``textlines``, ``lang`` — values and pure checks: what a message is, which names and
+   paths are allowed and where a namespace's files lie, what a secret looks like (our table and the
+   maintained scanner beside it), how a store URL is shown without its password, loggers that redact,
+   what a model's window is, what the settings are, how a long text is cut, what a line of a memory file
+   is, each language's tables, and when work over large text leaves the event loop (``offloop``).
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
@@ -46,8 +48,9 @@ SRC = Path(contextmem.__file__).parent
 
 FLOORS: list[set[str]] = [
     {"errors"},
-    {"messages", "namespace", "safefs", "redaction", "secret_rules", "secret_tables", "message_checks"}
-    | {"models", "settings", "textcut", "textlines", "workspace", "lang"},
+    {"messages", "namespace", "safefs", "redaction", "dsn", "secret_rules", "secret_tables", "secret_scanner"}
+    | {"message_checks", "logs"}
+    | {"models", "settings", "textcut", "textlines", "workspace", "lang", "offloop"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
     {"store", "archive", "memory_files"},

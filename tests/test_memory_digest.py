@@ -76,6 +76,13 @@ def test_facts_before_the_first_header_take_the_date_the_previous_summary_ended_
     assert fact_digest("## Goal\n- (none)\n\n## Progress\n- (none)", "en") == ""
 
 
+def test_a_redacted_value_at_the_start_of_a_fact_is_not_its_date() -> None:
+    summary = "## Critical context\n- [REDACTED] is the deploy token.\n- [2022-04-30] Bart: We moved."
+    digest = fact_digest(summary, "en")
+    assert "### REDACTED" not in digest and "- [REDACTED] is the deploy token." in digest
+    assert "### 2022-04-30\n- [2022-04-30] Bart: We moved." in digest
+
+
 async def test_a_question_naming_the_day_finds_that_sessions_facts_first(tmp_path: Path) -> None:
     settings = Settings(workspace=tmp_path / "ws", agent_max_context_turns=2, context_window=20_000)
     runtime = await ContextMem.open(

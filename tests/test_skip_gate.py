@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.skip_gate import ALLOWED, STRICT
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PLANTED = """
@@ -35,17 +37,13 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_planted.py").write_text(source)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CONTEXTMEM_STRICT", "CONTEXTMEM_ALLOWED", "PYTEST_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not (k in (STRICT, ALLOWED) or k.startswith("PYTEST_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if strict:
-        env["CONTEXTMEM_STRICT_SKIPS"] = "1"
+        env[STRICT] = "1"
     listed = tmp_path / "allowed.txt"
     listed.write_text(allowed or "")
-    env["CONTEXTMEM_ALLOWED_SKIPS"] = str(listed)
+    env[ALLOWED] = str(listed)
     return subprocess.run(
         [
             sys.executable,

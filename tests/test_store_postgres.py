@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from contextmem.dsn import redact_store_url as redact
 from contextmem.errors import MissingExtraError, StoreSchemaError
 from contextmem.messages import assistant
 from contextmem.store.codec import encode_message
-from contextmem.store.postgres import MIGRATIONS, PostgresSessionStore, migrate, redact
+from contextmem.store.postgres import MIGRATIONS, PostgresSessionStore, migrate
 from tests import pg
 from tests.fixtures.make_v1_sqlite import CREATED, DATA
 from tests.store_workload import run_crashes, run_turns

@@ -4,6 +4,10 @@ One JSON object per line in ``dialog/YYYY-MM-DD.jsonl`` of the namespace's tree:
 
     {"crc":"1a2b3c4d","namespace":"default","session":"s1","seq":17,"reason":"turn_trim","ts":…,"message":{…}}
 
+``message`` is the OpenAI dict (:func:`~contextmem.formats.openai.to_openai`); the ``extra`` keys that form
+never emits (an Anthropic thinking signature, a tool result's ``is_error``, blocks OpenAI has no form for)
+go beside it in ``anthropic_extra``, so every archived message reads back equal to what left the context.
+
 Invariants:
 
 * **Every line is verifiable.** ``crc`` is the CRC-32 of the line's bytes after the 18-byte
@@ -41,7 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ArchiveError, PathEscapeError, UsageError
-from .formats.openai import from_openai_stored, to_openai
+from .formats.openai import anthropic_extra, from_openai_stored, to_openai
 from .messages import Message
 from .namespace import DEFAULT_NAMESPACE
 from .safefs import Confined, append_or_cut_back
@@ -99,6 +103,8 @@ def encode_line(namespace: str, session: str, seq: int, message: Message, *, rea
         "ts": ts,
         "message": to_openai(message),
     }
+    if kept := anthropic_extra(message):
+        record["anthropic_extra"] = kept
     try:
         body = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: \\u escapes, which JSON round-trips
@@ -262,7 +268,8 @@ class DialogArchive:
                 if (session is not None and key[0] != session) or key in seen:
                     continue
                 try:
-                    message = from_openai_stored(row["message"])
+                    kept = row.get("anthropic_extra")
+                    message = from_openai_stored(row["message"], kept if isinstance(kept, dict) else None)
                 except (ValueError, TypeError, KeyError) as exc:
                     if report is not None:
                         report.append(ArchiveProblem(relative, number, f"not a message ({str(exc)[:80]})"))

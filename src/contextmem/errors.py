@@ -45,6 +45,7 @@ never echoes a whole input: values are shown by :func:`brief` (about 80 characte
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Sequence
 
@@ -85,12 +86,21 @@ __all__ = [
     "TransientLLMError",
     "UsageError",
     "brief",
+    "one_line",
 ]
 
 BRIEF_CHARS = 80
 MAX_PROBLEM_CHARS = 600
 
-_brief = reprlib.Repr()
+
+class _Brief(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 1024:  # repr() of an int of more than 4,300 digits raises ValueError
+            return f"<an int of {x.bit_length():,} bits>"
+        return super().repr_int(x, level)
+
+
+_brief = _Brief()
 _brief.maxstring = _brief.maxother = _brief.maxlong = BRIEF_CHARS
 _brief.maxlevel, _brief.maxdict, _brief.maxlist, _brief.maxtuple = 2, 4, 4, 4
 
@@ -100,6 +110,19 @@ def brief(value: object, limit: int = BRIEF_CHARS) -> str:
     without building its whole repr first (a 50 MB message is named in a line, and at once)."""
     text = _brief.repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Text someone else wrote (a provider's error message) as one printable line of about ``limit``
+    characters, to put in an error message: each run of whitespace (line breaks of every kind included)
+    becomes one space, and control, bidi and lone surrogate characters, which a terminal would act on or
+    could not print, are shown escaped (``\\x1b``)."""
+    flat = " ".join(text[: limit * 4].split())
+    flat = _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], flat)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class ContextmemError(Exception):

@@ -36,7 +36,6 @@ import asyncio
 import hashlib
 import inspect
 import json
-import logging
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -44,6 +43,7 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from .errors import ConfigError, brief
+from .logs import get_logger
 from .redaction import redact_secrets
 from .safefs import append_or_cut_back
 from .textlines import LINE_ENDS, MARKDOWN_LINE_ENDS, indent_after, lines, lines_with_ends
@@ -61,7 +61,7 @@ __all__ = [
 
 Summarizer = Callable[[str], "str | Awaitable[str | None] | None"]
 
-logger = logging.getLogger("contextmem.memory")
+logger = get_logger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.daily-summary.json"
 MAX_STATE_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024  # of a memory file, read to see which list and section a note joins

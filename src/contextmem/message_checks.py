@@ -4,6 +4,9 @@
   encodable as UTF-8, i.e. holds no lone surrogate (U+D800..U+DFFF). Such text is *refused* with a
   :class:`~contextmem.errors.MessageFormatError`, never silently replaced: what a user or tool said is not
   ours to change, and text that cannot be encoded cannot be stored, archived or sent;
+* a tool call's id and name, and a tool result's ``tool_call_id``, are not empty: the stored form is read
+  back by :func:`~contextmem.formats.openai.from_openai`, which refuses them, so a store that took one
+  could not read its session again;
 * nothing in it nests deeper than :data:`MAX_NESTING` containers, so no reader, writer or ``repr`` can
   exhaust the stack on it;
 * each field has the type its value class declares (a value built by hand with another type is named);
@@ -196,6 +199,13 @@ def _check_content(content: Content | None, path: str) -> None:
 _PARTS_FIX = "pass the text as a str, or a tuple of TextPart / ImagePart values"
 
 
+def _check_named(text: str, path: str, fix: str) -> None:
+    """:func:`check_text`, and ``text`` must not be empty (an id, a tool's name)."""
+    check_text(text, path)
+    if not text:
+        raise MessageFormatError(path, "must be a non-empty string, got ''", fix)
+
+
 def _typed(value: object) -> str:
     return f"{type(value).__name__} {brief(value)}"
 
@@ -216,7 +226,7 @@ def check_message_text(message: Message, where: str = "message") -> None:
     if message.name is not None:
         check_text(message.name, f"{where}.name")
     if isinstance(message, ToolMessage):
-        check_text(message.tool_call_id, f"{where}.tool_call_id")
+        _check_named(message.tool_call_id, f"{where}.tool_call_id", "pass the id of the call this answers")
     elif isinstance(message, AssistantMessage):
         if message.reasoning is not None:
             check_text(message.reasoning, f"{where}.reasoning")
@@ -230,8 +240,8 @@ def check_message_text(message: Message, where: str = "message") -> None:
             call_path = f"{where}.tool_calls[{j}]"
             if not isinstance(call, ToolCall):
                 raise MessageFormatError(call_path, f"must be a ToolCall, got {_typed(call)}", _CALLS_FIX)
-            check_text(call.id, f"{call_path}.id")
-            check_text(call.name, f"{call_path}.function.name")
+            _check_named(call.id, f"{call_path}.id", "give every tool call the id the model returned")
+            _check_named(call.name, f"{call_path}.function.name", "give the name of the tool that was called")
             arguments_path = f"{call_path}.function.arguments"
             check_text(call.arguments, arguments_path)
             if _ESCAPED_SURROGATE.search(call.arguments):
@@ -256,19 +266,23 @@ def _check_escaped_arguments(arguments: str, path: str) -> None:
 
 
 def text_bytes(message: Message, stop: int) -> int:
-    """UTF-8 bytes of the text in ``message`` (content, parts, tool-call arguments, reasoning, ``extra``),
-    counted until they pass ``stop``: a string longer than ``stop`` characters is over it without being
-    encoded. Fields of the wrong type are skipped (:func:`check_message_text` names them)."""
+    """UTF-8 bytes of the text in ``message`` (content, parts, tool calls, reasoning, names, ids,
+    ``extra``), counted until they pass ``stop``: a string longer than ``stop`` characters is over it
+    without being encoded. Fields of the wrong type are skipped (:func:`check_message_text` names them)."""
     found: list[object] = []
     content = message.content
     if isinstance(content, tuple):
         found.extend(getattr(p, "text", getattr(p, "url", None)) for p in content)
     else:
         found.append(content)
+    found.append(message.name)  # names and ids too: a 50 MB tool-call id is as large as 50 MB of text
     if isinstance(message, AssistantMessage):
         if isinstance(message.tool_calls, tuple):
-            found.extend(getattr(c, "arguments", None) for c in message.tool_calls)
+            for c in message.tool_calls:
+                found += [getattr(c, "arguments", None), getattr(c, "id", None), getattr(c, "name", None)]
         found.append(message.reasoning)
+    elif isinstance(message, ToolMessage):
+        found.append(message.tool_call_id)
     if message.extra:  # keys kept as written: their JSON
         found.append(json.dumps(message.extra, ensure_ascii=False, default=str))
     total = 0

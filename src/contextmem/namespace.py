@@ -40,10 +40,10 @@ _GRAMMAR = re.compile(r"[a-z0-9][a-z0-9._@-]{0,63}")
 def check_namespace(namespace: object) -> str:
     """Return ``namespace`` if it follows the grammar above, else raise :class:`ConfigError`."""
     if not isinstance(namespace, str) or not _GRAMMAR.fullmatch(namespace):
-        shown = namespace if not isinstance(namespace, str) else namespace[:80]
         raise ConfigError(
-            f"namespace {shown!r} is not allowed. Fix: use 1-{MAX_NAMESPACE_CHARS} lowercase letters, "
-            "digits, '.', '_', '-' or '@', starting with a letter or digit (e.g. 'alice' or 'agent-7')"
+            f"namespace {brief(namespace)} is not allowed. Fix: use 1-{MAX_NAMESPACE_CHARS} lowercase "
+            "letters, digits, '.', '_', '-' or '@', starting with a letter or digit "
+            "(e.g. 'alice' or 'agent-7')"
         )
     return namespace
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
@@ -21,6 +20,7 @@ from .engine import ContextEngine, EngineEvent
 from .errors import UsageError
 from .llm.base import LLM
 from .llm.registry import summary_llm
+from .logs import get_logger
 from .memory_files import DailySummaryJob, append_daily
 from .messages import Message, UserMessage, text_of
 from .settings import Settings
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextMem"]
 
-logger = logging.getLogger("contextmem.runtime")
+logger = get_logger("contextmem.runtime")
 
 # Events whose summary belongs in long-term memory, and the title each gets in the daily file.
 _MEMORY_EVENTS = {
@@ -106,7 +106,9 @@ class ContextMem:
             from .memory import embedder_from_spec, open_memory_index  # the memory extra
 
             emb = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-            index = open_memory_index(settings, emb, settings.store)  # postgresql://: one database for both
+            # Opening migrates and checks the index (postgresql://: one database for both), in a worker
+            # thread: an MCP server opens a namespace's index on its first call, while serving others.
+            index = await asyncio.to_thread(open_memory_index, settings, emb, settings.store)
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index, owns_store=owns_store)
 
     @property

@@ -9,9 +9,12 @@ Why our own table, and why it looks like this
   forms, GCP service-account ids and Azure account keys (caught 41 of 80 at best, vs 80 here); scanning
   line by line its entropy plugins also hit git SHAs and UUIDs, which the identifier ledger exists to
   keep; and it ran at 0.1-0.3 MB/s against 26 MB/s here (``bench/results/redaction.md``).
-* gitleaks has the most complete list of key families, but it is Go. Our table follows its families
-  and names each rule like a gitleaks rule id (``aws-access-key-id``, ``slack-webhook-url``...). The
-  patterns are written here from the providers' documented key formats.
+* gitleaks has the most complete list of key families. Our table follows its families and names each
+  rule like a gitleaks rule id (``aws-access-key-id``, ``slack-webhook-url``...), written here from the
+  providers' documented key formats. Its successor's rules (betterleaks, a core
+  dependency, :mod:`contextmem.secret_scanner`) run beside this table, for the provider formats a
+  hand-kept table cannot keep up with; this table keeps what those rules lack: the keyword forms
+  below, Chinese, ``.netrc``, ``.pgpass``, half-pasted keys, and spans that keep the key name.
 
 Every :class:`Rule` has an id, a compiled pattern, the literals it cannot match without (``hints``),
 and what it replaces: the whole match (a provider token, a private-key block) or only the ``value``
@@ -144,6 +147,16 @@ _BOT_ID = re.compile(r"(?<![A-Za-z0-9_-])[0-9]{6,12}\Z")
 def _bot_id_before(text: str, m: re.Match[str]) -> bool:
     """A Telegram bot token's secret follows its bot id: 6 to 12 digits that start a word."""
     return _BOT_ID.search(text, max(0, m.start() - 13), m.start()) is not None
+
+
+_PGPASS_HOST = re.compile(r"(?:^|(?<=\n))[ \t]*(?:[-*+>][ \t]+)?(?=[^\s:]*[A-Za-z.*_-])[^\s:#][^\s:]*\Z")
+
+
+def _pgpass_host(text: str, m: re.Match[str]) -> bool:
+    """A ``.pgpass`` line starts with its host: the whole line before the first colon (after an indent or
+    a list bullet, as pasted into notes), a name, an address or ``*``, not a number ("12:30:45:67:89" is
+    a time)."""
+    return _PGPASS_HOST.search(text, max(0, m.start() - 256), m.start()) is not None
 
 
 _NUMBER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?(?P<unit>[A-Za-z]*)")
@@ -412,6 +425,27 @@ RULES: tuple[Rule, ...] = (
         ["machine"],
         target="value",
         check=_strong,
+    ),
+    _rule(  # PostgreSQL docs, "The Password File": hostname:port:database:username:password per line
+        "pgpass-line",  # the search starts at ":port:", which is quick; the host is checked after
+        r":(?:[0-9]{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:(?P<value>(?:[^\s:\\]|\\.)+)"
+        r"(?=[ \t\r]*(?m:$))",  # a field holds ":" and "\" only escaped, "\:"
+        [":"],
+        target="value",
+        check=lambda text, m: _pgpass_host(text, m) and _strong(text, m),
+    ),
+    _rule(  # kubeconfig (Kubernetes docs, "Organizing Cluster Access"): the client key, base64 PEM
+        "kubeconfig-key-data",
+        r"key-data[\"']?[ \t]*:[ \t]*[\"']?(?P<value>[a-z0-9+/=]{16,})",
+        ["key-data"],
+        target="value",
+        fold=True,
+    ),
+    _rule(  # Docker docs, "docker login": ~/.docker/config.json keeps "auth": base64(user:password)
+        "docker-config-auth",
+        r"\"auth\"[ \t]*:[ \t]*\"(?P<value>[A-Za-z0-9+/=]{8,})\"",
+        ['"auth"'],
+        target="value",
     ),
     _rule(
         "env-default",  # env('TWILIO_API_KEY', '…'), os.getenv("DB_PASSWORD", "…"): a secret as the default

@@ -65,6 +65,10 @@ PROVIDER_TOKENS: tuple[TokenRow, ...] = (
     ("newrelic-key", r"NR(?:AK|JS|II|AA)-[A-Za-z0-9]{19,32}", ("NR",), "edge"),
     # Cloudflare, "API token formats": user tokens start cfut_.
     ("cloudflare-user-token", r"cfut_[A-Za-z0-9_-]{40,}", ("cfut_",), "edge"),
+    # Notion developers, "Authorization": internal integration secrets before ntn_ were secret_ + 43.
+    ("notion-integration-secret", r"secret_[A-Za-z0-9]{43}(?![A-Za-z0-9])", ("secret_",), "digit"),
+    # PlanetScale docs, "Service tokens" and "Passwords": pscale_tkn_, pscale_pw_, pscale_oauth_.
+    ("planetscale-token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}", ("pscale_",), "edge"),
     # Microsoft Learn, Azure Container Registry: generated passwords carry +ACR at character 43.
     ("azure-container-registry-password", r"[A-Za-z0-9+/]{42}\+ACR[A-Za-z0-9]{6}", ("+ACR",), "edge"),
 )

@@ -23,11 +23,13 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from .errors import ConfigError
+from .dsn import printable_store_url, redact_store_url
+from .errors import ConfigError, brief
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 from .workspace import SESSIONS_FILE
 
@@ -60,17 +62,23 @@ OTHER_VARIABLES = frozenset(
         "CONTEXTMEM_CRASH_KILLS",
         "CONTEXTMEM_STORE_LOAD",
         "CONTEXTMEM_REQUIRE_IPV6",
+        "CONTEXTMEM_STRICT_SKIPS",
+        "CONTEXTMEM_ALLOWED_SKIPS",
     }
 )
 # What ``config set KEY none`` (or a variable set to "") means for a setting whose default is "not set".
 UNSET_WORDS = frozenset({"", "none", "null"})
 URL_SCHEMES = ("http", "https")
+SECRET_URL_KEYS = frozenset({"store", "base_url"})
+"""Settings whose value is a URL that may carry a password: shown through
+:func:`~contextmem.dsn.redact_store_url`."""
 
 
 class Settings(BaseModel):
     """All of contextmem's settings. Field docs are the reference; docs/configuration.md lists defaults."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # No NaN or infinity: a timeout of inf waits forever, and NaN passes no comparison (no range check).
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     # Where things live
     workspace: Path = Field(Path("~/.contextmem"), description="Memory files, dialog archive, tool results")
@@ -244,6 +252,39 @@ class Settings(BaseModel):
             except ValidationError as exc:
                 raise ConfigError(_describe(exc)) from None
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """No text setting holds a control character or a lone surrogate (invalid bytes of an argument or
+        a variable): a path with NUL, or a value the settings file cannot encode, would fail later, raw.
+        A namespace is left to its grammar, whose Fix says more."""
+        text = str(value) if isinstance(value, str | Path) and info.field_name != "namespace" else ""
+        if _UNPRINTABLE.search(text):
+            raise ConfigError(
+                f"got {_shown(str(info.field_name), text)}: a control character or invalid Unicode "
+                "(a lone surrogate). Fix: give plain text"
+            )
+        return value
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        """Whole numbers fit in 64 bits: a 5,000-digit one is no count of anything, and JSON (``save``,
+        ``config list``) cannot even write it."""
+        if isinstance(value, int) and abs(value) >= 2**63:
+            raise ConfigError(f"got {brief(value)}: too large. Fix: give a number below 2**63")
+        return value
+
+    @field_validator("workspace", mode="before")
+    @classmethod
+    def _check_workspace(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # Path("") is the current directory
+            raise ConfigError(
+                "an empty workspace would put memory files in whatever directory contextmem runs from. "
+                "Fix: give a directory (e.g. ~/.contextmem), or `contextmem config unset workspace`"
+            )
+        return value
+
     @field_validator("base_url", "api_key_env", "context_window", "max_tokens", mode="before")
     @classmethod
     def _unset_words(cls, value: Any) -> Any:
@@ -258,7 +299,8 @@ class Settings(BaseModel):
             parts = urlsplit(value)
             if parts.scheme not in URL_SCHEMES or not parts.netloc:
                 raise ConfigError(
-                    f"{_cut(value)!r} is not an http(s) URL. Fix: e.g. http://127.0.0.1:8080/v1, or "
+                    f"{printable_store_url(value)} is not an http(s) URL. "
+                    "Fix: e.g. http://127.0.0.1:8080/v1, or "
                     "`contextmem config unset base_url`"
                 )
         return value
@@ -305,6 +347,14 @@ class Settings(BaseModel):
     def store_url(self) -> str:
         """The session store: the ``store`` setting, else a SQLite file in the workspace."""
         return self.store or f"sqlite:///{self.workspace_path / SESSIONS_FILE}"
+
+    def shown(self) -> dict[str, Any]:
+        """The values as JSON, passwords in URLs masked: what ``config`` prints (the file keeps them)."""
+        values = self.model_dump(mode="json")
+        for key in SECRET_URL_KEYS:
+            if isinstance(values[key], str):
+                values[key] = redact_store_url(values[key])
+        return values
 
     @property
     def sources(self) -> dict[str, str]:
@@ -380,6 +430,16 @@ class Settings(BaseModel):
         write_atomic_path(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _shown(key: str, value: Any) -> str:
+    """``value`` in an error about ``key``: a URL setting's passwords masked, never a huge value whole."""
+    if key in SECRET_URL_KEYS:
+        return printable_store_url(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    return brief(value)
+
+
 def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -418,22 +478,27 @@ def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
+    where = f"settings file {brief(str(path))}"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(
-            f"cannot read settings file {str(path)!r}: {exc.strerror}. Fix: check the path"
-        ) from None
+        raise ConfigError(f"cannot read {where}: {exc.strerror}. Fix: check the path") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 (byte {exc.start}). Fix: save it as UTF-8 text") from None
+    kind = path.suffix[1:].upper() or "JSON"
     try:
         data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # a decode error, or a number of more than 4,300 digits
+        raise ConfigError(f"{where} is not valid {kind}: {brief(str(exc), 200)}. Fix: correct it") from None
+    except RecursionError:
+        raise ConfigError(f"{where} nests too deep to be settings. Fix: write key = value pairs") from None
+    section = data.get("contextmem", data) if isinstance(data, dict) else None
+    if not isinstance(section, dict):
         raise ConfigError(
-            f"settings file {str(path)!r} is not valid {path.suffix[1:].upper()}: {exc}"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"settings file {str(path)!r} must hold a table/object of key = value pairs")
-    section = data.get("contextmem", data)
-    return dict(section) if isinstance(section, dict) else {}
+            f"{where} must hold a table/object of key = value pairs. Fix: write e.g. "
+            '{"model": "local"} (JSON) or model = "local" (TOML)'
+        )
+    return dict(section)
 
 
 # What a value must be, by pydantic error type: the Fix of an out-of-range or mistyped value.
@@ -452,6 +517,7 @@ _WANTED = {
     "literal_error": "one of {expected}",
     "string_pattern_mismatch": "a value matching {pattern}",
     "string_type": "text",
+    "finite_number": "a finite number",
 }
 
 
@@ -468,10 +534,8 @@ def _describe(exc: ValidationError) -> str:
         elif key == "settings":  # a rule across keys (the model validator)
             lines.append(f"{err['msg'].removeprefix('Value error, ')}. Fix: change one of the values")
         else:
-            got = _cut(repr(err.get("input")))
+            got = _shown(key, err.get("input"))
             wanted = _WANTED.get(err["type"])
             fix = f"set {key} to {wanted.format(**ctx)}" if wanted else f"give {key} a value as stated"
             lines.append(f"{key}: got {got}: {err['msg'].removeprefix('Value error, ')}. Fix: {fix}")
-    if len(lines) == 1:  # the usual case: one line, as the CLI prints errors
-        return f"invalid settings: {lines[0]}"
-    return "invalid settings:\n  " + "\n  ".join(lines)
+    return "invalid settings: " + "; ".join(lines)  # one line, as every error is (and the CLI prints them)

@@ -25,7 +25,6 @@ and for code that hands a directory to another component; they are never opened 
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import stat
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import PathEscapeError
+from .logs import get_logger
 from .namespace import DEFAULT_NAMESPACE, check_namespace
 from .safefs import Confined, WalkResult
 
@@ -66,7 +66,7 @@ DAILY_DIR = "memory"
 DIALOG_DIR = "dialog"
 TOOL_RESULTS_DIR = "tool_results"
 
-logger = logging.getLogger("contextmem.memory")  # its warnings are about memory files
+logger = get_logger("contextmem.memory")  # its warnings are about memory files
 
 _DAILY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md")
 

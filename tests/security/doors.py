@@ -8,7 +8,8 @@ contract with the checkers below: the text is stored exactly, or refused with on
 (:func:`assert_one_line_error`), and no sink gains a forged line (:func:`forged_lines`,
 :func:`hidden_line_starts`), a terminal
 control sequence (:func:`terminal_unsafe`), a secret (:func:`leaked_secrets`) or a raw exception
-(:func:`raw_exception`).
+(:func:`raw_exception`). A door shared by tenants (the MCP server) must also never stall the others on
+one tenant's heavy input: :func:`loop_stalls` measures its event loop.
 
 These checkers are oracles other tests rely on, so ``tests/security/test_doors_oracles.py`` shows each
 one catching the defect it guards against.
@@ -16,8 +17,12 @@ one catching the defect it guards against.
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
@@ -85,13 +90,24 @@ def every_line_split(text: str) -> list[str]:
     return text.splitlines()
 
 
-def forged_lines(sink: str, payload: str, starts: Iterable[str] = ("#", "- ", "* ", "+ ")) -> list[str]:
+def forged_lines(
+    sink: str,
+    payload: str,
+    starts: Iterable[str] = ("#", "- ", "* ", "+ "),
+    allowed: re.Pattern[str] | None = None,
+) -> list[str]:
     """Lines of ``sink`` that begin at column 0 with one of ``starts`` (a heading, a list item) and that
     come from ``payload`` (the line's text occurs in it), under any reader's idea of a line. A writer
-    that put ``payload`` in ``sink`` as one indented item or one escaped line yields none."""
+    that put ``payload`` in ``sink`` as one indented item or one escaped line yields none.
+
+    ``allowed`` matches (whole) the lines the writer writes itself, such as its own headings and ``- ``
+    items: they are not forged even when ``payload`` holds their text. With ``starts=("",)`` every line
+    at column 0 is looked at, so any line of ``payload`` left bare by the writer is caught."""
     forged = []
     for line in every_line_split(sink):
-        if line and line.startswith(tuple(starts)) and line.strip() and line.strip() in payload:
+        at_column_0 = line and line[0] not in " \t"  # an indented line continues the item above it
+        from_payload = at_column_0 and line.startswith(tuple(starts)) and line.strip() in payload
+        if from_payload and line.strip() and (allowed is None or not allowed.fullmatch(line)):
             forged.append(line)
     return forged
 
@@ -145,3 +161,49 @@ def assert_one_line_error(exc: BaseException) -> None:
     assert "\n" not in message and "\r" not in message, f"the error is not one line: {message!r}"
     assert "Fix:" in message, f"the error has no Fix: {message!r}"
     assert not terminal_unsafe(message), f"the error carries terminal controls: {message!r}"
+
+
+@dataclass
+class LoopStalls:
+    """What :func:`loop_stalls` saw of the event loop between two of its ticks: the worst CPU time the
+    loop's thread spent running other work (``worst_cpu``: a step that did not yield, however loaded
+    the machine), and the worst late wake-up (``worst_wall``: that, plus the machine's own noise)."""
+
+    worst_cpu: float = 0.0
+    worst_wall: float = 0.0
+    ticks: int = 0
+    gaps: list[float] = field(default_factory=list)  # the CPU time of each gap, in order
+
+    def __str__(self) -> str:
+        cpu, wall = self.worst_cpu * 1000, self.worst_wall * 1000
+        return f"worst CPU stall {cpu:.0f} ms, worst late tick {wall:.0f} ms over {self.ticks} ticks"
+
+
+@asynccontextmanager
+async def loop_stalls(tick: float = 0.005) -> AsyncIterator[LoopStalls]:
+    """Measure the running event loop while the block runs: a task sleeps ``tick`` again and again and
+    records, at each wake-up, how much CPU time the loop's thread used since the last one (the work the
+    loop ran in between: on an idle loop, near nothing) and how late it woke. A call that does CPU work
+    on the loop shows as a CPU gap as long as it; work in a worker thread does not, since it runs on
+    another thread's clock. (A *blocking wait* on the loop, I/O or a lock, shows in ``worst_wall``
+    only.)"""
+    found = LoopStalls()
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        while not stop.is_set():
+            wall, cpu = time.perf_counter(), time.thread_time()
+            await asyncio.sleep(tick)
+            gap = time.thread_time() - cpu
+            found.gaps.append(gap)
+            found.ticks += 1
+            found.worst_cpu = max(found.worst_cpu, gap)
+            found.worst_wall = max(found.worst_wall, time.perf_counter() - wall - tick)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)  # the ticker's first tick starts before the measured work
+    try:
+        yield found
+    finally:
+        stop.set()
+        await task

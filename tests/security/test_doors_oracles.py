@@ -3,6 +3,9 @@ output: a checker that cannot fail would let every door test pass."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 from hypothesis import given, settings
 
@@ -17,6 +20,7 @@ from tests.security.doors import (
     hostile_text,
     huge,
     leaked_secrets,
+    loop_stalls,
     raw_exception,
     terminal_unsafe,
 )
@@ -35,6 +39,17 @@ def test_forged_lines_passes_an_indented_continuation_and_the_writers_own_headin
     payload = "note\n## 23:59 forged"
     written = "## 10:00\n\n- note\n  ## 23:59 forged\n"
     assert forged_lines(written, payload) == []
+
+
+def test_forged_lines_allows_only_the_writers_own_lines() -> None:
+    import re
+
+    writer = re.compile(r"- .*|## 10:00")
+    payload = "a\n## 10:00\u2028- item\x85plain line"
+    planted = "## 10:00\n- a\n## 10:00\n- item\nplain line\n"  # every payload line split, one kept bare
+    assert forged_lines(planted, payload, starts=("",), allowed=writer) == ["plain line"]
+    assert forged_lines(planted, payload, starts=("",)) == ["## 10:00", "## 10:00", "- item", "plain line"]
+    assert forged_lines("## 10:00\n- a\n  plain line\n", payload, starts=("",), allowed=writer) == []
 
 
 def test_forged_lines_catches_a_list_item_forged_after_a_newline() -> None:
@@ -120,3 +135,26 @@ def test_hostile_text_reaches_separators_surrogates_and_escapes() -> None:
 
 def test_huge_reaches_the_size_asked() -> None:
     assert len(huge("ab", 1001)) >= 1001
+
+
+def _burn(seconds: float) -> None:
+    """CPU work (no sleep, no I/O) for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def test_loop_stalls_catches_cpu_work_on_the_event_loop() -> None:
+    """The planted defect: 150 ms of CPU work run on the loop is a 150 ms stall, whatever the load."""
+    async with loop_stalls() as stalls:
+        await asyncio.sleep(0.02)
+        _burn(0.15)
+        await asyncio.sleep(0.02)
+    assert stalls.worst_cpu >= 0.14, stalls
+    assert stalls.worst_wall >= 0.14, stalls
+
+
+async def test_loop_stalls_passes_the_same_work_in_a_worker_thread() -> None:
+    async with loop_stalls() as stalls:
+        await asyncio.to_thread(_burn, 0.15)
+    assert stalls.ticks >= 2 and stalls.worst_cpu < 0.1, stalls

@@ -452,6 +452,16 @@ _pieces = st.sampled_from(
         REDACTED,
         "=",
         ".",
+        # issue 49: what the maintained rule set finds, a key's second half, a .pgpass line
+        "PMAK-0a1b2c3d4e5f60718293a4b5-c6d7e8f90a1b2c3d4e5f60718293a4b5c6",
+        "shpat_",
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        "\\n",
+        ":5432:",
+        "h.example",
+        ":",
+        "\x00",
+        "\ud800",
     ]
 )
 

@@ -32,9 +32,7 @@ HELDOUT: list[dict[str, Any]] = json.loads(
 
 # Forms we knowingly do not catch, each with why; the last test checks each still leaks, so an entry
 # cannot outlive the miss it explains.
-KNOWN_MISSES = {
-    'postmark: "f59dffd2-83ea-47c7-ba8f-95e053a6d0ae",\n': "a bare UUID under a key naming only the service",
-}
+KNOWN_MISSES: dict[str, str] = {}  # the last one (a bare Postmark UUID) is caught by betterleaks' rules
 CAUGHT = [s for s in HELDOUT if s["text"] not in KNOWN_MISSES]
 
 

@@ -70,8 +70,9 @@ def test_count_still_counts_a_message_within_the_bound(tmp_path, capsys, counted
 
 def test_a_tool_result_may_be_ten_times_larger_in_count_as_in_add(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CONTEXTMEM_MAX_MESSAGE_BYTES", "1000")
-    ok = one_word_file(tmp_path / "tool.jsonl", 1000 * TOOL_RESULT_FACTOR, role="tool")
-    over = one_word_file(tmp_path / "over.jsonl", 1000 * TOOL_RESULT_FACTOR + 1, role="tool")
+    bound = 1000 * TOOL_RESULT_FACTOR - len("c1")  # the call id counts too (message_checks.text_bytes)
+    ok = one_word_file(tmp_path / "tool.jsonl", bound, role="tool")
+    over = one_word_file(tmp_path / "over.jsonl", bound + 1, role="tool")
     assert main(["--workspace", str(tmp_path / "ws"), "count", str(ok)]) == 0
     assert main(["--workspace", str(tmp_path / "ws"), "count", str(over)]) != 0
     assert "over the limit of 10,000" in capsys.readouterr().err

@@ -10,19 +10,19 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
 from ..llm.base import ToolSpec
+from ..logs import get_logger
 from ..messages import ToolCall
 
 if TYPE_CHECKING:
     from ..memory import MemoryTools
 
-logger = logging.getLogger("contextmem.agent")
+logger = get_logger("contextmem.agent")
 
 __all__ = ["FunctionTool", "MemoryTool", "Tool", "Toolbox", "memory_tools"]
 

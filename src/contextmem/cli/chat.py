@@ -20,7 +20,7 @@ from ..errors import ContextmemError
 from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..safefs import write_atomic_path
 from .commands import ChatCommands
-from .render import describe_event, paint
+from .render import describe_event, paint, shown
 
 if TYPE_CHECKING:
     from ..runtime import ContextMem
@@ -113,7 +113,7 @@ class Chat:
     def show_notices(self) -> None:
         notices, self.notices = self.notices, []
         for notice in notices:
-            self.say(paint(f"  [{notice}]", "2", self.color))
+            self.say(paint(f"  [{shown(notice)}]", "2", self.color))
 
     async def ask(self, prompt: str) -> str | None:
         """One logical input: continued lines (trailing ``\\``) or a triple-quote block; None at EOF."""
@@ -166,13 +166,13 @@ class Chat:
                 if not started:
                     self.out.write(paint("assistant> ", "1;36", self.color))
                     started = True
-                self.out.write(event.text)
+                self.out.write(shown(event.text, lines=True))
                 self.out.flush()
             elif event.kind == "tool_call":
-                self.say(paint(f"  → {event.name}({event.text[:120]})", "2", self.color))
+                self.say(paint(f"  → {shown(f'{event.name}({event.text[:120]})')}", "2", self.color))
             elif event.kind == "tool_result":
                 first = event.text.strip().splitlines()[0][:100] if event.text.strip() else ""
-                self.say(paint(f"  ← {first}", "2", self.color))
+                self.say(paint(f"  ← {shown(first)}", "2", self.color))
             elif event.kind == "overflow":
                 self.say(
                     paint(
@@ -180,7 +180,7 @@ class Chat:
                     )
                 )
             elif event.kind == "done" and not started and event.text:
-                self.say(paint("assistant> ", "1;36", self.color) + event.text, end="")
+                self.say(paint("assistant> ", "1;36", self.color) + shown(event.text, lines=True), end="")
         self.say()
         self.show_notices()
 
@@ -206,7 +206,7 @@ class Chat:
             except ContextmemError as exc:
                 self.failed = True
                 await close_failed_turn(self.agent.engine, exc)
-                self.say(f"\nerror: {exc}")
+                self.say(f"\nerror: {shown(exc)}")
         self.say("saving…")
         await self.agent.engine.wait_idle()
         await self.runtime.flush()

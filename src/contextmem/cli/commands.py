@@ -14,7 +14,7 @@ from ..agent import Agent, apply_settings
 from ..errors import ContextmemError
 from ..settings import Settings
 from .config import save_setting, setting_rows, unset_message, unset_setting
-from .render import context_report, hits_table, table
+from .render import context_report, hits_table, shown, table
 
 if TYPE_CHECKING:
     from ..runtime import ContextMem
@@ -60,11 +60,11 @@ class ChatCommands:
         name, _, arg = line.strip().removeprefix("/").partition(" ")
         command = self._table.get(name.lower())
         if command is None:
-            return f"unknown command /{name}. Type /help for the list."
+            return f"unknown command /{shown(name)}. Type /help for the list."
         try:
             return await command(arg.strip())
         except ContextmemError as exc:  # said in place; the chat's exit code is about its turns
-            return f"error: {exc}"
+            return f"error: {shown(exc)}"
 
     async def context(self, arg: str) -> str:
         engine = self.agent.engine
@@ -80,7 +80,7 @@ class ChatCommands:
         result = await self.agent.engine.compact(arg or None)
         if not result.compacted:
             return "nothing to compact yet"
-        return f"compacted {result.compacted} messages\n{result.summary}"
+        return f"compacted {result.compacted} messages\n{shown(result.summary, lines=True)}"
 
     async def config(self, arg: str) -> str:
         if not arg:
@@ -94,8 +94,8 @@ class ChatCommands:
         save_setting(self.config_file, key, value.strip())
         settings = self.agent.engine.settings.with_value(key, value.strip(), f"file:{self.config_file}")
         self._apply(settings)
-        shown = settings.model_dump(mode="json")[key]
-        return f"{key} = {shown!r} (saved to {self.config_file}){self._later(key)}"
+        value = settings.shown()[key]
+        return f"{key} = {value!r} (saved to {self.config_file}){self._later(key)}"
 
     def unset(self, key: str) -> str:
         before = self.agent.engine.settings

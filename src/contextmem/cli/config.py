@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..llm.registry import NO_MODEL, check_spec
 from ..settings import Settings
 
 __all__ = [
@@ -64,6 +65,8 @@ def save_setting(path: Path, key: str, value: str) -> Settings:
     """Validate ``key = value`` and persist it in the settings file at ``path`` (only that file's values)."""
     current = Settings.load(path if path.exists() else None, env={})
     updated = current.with_value(key, value, f"file:{path}")
+    if key == "model" and updated.model != NO_MODEL:
+        check_spec(updated.model)  # what loads the model checks it, so nothing saved fails only at use
     updated.save(path)
     return updated
 
@@ -80,7 +83,7 @@ def unset_setting(path: Path, key: str) -> Settings:
 def unset_message(key: str, saved: Settings, path: Path, before: Settings) -> str:
     """What ``config unset`` and ``/config unset`` say: the default now in force, or what still sets it
     (``before``: the settings in force before, with their sources)."""
-    value = json.dumps(saved.model_dump(mode="json")[key], ensure_ascii=False)
+    value = json.dumps(saved.shown()[key], ensure_ascii=False)
     source = before.sources[key]
     if source.startswith("env:"):
         still = f"; {source.removeprefix('env:')} still sets it"
@@ -93,11 +96,11 @@ def unset_message(key: str, saved: Settings, path: Path, before: Settings) -> st
 
 def setting_rows(settings: Settings) -> list[tuple[str, str, str]]:
     """(key, value, source) for every setting."""
-    values = settings.model_dump(mode="json")
+    values = settings.shown()
     return [(key, repr(values[key]), source) for key, source in settings.sources.items()]
 
 
 def setting_values(settings: Settings) -> dict[str, dict[str, Any]]:
     """``{key: {"value", "source"}}`` for every setting: ``config list --json``."""
-    values = settings.model_dump(mode="json")
+    values = settings.shown()
     return {key: {"value": values[key], "source": source} for key, source in settings.sources.items()}

@@ -26,7 +26,7 @@ from ..settings import Settings, unknown_variables
 from . import args as types
 from . import memory_eval, state
 from .config import config_path, load_settings
-from .render import use_color
+from .render import shown, use_color
 from .transcripts import cmd_count, cmd_replay
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ async def _ask(settings: Settings, args: argparse.Namespace, question: str) -> i
             await close_failed_turn(agent.engine, exc)
             if not isinstance(exc, ContextmemError):
                 raise
-            print(f"contextmem: the model call failed: {_one_line(exc)}", file=sys.stderr)
+            print(f"contextmem: the model call failed: {shown(_one_line(exc))}", file=sys.stderr)
             return 1
         finally:
             await agent.engine.wait_idle()
@@ -122,7 +122,7 @@ async def _ask(settings: Settings, args: argparse.Namespace, question: str) -> i
             file=sys.stderr,
         )
         return 1
-    print(reply)
+    print(shown(reply, lines=True))
     return 0
 
 
@@ -375,7 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return exc.code if isinstance(exc.code, int) else 2
     # Engine warnings (a summary fell back, a write was retried) reach users as notices, not log lines.
-    logging.getLogger("contextmem").setLevel(logging.DEBUG if args.debug else logging.ERROR)
+    # So do the driver's (psycopg's pool retrying a connection): the error that ends the retries is ours.
+    for logger in ("contextmem", "psycopg"):
+        logging.getLogger(logger).setLevel(logging.DEBUG if args.debug else logging.ERROR)
     for warning in unknown_variables():
         print(f"contextmem: {warning}", file=sys.stderr)
     try:
@@ -407,7 +409,7 @@ def _one_line(exc: BaseException | str) -> str:
 
 
 def _fail(message: str, fix: str) -> None:
-    line = _one_line(message)
+    line = shown(_one_line(message))
     print(f"contextmem: {line}" + ("" if "Fix:" in line else f". Fix: {fix}"), file=sys.stderr)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import JsonlLineError, MessageFormatError
 from ..jsonl import read_jsonl, source_name
-from .render import hits_table, table
+from .render import hits_table, json_line, shown, table
 
 if TYPE_CHECKING:
     from ..eval.memory import EvalReport, LabelledQuery
@@ -86,9 +86,9 @@ def search_batch(index: MemoryIndex, args: argparse.Namespace) -> int:
             hits = index.search(query, args.k, mode=args.mode, sync=False)
             if args.json:
                 record = {"id": query_id, "hits": [hit_record(h) for h in hits]}
-                print(json.dumps(record, ensure_ascii=False), flush=True)
+                print(json_line(record), flush=True)
             else:
-                print(f"== {query_id}: {query}\n{hits_table(hits)}", flush=True)
+                print(f"== {shown(f'{query_id}: {query}')}\n{hits_table(hits)}", flush=True)
     return 0
 
 
@@ -110,7 +110,9 @@ def eval_report_text(report: EvalReport) -> str:
         ("latency p50", f"{report.latency_p50_ms:.1f} ms"),
         ("latency p95", f"{report.latency_p95_ms:.1f} ms"),
     ]
-    missed = f"\nmissed ({len(report.missed)}): {', '.join(report.missed[:20])}" if report.missed else ""
+    missed = ""
+    if report.missed:
+        missed = f"\nmissed ({len(report.missed)}): {shown(', '.join(report.missed[:20]))}"
     return f"{report.queries} queries\n" + table(rows, ("metric", "value")) + missed
 
 
@@ -120,5 +122,5 @@ def run_eval(index: MemoryIndex, args: argparse.Namespace) -> int:
     queries = read_labelled(args.labelled)
     with index:
         report = evaluate(index, queries, args.k, mode=args.mode)
-    print(json.dumps(report.to_dict(), ensure_ascii=False) if args.json else eval_report_text(report))
+    print(json_line(report.to_dict()) if args.json else eval_report_text(report))
     return 0

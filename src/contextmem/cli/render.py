@@ -6,7 +6,9 @@ glyph, so the gauge reads the same without colour (and in tests).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -23,7 +25,9 @@ __all__ = [
     "describe_event",
     "gauge",
     "hits_table",
+    "json_line",
     "paint",
+    "shown",
     "table",
     "use_color",
 ]
@@ -37,6 +41,33 @@ REGIONS: tuple[tuple[str, str, str], ...] = (
     ("output reserve", "░", "31"),
     ("free", "·", "90"),
 )
+
+
+# What a terminal acts on instead of printing: control characters (ESC and CSI among them) and DEL,
+# the Unicode line and paragraph separators, bidi embeddings, overrides, isolates and marks, and lone
+# surrogates (which cannot be encoded at all). Tab always passes; newline only in multi-line text.
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_IN_LINE = re.compile(f"[\n{_UNSAFE}]")
+_UNSAFE_IN_LINES = re.compile(f"[{_UNSAFE}]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: object, *, lines: bool = False) -> str:
+    """Text that came from a user, a model, a file or the store, safe to print: every character a
+    terminal would act on is written as its escape (ESC as ``\\x1b``), so nothing runs and nothing is
+    hidden. ``lines``: the text's own newlines are kept (a reply, a summary); otherwise it is one line."""
+    return (_UNSAFE_IN_LINES if lines else _UNSAFE_IN_LINE).sub(_escape, str(text))
+
+
+def json_line(value: object) -> str:
+    """``value`` as one JSON line (non-ASCII kept readable) that is safe to print: what :func:`shown`
+    escapes becomes a JSON ``\\uXXXX`` escape, so the line still parses to the same value."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _UNSAFE_IN_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def use_color(stream: TextIO) -> bool:
@@ -90,7 +121,7 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
             f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls)"
         )
     if stats.archive_error:
-        lines.append(f"archive failing: {stats.archive_error}")
+        lines.append(f"archive failing: {shown(stats.archive_error)}")
     return "\n".join(lines)
 
 
@@ -130,7 +161,9 @@ def hits_table(hits: Sequence[MemoryHit], width: int = 100) -> str:
         snippet = " ".join(hit.snippet.split())
         if len(snippet) > width:
             snippet = snippet[: width - 1] + "…"
-        lines.append(f"{hit.path}:{hit.start_line}-{hit.end_line}  score {hit.score:.3f}\n    {snippet}")
+        lines.append(
+            f"{shown(hit.path)}:{hit.start_line}-{hit.end_line}  score {hit.score:.3f}\n    {shown(snippet)}"
+        )
     return "\n".join(lines)
 
 

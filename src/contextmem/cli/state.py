@@ -32,7 +32,7 @@ from .config import (
     unset_message,
     unset_setting,
 )
-from .render import ProgressBar, hits_table, table
+from .render import ProgressBar, hits_table, json_line, shown, table
 
 if TYPE_CHECKING:
     from ..llm.base import LLM
@@ -87,12 +87,12 @@ async def memory_index(settings: Settings, args: argparse.Namespace) -> int:
         bar.close()
         stats = index.stats()
     print(
-        f"indexed {index.workspace.dir}: {len(report.added)} added, {len(report.updated)} updated, "
+        f"indexed {shown(index.workspace.dir)}: {len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.removed)} removed, {report.chunks_embedded} chunks embedded; "
         + ", ".join(f"{k} {v}" for k, v in stats.items())
     )
     if report.skipped:
-        print(f"skipped (links are never followed): {', '.join(report.skipped)}")
+        print(f"skipped (links are never followed): {shown(', '.join(report.skipped))}")
     return 0
 
 
@@ -111,7 +111,7 @@ async def memory_search(settings: Settings, args: argparse.Namespace) -> int:
         bar.close()
         hits = index.search(args.query, args.k, mode=args.mode, sync=False)
     if args.json:
-        print(json.dumps([memory_eval.hit_record(h) for h in hits], ensure_ascii=False))
+        print(json_line([memory_eval.hit_record(h) for h in hits]))
     else:
         print(hits_table(hits))
     return 0
@@ -128,10 +128,10 @@ async def sessions_list(settings: Settings, args: argparse.Namespace) -> int:
         infos = await runtime.store.list_sessions(settings.namespace)
     if args.json:
         keys = ("session_id", "live_count", "archived_count", "created_at", "updated_at")
-        print(json.dumps([{k: getattr(i, k) for k in keys} for i in infos], ensure_ascii=False))
+        print(json_line([{k: getattr(i, k) for k in keys} for i in infos]))
         return 0
     rows = [
-        (i.session_id, i.live_count, i.archived_count, _when(i.created_at), _when(i.updated_at))
+        (shown(i.session_id), i.live_count, i.archived_count, _when(i.created_at), _when(i.updated_at))
         for i in infos
     ]
     print(table(rows, ("session", "live", "archived", "created", "updated")) if rows else "no sessions")
@@ -161,13 +161,13 @@ async def sessions_show(settings: Settings, args: argparse.Namespace) -> int:
             "summary": {"source": summary.source, "text": summary.render()} if summary else None,
             "messages": [{"seq": m.seq, **to_openai(m.message)} for m in live],
         }
-        print(json.dumps(document, ensure_ascii=False))
+        print(json_line(document))
         return 0
-    print(f"session {args.session}: {len(state.live)} live, {len(archived)} archived messages")
-    print(f"summary ({summary.source}):\n{summary.render()}" if summary else "summary: none")
+    print(f"session {shown(args.session)}: {len(state.live)} live, {len(archived)} archived messages")
+    summary_text = shown(summary.render(), lines=True) if summary else ""
+    print(f"summary ({summary.source}):\n{summary_text}" if summary else "summary: none")
     for stored in live:
-        text = json.dumps(to_openai(stored.message), ensure_ascii=False)
-        print(f"{stored.seq:>5} {text[:200]}")
+        print(f"{stored.seq:>5} {json_line(to_openai(stored.message))[:200]}")
     return 0
 
 
@@ -179,7 +179,7 @@ async def sessions_export(settings: Settings, args: argparse.Namespace) -> int:
     lines = "".join(json.dumps(to_openai(s.message), ensure_ascii=False) + "\n" for s in messages)
     if args.output:
         write_atomic_path(args.output, lines.encode("utf-8"))  # private: it holds the raw conversation
-        print(f"exported {len(messages)} messages to {args.output}", file=sys.stderr)
+        print(f"exported {len(messages)} messages to {shown(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(lines)
     return 0
@@ -197,9 +197,9 @@ async def sessions_cleanup(settings: Settings, args: argparse.Namespace) -> int:
     print(f"removed {len(gone)} sessions idle over {days} days {where} (their dialog archives stay)")
     if namespace is None:
         touched = sorted({ns for ns, _ in gone})
-        print(f"namespaces touched: {', '.join(touched) if touched else 'none'}")
+        print(f"namespaces touched: {shown(', '.join(touched)) if touched else 'none'}")
     for ns, session_id in gone:
-        print(f"  {ns}/{session_id}")
+        print(f"  {shown(f'{ns}/{session_id}')}")
     return 0
 
 
@@ -219,10 +219,10 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "path":
         print(path)
     elif args.action == "get":
-        print(json.dumps(settings.model_dump(mode="json")[args.key], ensure_ascii=False))
+        print(json.dumps(settings.shown()[args.key], ensure_ascii=False))
     elif args.action == "set":
         updated = save_setting(path, args.key, args.value)
-        value = json.dumps(updated.model_dump(mode="json")[args.key], ensure_ascii=False)
+        value = json.dumps(updated.shown()[args.key], ensure_ascii=False)
         print(f"{args.key} = {value} (saved to {path})")
     elif args.action == "unset":
         print(unset_message(args.key, unset_setting(path, args.key), path, settings))

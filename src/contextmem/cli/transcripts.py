@@ -14,7 +14,7 @@ from ..jsonl import messages_from_jsonl
 from ..settings import Settings
 from ..tokens import MessageCounter, get_counter
 from . import state
-from .render import gauge, table, use_color
+from .render import gauge, shown, table, use_color
 
 __all__ = ["cmd_count", "cmd_replay", "reserve_line"]
 
@@ -133,7 +133,7 @@ def cmd_count(settings: Settings, args: argparse.Namespace) -> int:
         ("window / output reserve", f"{window.context_window:,} / {window.max_tokens:,}"),
         ("tokenizer", counter.name),
     ]
-    print(table(rows, (str(args.transcript)[:60], "")))
+    print(table(rows, (shown(str(args.transcript)[:60]), "")))
     return 0
 
 

@@ -26,6 +26,7 @@ from ..compaction.plans import (
 )
 from ..errors import ArchiveError, BudgetExceededError, MessageStateError, SessionConflictError
 from ..messages import Message
+from ..offloop import off_loop, texts_bytes
 from ..settings import Settings
 from ..store.base import SessionState
 from ..summarize import Summarizer, Summary
@@ -116,7 +117,7 @@ class PlanApplier:
         # A digest of what left, for long-term memory (M2); listeners write it off the event loop.
         digest = ""
         if dropped and summarize and self.has_listeners():
-            left = self.extractor.extract(None, dropped)
+            left = await self.extract(None, dropped)
             digest = fact_digest(left.text, left.lang, previous=prior.text if prior else None)
         self.emit(
             "compaction_finished",
@@ -151,8 +152,9 @@ class PlanApplier:
                 (live.seqs[i], msgs[i]) for i in plan.rewrite if live.seqs[i] not in live.originals
             ]
             try:
-                if unarchived:
-                    refs.append(str(self.archive.append(sid, unarchived, reason)))
+                if unarchived:  # large originals are encoded and written off the event loop
+                    size = texts_bytes(m for _, m in unarchived)
+                    refs.append(str(await off_loop(size, self.archive.append, sid, unarchived, reason)))
                     self.archive_error = None
             except ArchiveError as exc:
                 self.archive_failed(exc, "archive_failed", reason=reason)
@@ -162,7 +164,7 @@ class PlanApplier:
         dropped: list[Message] = [msgs[i] for i in plan.drop]
         new_summary = summary
         if new_summary is None and dropped and summarize:
-            new_summary = self.extractor.extract(live.summary, dropped, archive_refs=refs)
+            new_summary = await self.extract(live.summary, dropped, archive_refs=refs)
         originals = dict(live.originals)
         for i in plan.rewrite:
             originals.setdefault(live.seqs[i], msgs[i])
@@ -191,6 +193,15 @@ class PlanApplier:
         live.history = CountedHistory(live.counter, [plan.rewrite.get(i, msgs[i]) for i in plan.keep])
         self.changes += 1
         return dropped, refs
+
+    async def extract(
+        self, previous: Summary | None, messages: Sequence[Message], *, archive_refs: Sequence[str] = ()
+    ) -> Summary:
+        """The extractive summary of ``messages`` after ``previous``: every text is read and redacted, so
+        off the event loop when they are large (:func:`~contextmem.offloop.off_loop`)."""
+        return await off_loop(
+            texts_bytes(messages), self.extractor.extract, previous, messages, archive_refs=archive_refs
+        )
 
     async def repair(self) -> None:
         """A loaded history that breaks the tool-pair rule (:func:`~contextmem.compaction.plans.plan_repair`):
@@ -238,7 +249,7 @@ class PlanApplier:
         live = self.session
         n = len(live.history)
         if live.summary is not None or n:
-            everything = self.extractor.extract(live.summary, live.history.messages)
+            everything = await self.extract(live.summary, live.history.messages)
             digest = fact_digest(everything.text, everything.lang)
             self.emit("cleared", messages=n, summary=everything.render(), digest=digest)
         if not await self.apply(Plan((), tuple(range(n)), steps=("clear",)), "clear", summarize=False):
@@ -253,7 +264,7 @@ class PlanApplier:
         of everything and its facts (``digest``, for long-term memory), then every stage applies its plan."""
         live = self.session
         if stage == 1:
-            snapshot = self.extractor.extract(live.summary, live.history.messages)
+            snapshot = await self.extract(live.summary, live.history.messages)
             digest = fact_digest(snapshot.text, snapshot.lang)
             self.emit("overflow", error=str(error)[:300], summary=snapshot.render(), digest=digest)
         await self.apply(emergency_plan(settings, live.history.messages, stage, budget), f"emergency_{stage}")

@@ -11,20 +11,17 @@ from whichever host asks.
 
 from __future__ import annotations
 
-import asyncio
-
 from ..archive import DialogArchive
 from ..compaction.offload import head_tail, offload_path, plan_offload
 from ..errors import ArchiveError, MessageStateError
 from ..messages import Message, ToolMessage, text_of
+from ..offloop import off_loop
 from ..safefs import Confined
 from ..settings import Settings
 from .apply import PlanApplier
 from .files import write_offload
 
 __all__ = ["offload_results"]
-
-OFF_LOOP_CHARS = 64 * 1024  # a result larger than this is written and archived in a worker thread
 
 
 async def offload_results(
@@ -55,13 +52,8 @@ async def offload_results(
         if seq not in live.originals:  # the first cut; a tighter one later keeps the same path
             try:
                 if archive is not None:  # else the shared store is the archive
-                    item = (seq, original)
-                    if len(full) > OFF_LOOP_CHARS:  # a large result: the event loop goes on meanwhile
-                        await asyncio.to_thread(
-                            _save, files, archive, action.path, full, session=sid, item=item
-                        )
-                    else:
-                        _save(files, archive, action.path, full, session=sid, item=item)
+                    item, path = (seq, original), action.path
+                    await off_loop(len(full), _save, files, archive, path, full, session=sid, item=item)
                     applier.archive_error = None
             except ArchiveError as exc:
                 applier.archive_failed(exc, "offload_failed", seq=seq, path=action.path)

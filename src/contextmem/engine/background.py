@@ -18,7 +18,6 @@ Popping or clearing never waits for a round: a round that folded an undone messa
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from ..budget import CountedHistory, Window
 from ..compaction.plans import Plan, plan_summarize
 from ..errors import InternalError
+from ..logs import get_logger
 from ..messages import Message
 from ..settings import Settings
 from ..summarize import Summarizer, Summary
@@ -43,7 +43,7 @@ __all__ = [
     "summarize_plan",
 ]
 
-logger = logging.getLogger("contextmem.engine")
+logger = get_logger("contextmem.engine")
 
 
 class Scheduler:
@@ -160,7 +160,7 @@ async def apply_folded(live: LiveSession, applier: PlanApplier, folded: Folded) 
         steps=("summarize",),
     )
     rest = live.pending[len(folded.pending) :]  # left the context while the model was working
-    summary = applier.extractor.extract(folded.summary, rest) if rest else folded.summary
+    summary = await applier.extract(folded.summary, rest) if rest else folded.summary
     if plan.empty:
         await applier.replace_summary(summary)
     elif not await applier.apply(plan, "summarize", summary=summary):

@@ -17,7 +17,6 @@ regions, :mod:`contextmem.compaction` plans. Its collaborators, one job each:
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from ..compaction.plans import plan_restore
 from ..errors import BudgetExceededError, CompactionError, InternalError
 from ..formats.inputs import MessageInput
 from ..llm.base import LearnsWindow, Usage
+from ..logs import get_logger
 from ..messages import Message, ToolInput, ToolSpec
 from ..redaction import redact_data
 from ..settings import Settings
@@ -51,7 +51,7 @@ from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
 __all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
 
-logger = logging.getLogger("contextmem.engine")
+logger = get_logger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
 BUILD_ATTEMPTS = 8  # a build whose compaction lost a race to another writer plans again, this many times
@@ -165,6 +165,8 @@ class ContextEngine:
         **parts: Unpack[EngineParts],
     ) -> ContextEngine:
         """Load (or create) the session. ``restore=True`` applies the restart policy of S1."""
+        if "counter" not in parts:  # a process's first count loads the tokenizer (0.3-1.4 s): not on the loop
+            await asyncio.to_thread(lambda: get_counter(settings.tokenizer).count_text("warm"))
         engine = cls(store=store, session_id=session_id, settings=settings, **parts)
         await engine._load()
         engine.cleanup_offloads()

@@ -1,14 +1,14 @@
 """What ``ContextEngine.add`` does before anything is stored: read the input, bounded, off the event loop.
 
-* **Size.** A message whose text (content, parts, tool-call arguments, reasoning, extra keys) is over
+* **Size.** A message whose text (content, parts, tool calls, reasoning, names, ids, extra keys) is over
   ``max_message_bytes`` is a :class:`~contextmem.errors.MessageTooLargeError` before any pass over it
   (:func:`~contextmem.message_checks.check_size`, the bound ``contextmem count`` applies too); a dict's
   string content is measured before it is even parsed. A tool result may be
   :data:`TOOL_RESULT_FACTOR` times larger: its full text goes to a file (C5) and the context keeps a
   head and tail, while user and assistant text is sent whole and cut only in an emergency.
 * **Off the event loop.** What is left to do over a large accepted message, the UTF-8 and nesting checks
-  and its token count (slow on long text: BPE over one long word is far from linear), runs in a worker
-  thread; the count lands in the counter's cache, where the history and every later ``build`` find it.
+  and its token count, runs in a worker thread (:func:`~contextmem.offloop.off_loop`); the count lands
+  in the counter's cache, where the history and every later ``build`` find it.
   Before, a 5 MB message stalled the event loop 2.6 s (35 s for one long word), 50 MB 47 s.
 * **One id, one call.** A tool call's id must be new to the session's live history
   (:func:`check_call_ids`): providers reject a request holding two calls with one id, and a result would
@@ -17,19 +17,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 
 from ..errors import HistoryError, brief
 from ..formats.inputs import MessageInput, read_message
 from ..message_checks import TOOL_RESULT_FACTOR, check_size, text_bytes, too_large
 from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ..offloop import OFF_LOOP_BYTES, off_loop
 from ..tokens import MessageCounter
 
 __all__ = ["OFF_LOOP_BYTES", "TOOL_RESULT_FACTOR", "check_call_ids", "read_input", "text_bytes"]
-
-OFF_LOOP_BYTES = 64 * 1024
-"""Input with more text than this is read and counted in a worker thread."""
 
 _VALUES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
@@ -53,18 +50,16 @@ async def read_input(
         counter.count_messages(msgs)  # cached by value: the history's own count is a lookup
         return msgs
 
-    if any(_large(value) for value in inputs):
-        return await asyncio.to_thread(read)
-    return read()
+    return await off_loop(sum(_input_size(value) for value in inputs), read)
 
 
-def _large(value: MessageInput) -> bool:
-    """Whether an input may hold more than :data:`OFF_LOOP_BYTES` of text (a guess that errs large: an
-    input that is neither a message value nor a dict with string content counts as large)."""
+def _input_size(value: MessageInput) -> int:
+    """The text of an input, up to just over :data:`OFF_LOOP_BYTES` (a guess that errs large: an input that
+    is neither a message value nor a dict with string content counts as over it)."""
     if isinstance(value, _VALUES):
-        return text_bytes(value, OFF_LOOP_BYTES) > OFF_LOOP_BYTES
+        return text_bytes(value, OFF_LOOP_BYTES)
     content = value.get("content") if isinstance(value, Mapping) else None
-    return not isinstance(content, str) or len(content) > OFF_LOOP_BYTES
+    return len(content) if isinstance(content, str) else OFF_LOOP_BYTES + 1
 
 
 def check_call_ids(history: Sequence[Message], new: Sequence[Message]) -> None:

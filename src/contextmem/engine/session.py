@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..budget import CountedHistory
 from ..messages import Message, ToolMessage
+from ..offloop import off_loop, texts_bytes
 from ..store.base import SessionState, SessionStore
 from ..summarize import Summary
 from ..tokens import Calibration, MessageCounter
@@ -54,7 +55,7 @@ class LiveSession:
     async def load(self, state: SessionState | None = None) -> None:
         """Take the store's state (``state`` if just read, else read now)."""
         state = state or await self.store.open_session(self.namespace, self.session_id)
-        self.history = CountedHistory(self.counter, (s.message for s in state.live))
+        self.history = await self._counted([s.message for s in state.live])
         self.seqs = [s.seq for s in state.live]
         self.created = {s.seq: s.created_at for s in state.live}
         self.closures = {s.seq for s in state.live if s.lease_closure}
@@ -71,6 +72,12 @@ class LiveSession:
         if cut:
             live = await self.store.messages(self.namespace, self.session_id, state="live")
             self.originals = {s.seq: s.message for s in live if s.seq in cut}
+
+    async def _counted(self, messages: list[Message]) -> CountedHistory:
+        """``messages`` with their counts, counted in a worker thread when their text is large
+        (:func:`~contextmem.offloop.off_loop`): a stored session of big tool results is loaded by every
+        process that opens it (an MCP server's ``context_stats``), with no count of them cached yet."""
+        return await off_loop(texts_bytes(messages), CountedHistory, self.counter, messages)
 
     def created_at(self, seq: int) -> float | None:
         """When the store took live message ``seq`` (as of the last load; ``None``: not loaded since)."""

@@ -284,8 +284,8 @@ def _block_type(block: Any, path: str) -> str:
     return kind
 
 
-def _str_field(block: Mapping[str, Any], key: str, path: str, fix: str) -> str:
-    return require_str(block.get(key), f"{path}.{key}", fix)
+def _str_field(block: Mapping[str, Any], key: str, path: str, fix: str, *, non_empty: bool = False) -> str:
+    return require_str(block.get(key), f"{path}.{key}", fix, non_empty=non_empty)
 
 
 def _image_part(block: Mapping[str, Any]) -> msg.ImagePart | None:
@@ -345,7 +345,9 @@ def _typed_blocks(content: Any, path: str) -> Iterator[tuple[Any, str, str]]:
 
 
 def _tool_message(block: Mapping[str, Any], path: str) -> msg.ToolMessage:
-    call_id = _str_field(block, "tool_use_id", path, "set 'tool_use_id' to the id of the tool_use it answers")
+    call_id = _str_field(
+        block, "tool_use_id", path, "set 'tool_use_id' to the id of the tool_use it answers", non_empty=True
+    )
     collected = _Blocks()
     collected.mapped(block, "tool_result")
     extra = collected.extra
@@ -420,8 +422,8 @@ def _assistant_message(content: Any, path: str) -> msg.AssistantMessage:
 
 def _tool_call(block: Mapping[str, Any], path: str) -> msg.ToolCall:
     fix = "give every tool_use block the 'id' and 'name' the model returned"
-    call_id = _str_field(block, "id", path, fix)
-    name = _str_field(block, "name", path, fix)
+    call_id = _str_field(block, "id", path, fix, non_empty=True)  # as OpenAI's reader, which reads it back
+    name = _str_field(block, "name", path, fix, non_empty=True)
     arguments = require_mapping(
         block.get("input", {}), f"{path}.input", 'pass the tool input as an object, e.g. {"q": 1}'
     )

@@ -20,6 +20,7 @@ never emitted into OpenAI dicts, because the OpenAI API rejects unknown message 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "ANTHROPIC_EXTRA_KEYS",
     "REPLY_KEYS",
     "TOOL_CALL_EXTRA",
+    "anthropic_extra",
     "from_openai",
     "from_openai_reply",
     "from_openai_stored",
@@ -345,20 +347,29 @@ def messages_to_openai(msgs: Iterable[msg.Message]) -> list[dict[str, Any]]:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def from_openai_stored(doc: Mapping[str, Any]) -> msg.Message:
-    """:func:`from_openai` for a dict read back from storage (the store, the dialog archive).
+def anthropic_extra(m: msg.Message) -> dict[str, Any]:
+    """The ``extra`` keys of ``m`` that :func:`to_openai` never emits (:data:`ANTHROPIC_EXTRA_KEYS`): what
+    a stored form (the store's rows, the dialog archive's lines) keeps beside the OpenAI dict, so the
+    message reads back equal (:func:`from_openai_stored`)."""
+    return {k: v for k, v in m.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
+
+
+def from_openai_stored(doc: Mapping[str, Any], kept: Mapping[str, Any] | None = None) -> msg.Message:
+    """:func:`from_openai` for a dict read back from storage (the store, the dialog archive), with the
+    :func:`anthropic_extra` keys ``kept`` beside it put back in ``extra``.
 
     Older versions stored lone surrogates (as ``\\udXXX`` escapes), which messages now refuse. Such a
     message reads back with each lone surrogate replaced by U+FFFD, so a session or an archive line stays
     usable; the replacement is the only change, and any other problem is raised as usual.
     """
     try:
-        return from_openai(doc)
+        message = from_openai(doc)
     except MessageFormatError:
         scrubbed = _scrub_surrogates(doc)
         if scrubbed == doc:
             raise
-        return from_openai(scrubbed)
+        message = from_openai(scrubbed)
+    return dataclasses.replace(message, extra={**message.extra, **kept}) if kept else message
 
 
 def _scrub_surrogates(value: Any) -> Any:

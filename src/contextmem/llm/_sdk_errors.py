@@ -15,6 +15,7 @@ from ..errors import (
     LLMError,
     RateLimitError,
     TransientLLMError,
+    one_line,
 )
 from .overflow import classify_overflow, to_error
 from .retry import parse_retry_after
@@ -38,6 +39,7 @@ def error_from_response(
     """
     body = body if isinstance(body, Mapping | str) else None
     info = classify_overflow(status=status, body=body, message=message, provider=provider)
+    message = one_line(message)  # the provider's words: one printable line in ours
     if info is not None:
         return to_error(info, message=message, status=status, provider=provider)
     where = f"{provider} answered HTTP {status}" if status is not None else f"{provider} reported an error"
@@ -54,7 +56,10 @@ def error_from_response(
         return err
     if status is None or status >= 500 or status in (408, 409):
         return TransientLLMError(
-            f"{where}: {message}. Retried with backoff.", provider=provider, status=status
+            f"{where}: {message}. Fix: retried with backoff; if it persists, check the provider's status "
+            "and that base_url is right.",
+            provider=provider,
+            status=status,
         )
     if status in (401, 403):
         return AuthenticationError(

@@ -13,7 +13,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
-from ..errors import MessageFormatError, UsageError
+from ..errors import MessageFormatError, UsageError, brief
 from ..messages import AssistantMessage, Message, wire_form
 from ..messages import ToolSpec as ToolSpec  # noqa: PLC0414 - re-exported; it lives in the message layer
 from .scheduler import EndpointGate, gate_for
@@ -80,6 +80,8 @@ class Usage:
         usage = usage or {}
         read = _count(usage, "cache_read_input_tokens")
         prompt = _count(usage, "input_tokens") + read + _count(usage, "cache_creation_input_tokens")
+        if prompt > MAX_TOKEN_COUNT:  # each part is a count; their sum must be one too
+            raise MessageFormatError("usage", f"sums to {prompt:,} prompt tokens, not a count", _USAGE_FIX)
         return cls(prompt, _count(usage, "output_tokens"), read)
 
     @classmethod
@@ -109,15 +111,21 @@ class Usage:
 def _details(usage: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     details = usage.get(key) or {}
     if not isinstance(details, Mapping):
-        raise MessageFormatError(f"usage.{key}", f"must be an object, got {details!r}", _USAGE_FIX)
+        raise MessageFormatError(f"usage.{key}", f"must be an object, got {brief(details)}", _USAGE_FIX)
     return details
 
 
+MAX_TOKEN_COUNT = 2**53
+"""The largest count a usage may report: the largest integer every JSON reader holds exactly, and far
+beyond any real one (a larger one, or NaN or infinity, is a broken reply, never arithmetic's problem)."""
+
+
 def _count(usage: Mapping[str, Any], key: str, where: str = "usage") -> int:
-    """A token count (a missing or null one is 0); anything but a non-negative number is refused."""
+    """A token count (a missing or null one is 0); anything but a number from 0 to
+    :data:`MAX_TOKEN_COUNT` is refused."""
     value = usage.get(key) or 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise MessageFormatError(f"{where}.{key}", f"must be a token count, got {value!r}", _USAGE_FIX)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise MessageFormatError(f"{where}.{key}", f"must be a token count, got {brief(value)}", _USAGE_FIX)
     return int(value)
 
 

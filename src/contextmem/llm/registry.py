@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypedDict, cast
 
-from ..errors import ConfigError
+from ..errors import ConfigError, brief
 from ..settings import Settings
 from .base import LLM
 
@@ -46,6 +46,7 @@ __all__ = [
     "Endpoint",
     "EndpointOptions",
     "Provider",
+    "check_spec",
     "llm_from_settings",
     "load_llm",
     "resolve_endpoint",
@@ -198,6 +199,26 @@ def _import(target: str) -> Any:
     return getattr(module, attr)
 
 
+def check_spec(spec: str) -> tuple[str, Provider, str | None]:
+    """``(prefix, provider, model)`` of a spec that names a provider, with a model where the provider
+    needs one and none where it takes none; else a :class:`ConfigError`. :func:`load_llm` and ``config
+    set model`` both check with it, so a spec saved is a spec that loads (a missing file aside).
+    :data:`NO_MODEL` is not a provider: :func:`llm_from_settings` answers it before asking here."""
+    prefix, model = _parse(spec)
+    provider = PROVIDERS.get(prefix)
+    if provider is None:
+        valid = ", ".join(f"'{p}:MODEL'" if e.model else f"'{p}'" for p, e in PROVIDERS.items())
+        raise ConfigError(
+            f"unknown LLM spec {brief(spec)}: prefix {brief(prefix)} is not a provider. "
+            f"Fix: use one of {valid}, 'none', or a path to a .gguf file."
+        )
+    if provider.model and model is None:
+        raise ConfigError(f"LLM spec {brief(spec)} names no model. Fix: write it as '{prefix}:MODEL'.")
+    if not provider.model and not provider.whole_spec and model is not None:
+        raise ConfigError(f"LLM spec {brief(spec)}: {prefix!r} takes no model. Fix: write just '{prefix}'.")
+    return prefix, provider, model
+
+
 def load_llm(spec: str, **kw: Any) -> LLM:
     """Build the LLM a spec names. Keyword arguments go to its constructor.
 
@@ -205,23 +226,12 @@ def load_llm(spec: str, **kw: Any) -> LLM:
     ``base_url`` points ``openai:`` at any OpenAI-compatible server, ``api_key_env`` names the variable
     whose key goes there.
     """
-    prefix, model = _parse(spec)
-    provider = PROVIDERS.get(prefix)
-    if provider is None:
-        valid = ", ".join(f"'{p}:MODEL'" if e.model else f"'{p}'" for p, e in PROVIDERS.items())
-        raise ConfigError(
-            f"unknown LLM spec {spec!r}: prefix {prefix!r} is not a provider. "
-            f"Fix: use one of {valid}, or a path to a .gguf file."
-        )
+    prefix, provider, model = check_spec(spec)
     args: list[Any] = []
     if provider.whole_spec:
         args = [spec.strip()]
     elif provider.model:
-        if model is None:
-            raise ConfigError(f"LLM spec {spec!r} names no model. Fix: write it as '{prefix}:MODEL'.")
         args = [model]
-    elif model is not None:
-        raise ConfigError(f"LLM spec {spec!r}: {prefix!r} takes no model. Fix: write just '{prefix}'.")
     if provider.remote:
         kw.setdefault("provider", prefix)  # its key variable, preset URL and gateway variables
     if provider.model:

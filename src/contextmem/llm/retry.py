@@ -14,7 +14,6 @@ replaces the backoff.
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import random
 import time
@@ -35,6 +34,7 @@ from ..errors import (
     RateLimitError,
     TransientLLMError,
 )
+from ..logs import get_logger
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RETRYABLE = (RateLimitError, TransientLLMError)
 _NEVER_RETRIED = (ContextOverflowError, AuthenticationError, BadRequestError)

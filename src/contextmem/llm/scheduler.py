@@ -29,7 +29,6 @@ The gate is thread-safe (its state sits behind a lock, and a waiter on another e
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 import weakref
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from ..errors import ConfigError, LLMTimeoutError
+from ..logs import get_logger
 
 __all__ = [
     "EndpointGate",
@@ -56,7 +56,7 @@ __all__ = [
 
 T = TypeVar("T")
 Priority = Literal["foreground", "background"]
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _PRIORITY: ContextVar[Priority | None] = ContextVar("contextmem_call_priority", default=None)
 _QUEUE_CLOCK: ContextVar[QueueClock | None] = ContextVar("contextmem_queue_clock", default=None)

@@ -187,9 +187,11 @@ class SDKAdapter(BaseLLM):
 
     def _as_dict(self, raw: Any) -> Mapping[str, Any]:
         """The SDK's reply as a dict. A body that is not JSON (the SDK hands it back as text) is no reply:
-        :class:`~contextmem.errors.IncompleteReplyError`, naming what came, never an ``AttributeError``."""
+        :class:`~contextmem.errors.IncompleteReplyError`, naming what came, never an ``AttributeError``.
+        The dict is the body as it came: a field of another type than the SDK's model says (a usage count
+        sent as a string) is read by our parsers, not warned about by pydantic on the user's stderr."""
         if hasattr(raw, "to_dict"):
-            return raw.to_dict()  # type: ignore[no-any-return]
+            return raw.to_dict(warnings=False)  # type: ignore[no-any-return]
         raise not_a_reply(self.name, self.base_url, raw if isinstance(raw, str) else repr(raw))
 
     async def _stream(self, request: dict[str, Any]) -> AsyncGenerator[StreamEvent, None]:
@@ -202,7 +204,7 @@ class SDKAdapter(BaseLLM):
                     event = await guarded(lambda: anext(iterator), self._translate)
                 except StopAsyncIteration:
                     break
-                for out in assembly.feed(event.to_dict()):
+                for out in assembly.feed(event.to_dict(warnings=False)):
                     yield out
         finally:
             await events.close()

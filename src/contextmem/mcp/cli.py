@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ..errors import ConfigError, ContextmemError
+from ..logs import get_logger
 from ..settings import Settings
 
 __all__ = ["add_arguments", "main_mcp", "run", "run_until_interrupted", "serve"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -21,7 +21,6 @@ The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("mcp", "mcp") from exc
 
+from ..logs import get_logger
 from ..memory.tools import MAX_READ_LINES, MAX_SEARCH_RESULTS, TOOL_SCHEMAS, check_arguments
 from ..runtime import ContextMem
 from .hosts import HostGuard, is_loopback
@@ -58,7 +58,7 @@ __all__ = [
     "tool_errors",
 ]
 
-logger = logging.getLogger("contextmem.mcp")
+logger = get_logger("contextmem.mcp")
 MAX_ERROR_CHARS = 1000
 
 INSTRUCTIONS = (

@@ -52,6 +52,9 @@ class FtsTokenizer:
         self._db.execute("PRAGMA temp_store=MEMORY")  # no temporary file, anywhere
         self._db.execute(f"CREATE VIRTUAL TABLE w USING fts5(word, tokenize='{tokenize}')")
         self._db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, instance)")
+        # FTS5 cuts a token of thousands of characters at a byte limit, inside a 4-byte character at times:
+        # terms are read as bytes and decoded losslessly, never a decode error on every later search.
+        self._db.text_factory = bytes
         self.ids: dict[str, int] = {}  # token -> id
         # Indexed word i's token ids are flat[start[i]:start[i + 1]]; word 0 is the document separator.
         self._words: dict[str, int] = {_SEPARATOR: 0}
@@ -67,11 +70,13 @@ class FtsTokenizer:
         return len(self._words) - 1
 
     def _tokenize(self, words: Sequence[str]) -> list[list[str]]:
-        self._db.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", enumerate(words))
         out: list[list[tuple[int, str]]] = [[] for _ in words]
-        for term, doc, offset in self._db.execute("SELECT term, doc, offset FROM v"):
-            out[doc].append((offset, term))
-        self._db.execute("DELETE FROM w")
+        try:
+            self._db.executemany("INSERT INTO w(rowid, word) VALUES (?, ?)", enumerate(words))
+            for term, doc, offset in self._db.execute("SELECT term, doc, offset FROM v"):
+                out[doc].append((offset, term.decode("utf-8", "surrogateescape")))
+        finally:  # the scratch table is empty again whatever happened: one failure spoils no later call
+            self._db.execute("DELETE FROM w")
         return [[term for _, term in sorted(found)] for found in out]
 
     def stream(self, documents: Sequence[str]) -> tuple[NDArray[np.int32], NDArray[np.int64]]:

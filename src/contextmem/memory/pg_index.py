@@ -35,6 +35,7 @@ Needs the ``postgres`` extra (psycopg 3) and the pgvector extension on the serve
 from __future__ import annotations
 
 import hashlib
+import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from datetime import date
@@ -350,7 +351,9 @@ class PgMemoryIndex(BaseMemoryIndex):
             return found, await cur.fetchall()
 
         found, extra = self._run("searching vectors", nearest, transaction=False)
-        scores = {int(r[0]): float(r[1]) for r in found}
+        # pgvector's cosine distance from a zero vector (a text with no word the embedder hashes, '- ' or
+        # '0') is NaN: similar to nothing, as the SQLite backend's dot product says; a NaN broke the ranking.
+        scores = {int(r[0]): 0.0 if math.isnan(r[1]) else float(r[1]) for r in found}
         for cid, vector in extra:
             scores[int(cid)] = float(np.dot(vector, query))
         return scores

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from ..dsn import printable_store_url
 from ..errors import StoreError
-from ..store.pg_connect import Patience, PgConnections, redact
+from ..store.pg_connect import Patience, PgConnections
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
@@ -122,7 +123,9 @@ class PgLink:
         """``fn`` by :meth:`PgConnections.run` (the options are its): retried through outages, every
         failure a ``StoreError``."""
         if self._closed:
-            raise StoreError(f"{self._name} on {redact(self.dsn)!r} is closed. Fix: open a new index.")
+            raise StoreError(
+                f"{self._name} on {printable_store_url(self.dsn)} is closed. Fix: open a new index."
+            )
 
         async def body(conn: AsyncConnection[Any]) -> T:
             if conn not in self._adapted:  # a new connection (the first, or one replacing a lost one)

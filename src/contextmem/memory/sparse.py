@@ -60,14 +60,17 @@ def pack(terms: Mapping[int, float]) -> bytes:
     """``terms`` as one blob: little-endian uint16 ids (ascending), then their float16 weights.
 
     Invariant: ``unpack(pack(t))`` has ``t``'s ids and its weights to float16 precision (~3 digits);
-    a weight float16 cannot hold (below ~6e-8) is dropped rather than stored as 0.
+    a weight float16 cannot hold (below ~6e-8) is dropped rather than stored as 0, and one above its
+    largest (65504: a word repeated 100,000 times, counted) is stored as that, never as inf, which
+    made NaN scores of every search it reached.
     """
     ids = np.fromiter(sorted(terms), dtype=np.int64, count=len(terms))
     if ids.size and (ids[0] < 0 or ids[-1] >= MAX_SPARSE_DIM):
         raise UsageError(
             f"sparse term ids must be in [0, {MAX_SPARSE_DIM}). Fix: use the embedder's own term ids"
         )
-    values = np.asarray([terms[int(i)] for i in ids], dtype="<f2")
+    weights = np.asarray([terms[int(i)] for i in ids], dtype=np.float64)
+    values = np.minimum(weights, float(np.finfo(np.float16).max)).astype("<f2")
     keep = values > 0
     return ids[keep].astype("<u2").tobytes() + values[keep].tobytes()
 

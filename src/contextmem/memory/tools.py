@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from ..errors import ContextmemError, NotFoundError, ToolArgumentError
+from ..logs import get_logger
 from ..memory_files import append_note
 from ..messages import ToolSpec
 from ..redaction import redact_secrets
@@ -48,7 +48,7 @@ __all__ = [
     "check_arguments",
 ]
 
-logger = logging.getLogger("contextmem.memory")
+logger = get_logger("contextmem.memory")
 
 MAX_READ_LINES = 400
 MAX_READ_CHARS = 40_000

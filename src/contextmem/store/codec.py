@@ -7,11 +7,10 @@ one store reads back equal through the other.
 from __future__ import annotations
 
 import json
-from dataclasses import replace as dc_replace
 from typing import Any
 
 from ..errors import MessageFormatError
-from ..formats.openai import ANTHROPIC_EXTRA_KEYS, from_openai_stored, to_openai
+from ..formats.openai import anthropic_extra, from_openai_stored, to_openai
 from ..message_checks import check_message_text
 from ..messages import Message
 
@@ -31,7 +30,7 @@ def encode_message(message: Message) -> str:
     """
     check_message_text(message)
     doc: dict[str, Any] = to_openai(message)
-    kept = {k: v for k, v in message.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
+    kept = anthropic_extra(message)
     if kept:
         doc = {"openai": doc, "anthropic_extra": kept}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
@@ -52,5 +51,4 @@ def decode_message(text: str) -> Message:
         )
     if "role" in doc:
         return from_openai_stored(doc)
-    message = from_openai_stored(doc["openai"])
-    return dc_replace(message, extra={**message.extra, **doc["anthropic_extra"]})
+    return from_openai_stored(doc["openai"], doc["anthropic_extra"])

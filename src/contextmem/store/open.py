@@ -10,12 +10,14 @@ store keeps its own defaults, which are the settings' defaults.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from ..errors import StoreURLError
+from ..dsn import printable_store_url
+from ..errors import StoreURLError, brief
 from .base import SessionStore
 
 if TYPE_CHECKING:
@@ -29,14 +31,14 @@ def sqlite_path(url: str) -> Path:
     rest = url.partition("://")[2]
     if not rest.startswith("/") or rest == "/":
         raise StoreURLError(
-            f"{url!r} is not a SQLite URL with a path. "
+            f"{printable_store_url(url)} is not a SQLite URL with a path. "
             "Fix: write sqlite:///relative/path.db or sqlite:////absolute/path.db."
         )
     path = rest[1:].split("?", 1)[0]
     if path in (":memory:", ""):
         raise StoreURLError(
-            f"{url!r}: in-memory SQLite is not supported (the store is shared between threads and "
-            "processes). Fix: give a file path, e.g. a temporary directory."
+            f"{printable_store_url(url)}: in-memory SQLite is not supported (the store is shared between "
+            "threads and processes). Fix: give a file path, e.g. a temporary directory."
         )
     return Path(path).expanduser()
 
@@ -83,7 +85,8 @@ STORES: dict[str, Callable[[str, Settings | None], SessionStore]] = {
 def open_store(url: str, settings: Settings | None = None) -> SessionStore:
     """The session store a URL names, with the patience ``settings`` give it. Nothing is opened yet:
     stores connect and migrate on first use."""
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    head = url.partition("://")[0].lower() if "://" in url else ""
+    scheme = head if re.fullmatch(r"[a-z][a-z0-9+.-]*", head) else ""  # never a DSN's text (a password)
     factory = STORES.get(scheme)
     if factory is not None:
         return factory(url, settings)
@@ -93,6 +96,6 @@ def open_store(url: str, settings: Settings | None = None) -> SessionStore:
             return plugin(url)
     known = sorted(STORES) + sorted(ep.name for ep in entry_points(group="contextmem.stores"))
     raise StoreURLError(
-        f"cannot open a store from {url!r}: unknown scheme {scheme!r}. "
+        f"cannot open a store from {printable_store_url(url)}: unknown scheme {brief(scheme)}. "
         f"Fix: use one of {known!r}, e.g. sqlite:///sessions.db or postgresql://user@host/db."
     )

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import re
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,13 +45,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..dsn import printable_store_url, scrub_store_secrets, store_url_password
 from ..errors import MissingExtraError, StoreError, StoreLockedError, StoreUnavailableError, StoreURLError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["Patience", "PgConnections", "import_psycopg", "redact"]
+__all__ = ["Patience", "PgConnections", "import_psycopg"]
 
 T = TypeVar("T")
 Body = Callable[["AsyncConnection[Any]"], Awaitable[T]]
@@ -89,15 +89,11 @@ def import_psycopg() -> tuple[ModuleType, ModuleType]:
     return psycopg, psycopg_pool
 
 
-def redact(dsn: str) -> str:
-    """``dsn`` without its password, for error messages."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn)
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """A driver error as one line (psycopg's messages may span several), shortened."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc: BaseException, dsn: str, limit: int = 300) -> str:
+    """A driver error as one line (psycopg's messages may span several), shortened, without ``dsn``'s
+    secrets (libpq echoes pieces of a DSN it cannot read: ``invalid percent-encoded token: "…"``)."""
+    text = " ".join(scrub_store_secrets(str(exc), dsn).split()) or type(exc).__name__
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # a DSN's controls, escaped
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -126,11 +122,22 @@ class Patience:
         """``dsn`` with the timeouts and keepalives; ``options`` already in it are kept (ours come last)."""
         try:
             params = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:  # UnicodeError: a %XX sequence that is not UTF-8
+            problem = "a percent-encoded part is not UTF-8" if isinstance(exc, UnicodeError) else ""
             raise StoreURLError(
-                f"{redact(dsn)!r} is not a PostgreSQL URL or DSN: {one_line(exc)}. "
+                f"{printable_store_url(dsn)} is not a PostgreSQL URL or DSN: "
+                f"{problem or one_line(exc, dsn)}. "
                 "Fix: write postgresql://user@host:5432/dbname or 'host=... dbname=...'."
             ) from None
+        password = store_url_password(dsn)
+        if password is not None and params.get("password") != password:
+            # libpq ends the password at the first '@' or '/': the rest would go to the host, port and
+            # database, and from there into every connection error
+            raise StoreURLError(
+                f"the password in {printable_store_url(dsn)} is not the one libpq reads: it holds a "
+                "character libpq ends it at ('@', '/'), or a ?password= repeats it. "
+                "Fix: percent-encode the password (urllib.parse.quote(password, safe='')), and give it once."
+            )
         ours = " ".join(
             f"-c {name}={value}"
             for name, value in (
@@ -163,7 +170,7 @@ class _Failed(Exception):
     """A driver error of one attempt, with what the retry loop needs to decide."""
 
     def __init__(self, error: BaseException, *, transient: bool, in_doubt: bool, cut: bool) -> None:
-        super().__init__(one_line(error))
+        super().__init__(" ".join(str(error).split()))  # never shown: the retry loop says one_line
         self.error = error
         self.transient = transient
         self.in_doubt = in_doubt  # COMMIT may have been sent
@@ -203,8 +210,11 @@ class PgConnections:
         self._opening = asyncio.Lock()
         self._closed = False
 
+    def closed(self) -> str:
+        return f"the store on {printable_store_url(self.dsn)} is closed. Fix: open a new store."
+
     def where(self, what: str) -> str:
-        return f"{what} on PostgreSQL at {redact(self.dsn)!r}"
+        return f"{what} on PostgreSQL at {printable_store_url(self.dsn)}"
 
     # -- public: transactions, the raw connection, locks ------------------------------------------
 
@@ -239,7 +249,7 @@ class PgConnections:
             if settle is not None:
                 in_doubt = True  # until an attempt settles it
             elif not idempotent:
-                cause = one_line(failure.error)
+                cause = one_line(failure.error, self.dsn)
                 raise StoreUnavailableError(
                     self.where(what), waited, cause, may_have_landed=True
                 ) from failure.error
@@ -273,7 +283,7 @@ class PgConnections:
 
     async def _ready(self) -> AsyncConnectionPool[Any]:
         if self._closed:
-            raise StoreError(f"the store on {redact(self.dsn)!r} is closed. Fix: open a new store.")
+            raise StoreError(self.closed())
         if self._pool is not None and self._prepared:
             return self._pool
         async with self._opening:
@@ -325,7 +335,7 @@ class PgConnections:
                     on_failure(failure, waited)
                 pause = delay * random.uniform(0.5, 1.5)
                 if waited + pause > self.patience.retry_seconds:
-                    cause = one_line(failure.error)
+                    cause = one_line(failure.error, self.dsn)
                     if failure.cut:
                         cause = f"no answer within the store's timeouts, the link may be down: {cause}"
                     raise StoreUnavailableError(self.where(what), waited, cause) from failure.error
@@ -448,9 +458,9 @@ class PgConnections:
                 "later, or raise store_lock_timeout",
             )
         if isinstance(exc, self._psycopg_pool.PoolClosed):
-            return StoreError(f"the store on {redact(self.dsn)!r} is closed. Fix: open a new store.")
+            return StoreError(self.closed())
         return StoreError(
-            f"{self.where(what)} failed: {one_line(exc)}. "
+            f"{self.where(what)} failed: {one_line(exc, self.dsn)}. "
             "Fix: see the server's log for this error; integrity_check() tells whether the data is sound."
         )
 

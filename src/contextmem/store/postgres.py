@@ -52,7 +52,7 @@ from .backend import EncodedSessionStore, StateFilter, check_append, check_archi
 from .base import SessionInfo, SessionState, StoredMessage
 from .codec import decode_message
 from .migrations import Migration, discover, migrate_postgres, pg_schema_version
-from .pg_connect import Patience, PgConnections, redact
+from .pg_connect import Patience, PgConnections
 from .sql import (
     COMPONENT,
     MESSAGES_SQL,
@@ -68,7 +68,7 @@ from .sql import (
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["PostgresSessionStore", "redact"]
+__all__ = ["PostgresSessionStore"]
 
 MIGRATIONS: tuple[Migration, ...] = discover("contextmem.store.migrations.postgres")
 _RETRIES = 5

@@ -109,7 +109,9 @@ _NONE_ITEMS = derived(
     lambda langs: frozenset({"-", "…"}).union(*(texts.none_items for _, texts in summaries(langs)))
 )
 """Items that say nothing: a dash, an ellipsis, each summary language's none items."""
-_ITEM_HEAD = re.compile(r"^\[(?P<date>[^\]\n]{4,40})\]\s*")
+# A fact's date as Fact.item writes it: a session date always holds a digit, so a bracketed word that
+# starts a fact ("[REDACTED] is the token") is its text, not its date.
+_ITEM_HEAD = re.compile(r"^\[(?=[^\]\n]{4,40}\])(?P<date>[^\]\n\d]*\d[^\]\n]*)\]\s*")
 _MARKS = derived(lambda langs: "".join(lang.sentence_marks for lang in langs))
 """Every language's sentence marks."""
 # Where a merged bullet names the next speaker: after a sentence's end, ``Name: `` (see :func:`_render`).

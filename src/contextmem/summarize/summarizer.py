@@ -28,7 +28,6 @@ Order of work, and why:
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -37,7 +36,9 @@ from typing import Literal
 from ..errors import ConfigError, LLMError
 from ..llm.base import LLM
 from ..llm.scheduler import background_calls, wait_running
+from ..logs import get_logger
 from ..messages import Message, text_of
+from ..offloop import off_loop, texts_bytes
 from ..redaction import redact_secrets
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
@@ -49,7 +50,7 @@ from .revise import revise
 
 __all__ = ["MIN_SUMMARY_TOKENS", "Summarizer", "Summary", "SummarySource", "merge_archive_refs"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SummarySource = Literal["llm", "extractive"]
 MIN_SUMMARY_TOKENS = 64  # below this not even the header and one fact fit
@@ -196,15 +197,20 @@ class Summarizer:
         instruction: str | None = None,
         archive_refs: Sequence[str] = (),
     ) -> Summary:
-        """Fold ``messages`` into ``previous``. Never raises for a model failure: the draft stands instead."""
-        frame = self._frame(previous, messages, archive_refs, instruction or "")
+        """Fold ``messages`` into ``previous``. Never raises for a model failure: the draft stands instead.
+
+        The passes over ``messages`` (redaction, ledger, draft, revision) run in a worker thread when their
+        text is large (:func:`~contextmem.offloop.off_loop`): only the model call is awaited here."""
+        size = texts_bytes(messages)
+        frame = await off_loop(size, self._frame, previous, messages, archive_refs, instruction or "")
         if not messages and instruction is None and previous is not None:
             return self._finish(previous.text, frame, previous.source, previous.fallback_reason)
-        text, problem = await self._ask_model(previous, messages, frame, instruction)
+        text, problem = await self._ask_model(previous, messages, frame, instruction, size)
         if text is not None:
             return self._finish(text, frame, "llm", None)
         logger.warning("summary model gave nothing usable (%s); using the extractive draft", problem)
-        return self._finish(self._draft(previous, messages, frame), frame, "extractive", problem)
+        draft = await off_loop(size, self._draft, previous, messages, frame)
+        return self._finish(draft, frame, "extractive", problem)
 
     def extract(
         self,
@@ -297,6 +303,7 @@ class Summarizer:
         messages: Sequence[Message],
         frame: _Frame,
         instruction: str | None,
+        size: int,
     ) -> tuple[str | None, str]:
         """The model's summary, or ``None`` and why not. One call: the reply may run :data:`REPLY_SLACK`
         over its budget (the surplus is re-compressed without the model), no further.
@@ -306,19 +313,11 @@ class Summarizer:
         with the other previous facts without the model (:func:`~.facts.merge_facts`). So the call is
         short — only what is new, in and out — and the summary keeps its whole budget. With a
         ``/compact`` instruction the model rewrites the whole draft, in half the budget, as the user asked.
+        ``size``: the text of ``messages``, which the steps before and after the call go over.
         """
-        lang, secrets = frame.lang, frame.secrets
         reshape = bool(instruction and instruction.strip())
-        shown, rest, budget = self._shown(previous, messages, frame, reshape)
-        prompt = summary_prompt(
-            shown,
-            render_transcript(messages, known=secrets),
-            lang=lang,
-            budget=budget,
-            ledger=frame.ledger.render(lang),
-            instruction=instruction,
-            known=secrets,
-        )
+        prompt, draft = await off_loop(size, self._prompt, previous, messages, frame, instruction, reshape)
+        budget = draft[2]
         try:
             with background_calls():
                 reply = await wait_running(
@@ -330,6 +329,55 @@ class Summarizer:
             return None, str(exc)
         except LLMError as exc:
             return None, f"{type(exc).__name__}: {exc}"
+        reply_text = text_of(reply.message.content)
+        return await off_loop(
+            size,
+            self._revised,
+            reply_text,
+            previous=previous,
+            messages=messages,
+            frame=frame,
+            draft=draft,
+            reshape=reshape,
+        )
+
+    def _prompt(
+        self,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        instruction: str | None,
+        reshape: bool,
+    ) -> tuple[list[Message], tuple[str, str, int]]:
+        """The model's prompt, and the draft it shows (:meth:`_shown`: shown, rest, the reply's budget)."""
+        draft = self._shown(previous, messages, frame, reshape)
+        shown, _, budget = draft
+        prompt = summary_prompt(
+            shown,
+            render_transcript(messages, known=frame.secrets),
+            lang=frame.lang,
+            budget=budget,
+            ledger=frame.ledger.render(frame.lang),
+            instruction=instruction,
+            known=frame.secrets,
+        )
+        return prompt, draft
+
+    def _revised(
+        self,
+        reply: str,
+        *,
+        previous: Summary | None,
+        messages: Sequence[Message],
+        frame: _Frame,
+        draft: tuple[str, str, int],
+        reshape: bool,
+    ) -> tuple[str | None, str]:
+        """The model's ``reply`` reconciled with the ``draft`` (:meth:`_shown`: what it was shown, the rest
+        of the previous facts, the reply's budget) and merged with that rest; ``None`` and why when
+        nothing usable is left."""
+        lang, secrets = frame.lang, frame.secrets
+        shown, rest, budget = draft
         sizing: Sizing = {
             "ledger": frame.ledger,
             "lang": lang,
@@ -338,7 +386,7 @@ class Summarizer:
             "voiced": voiced(messages, frame.ledger, secrets),  # the reply is text: no roles in it
         }
         revision = revise(
-            text_of(reply.message.content),
+            reply,
             shown,
             previous=previous.text if previous else None,
             known=secrets,

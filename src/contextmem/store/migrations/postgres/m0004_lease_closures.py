@@ -1,4 +1,4 @@
-"""Mark the error results that closed another writer's tool call when its lease ran out (issue 49).
+"""Mark the error results that closed another writer's tool call when its lease ran out.
 
 Until now such a closure was recognised by its text, so a genuine tool result that began with the same
 words was taken for one. From here on the writer marks it: ``lease_closure`` is true on the rows it
