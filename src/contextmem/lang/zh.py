@@ -115,8 +115,12 @@ CUES = {
 }
 
 FILLERS = (
+    # Interjections and openers (对了 "oh right": 15 of MADial-Bench's 770 Chinese user lines; 其实: 7).
     r"^(?:哈哈+|嗯+|啊+|哇+|哦+|噢+|唉+|对了|话说|其实|说实话|好吧)[，,！!。…~\s]*",
-    r"^(?:跟你说件事|告诉你一件事|告诉你个好消息|跟你说|你知道吗|猜猜怎么着|说件事)[，,：:！!？?。…~\s]+",
+    # A lead-in that announces news: 你知道吗 (16 of MADial-Bench's 770 Chinese user lines), 跟你说,
+    # 告诉你一件事, 告诉你个好消息, 猜猜怎么着 ("guess what"; chat, game dialogue and blog text in public
+    # GitHub repositories). Not 跟你说件事 / 说件事: our MADial generator's one lead-in, in neither.
+    r"^(?:告诉你一件事|告诉你个好消息|跟你说|你知道吗|猜猜怎么着)[，,：:！!？?。…~\s]+",
     r"^(?:早上好|早安|上午好|下午好|晚上好|你好|您好|大家好)[，,！!。…~\s]*",
     r"^(?:哈喽|哈啰|嗨)+(?:[，,！!。…~\s]+|$)",  # 嗨皮 ("happy") is no greeting
 )
