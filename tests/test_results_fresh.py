@@ -78,6 +78,13 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "evals/results/local_llm.md": (f"{PKG}/llm", f"{PKG}/summarize", "bench/bench_local_llm.py"),
     "evals/results/memory_locomo.md": (*MEMORY, "evals/memory_locomo.py", "evals/datasets/locomo.py"),
     "evals/results/memory_madial.md": (*MEMORY, "evals/memory_madial.py"),
+    "evals/results/save_requests.md": (
+        f"{PKG}/llm/local.py",
+        f"{PKG}/llm/local_files.py",
+        f"{PKG}/llm/local_tools.py",
+        f"{PKG}/agent",
+        "evals/save_requests.py",
+    ),
     "evals/results/secrets_heldout.md": (*REDACTION, "evals/secrets_heldout.py"),
 }
 
