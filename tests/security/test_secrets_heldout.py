@@ -13,18 +13,15 @@ pairs, each of them in daily memory, the index, memory_get, events and logs, mos
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contextmem.engine import EngineEvent
-from contextmem.messages import Message, assistant, text_of, tool_call, tool_result, user
+from contextmem.messages import Message, text_of
 from contextmem.redaction import redact_secrets
-from contextmem.runtime import ContextMem
-from contextmem.settings import Settings
 from contextmem.testing import ScriptedLLM
+from tests.security.secret_sinks import leaks, sinks
 
 HELDOUT: list[dict[str, Any]] = json.loads(
     (Path(__file__).resolve().parents[2] / "evals/data/secrets/heldout.json").read_text(encoding="utf-8")
@@ -46,75 +43,16 @@ def echo_summary(messages: list[Message]) -> str:
     )
 
 
-async def sinks(tmp_path: Path, store_url: str, caplog: pytest.LogCaptureFixture) -> dict[str, str]:
-    """Run every held-out sample through a runtime; the text of each derived sink, by name."""
-    caplog.set_level(logging.DEBUG, logger="contextmem")
-    settings = Settings(
-        workspace=tmp_path / "ws",
-        store=store_url,
-        agent_max_context_turns=2,
-        summary_max_tokens=4000,
-        context_window=60_000,
-    )
-    runtime = await ContextMem.open(settings, llm=ScriptedLLM(default=echo_summary), embedder="hash:384")
-    events: list[EngineEvent] = []
-    engine = await runtime.session("attack-4")
-    engine.subscribe(events.append)
-    for i, sample in enumerate(HELDOUT):
-        await engine.add(
-            user(f"Here is my config, why does it fail?\n{sample['text']}"),
-            assistant("Let me look.", tool_calls=[tool_call(f"c{i}", "shell", {"cmd": "cat config"})]),
-            tool_result(f"c{i}", f"$ cat config\n{sample['text']}\nexit 0"),
-            assistant("The file reads fine."),
-        )
-    for i in range(4):  # the turns above leave the context: summary, digest, daily memory
-        await engine.add(user(f"and now something else {i}"), assistant(f"ok {i}"))
-    await engine.build("system")
-    await engine.compact()
-    await engine.wait_idle()
-    await runtime.flush()
-
-    tools = runtime.tools
-    written = [tools.memory_write(s["text"], target) for s in HELDOUT for target in ("daily", "core")]
-    hand_typed = "\n".join(f"- {s['text']}" for s in HELDOUT)  # a person pasting config into their notes
-    core = runtime.workspace.core_file
-    core.write_text(core.read_text(encoding="utf-8") + "\n" + hand_typed + "\n", encoding="utf-8")
-
-    queries = [s["family"] for s in HELDOUT] + [v for s in HELDOUT for v in s["secrets"]]
-    assert runtime.memory is not None
-    hits = [h for q in queries for h in runtime.memory.search(q, k=5)]
-    searched = [tools.memory_search(q) for q in queries]
-    files = [core, *sorted(runtime.workspace.daily_dir.glob("*.md"))]
-    got = [tools.memory_get(f.relative_to(runtime.workspace.root).as_posix(), 1, 100_000) for f in files]
-    state = await runtime.store.open_session(settings.namespace, "attack-4")
-    await runtime.close()
-    daily = "\n".join(f.read_text(encoding="utf-8") for f in sorted(runtime.workspace.daily_dir.glob("*.md")))
-    assert hits and engine.summary is not None and state.summary  # every sink was reached
-    return {
-        "summary": engine.summary.render(),
-        "stored summary": state.summary,
-        "daily memory and memory_write files": daily
-        + "\n".join(written)
-        + core.read_text(encoding="utf-8").replace(hand_typed, ""),
-        "index snippets": "\n".join(h.snippet for h in hits) + "\n".join(searched),
-        "memory_get": "\n".join(got),
-        "events": "\n".join(repr(e.data) for e in events),
-        "logs": "\n".join(record.getMessage() for record in caplog.records),
-    }
-
-
 async def test_held_out_secrets_reach_no_derived_sink(
     tmp_path: Path, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    texts = await sinks(tmp_path, store_url, caplog)
-    leaks = sorted(
-        f"{name}: {s['family']} {value[:12]}… ({s['source'][:60]})"
-        for s in CAUGHT
-        for value in s["secrets"]
-        for name, text in texts.items()
-        if value in text
+    samples = [(s["family"], s["text"], s["secrets"]) for s in CAUGHT]
+    llm = ScriptedLLM(default=echo_summary)  # the summary repeats all it was sent: room for all of it
+    texts = await sinks(
+        tmp_path, store_url, caplog, samples, llm=llm, summary_max_tokens=4000, context_window=60_000
     )
-    assert not leaks, f"{len(leaks)} leaks:\n" + "\n".join(leaks)
+    found = leaks(texts, samples)
+    assert not found, f"{len(found)} leaks:\n" + "\n".join(found)
 
 
 def test_each_known_miss_still_leaks() -> None:
