@@ -173,3 +173,26 @@ def test_every_setting_is_documented():
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [key for key in Settings.model_fields if f"| `{key}` |" not in text]
     assert not missing, f"docs/configuration.md has no row for {missing}"
+
+
+def security_test_files(text: str) -> set[str]:
+    """The test files SECURITY.md names: ``tests/…py`` paths, and bare ``test_x.py`` (under tests/security
+    or tests/)."""
+    import re
+
+    named = set(re.findall(r"tests/[\w/]+\.py", text))
+    for bare in re.findall(r"`(test_\w+\.py)`", text):
+        found = [p for p in (f"tests/security/{bare}", f"tests/{bare}") if (ROOT / p).exists()]
+        named.add(found[0] if found else f"tests/{bare}")
+    return named
+
+
+def test_every_test_security_md_names_exists():
+    missing = sorted(
+        p for p in security_test_files((ROOT / "SECURITY.md").read_text()) if not (ROOT / p).exists()
+    )
+    assert missing == []
+    assert security_test_files("`test_nowhere.py` and tests/security/test_gone.py") == {
+        "tests/test_nowhere.py",
+        "tests/security/test_gone.py",
+    }  # the checker reports a name that does not exist
