@@ -136,6 +136,7 @@ def _share_caps(
     settings: Settings,
     *,
     unseen: int | None = None,
+    cut_read: bool = False,
 ) -> dict[int, int]:
     cap = min(settings.pruning_recent_msg_max_bytes, _past_cap(budget, settings))
     return {i: cap for i in range(start, len(history)) if isinstance(history[i], ToolMessage)}

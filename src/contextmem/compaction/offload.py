@@ -201,7 +201,7 @@ def current_turn_caps(
         return {}
     recent = settings.pruning_recent_msg_max_bytes
     room = budget - (sum(counts[current_turn_start:]) - sum(counts[i] for i in results))
-    first_unread = len(history) if unseen is None else unseen
+    first_unread = 0 if unseen is None else unseen
     final = read_cap(budget, settings)
     ride_along = cut_read and any(i < first_unread and _size(history[i]) > final for i in results)
     if sum(counts[i] for i in results) <= room and not ride_along:
