@@ -19,6 +19,7 @@ from contextmem.compaction.offload import (
     current_turn_caps,
     head_tail,
     plan_offload,
+    read_cap,
 )
 from contextmem.engine import ContextEngine, Request
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, text_of
@@ -286,3 +287,28 @@ async def test_once_the_running_turn_is_cut_the_next_steps_append(tmp_path: Path
         previous = wire
     assert kinds[0] == "break"  # the 6 KB result: the 8 KB one, read, is cut (a log: ~2 bytes a token)
     assert kinds[1:] == ["append"] * 5, kinds
+
+
+@given(histories(max_turns=6), st.integers(-200, 20_000), st.data())
+def test_read_results_go_first_and_all_at_once(
+    history: list[Message], budget: int, data: st.DataObject
+) -> None:
+    """With some of the running turn read (``unseen``): caps stay within the setting and the floor; when
+    the turn's results do not fit, every read one over :func:`read_cap` is cut to it, in the same plan."""
+    settings = Settings()
+    counts = COUNTER.count_messages(history)
+    starts = turn_starts(history)
+    start = starts[-1] if starts else 0
+    unseen = data.draw(st.integers(start, len(history)))
+    cut_read = data.draw(st.booleans())
+    caps = current_turn_caps(history, counts, start, budget, settings, unseen=unseen, cut_read=cut_read)
+    results = [i for i in range(start, len(history)) if isinstance(history[i], ToolMessage)]
+    assert sorted(caps) == results
+    recent = settings.pruning_recent_msg_max_bytes
+    assert all(MIN_CUT_BYTES <= c <= recent for c in caps.values())
+    room = budget - sum(counts[start:]) + sum(counts[i] for i in results)
+    final = max(MIN_CUT_BYTES, read_cap(budget, settings))
+    if sum(counts[i] for i in results) > room or cut_read:
+        for i in results:
+            if i < unseen and len(text_of(history[i].content).encode("utf-8", "surrogatepass")) > final:
+                assert caps[i] == final
