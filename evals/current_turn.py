@@ -129,7 +129,14 @@ _past_cap = offload.past_cap
 
 
 def _share_caps(
-    history: Sequence[Message], counts: Sequence[int], start: int, budget: int, settings: Settings
+    history: Sequence[Message],
+    counts: Sequence[int],
+    start: int,
+    budget: int,
+    settings: Settings,
+    *,
+    unseen: int | None = None,
+    cut_read: bool = False,
 ) -> dict[int, int]:
     cap = min(settings.pruning_recent_msg_max_bytes, _past_cap(budget, settings))
     return {i: cap for i in range(start, len(history)) if isinstance(history[i], ToolMessage)}

@@ -14,10 +14,12 @@ from contextmem.budget import turn_starts
 from contextmem.compaction.offload import (
     FIT_MARGIN,
     MIN_CUT_BYTES,
+    Offload,
     _water_level,
     current_turn_caps,
     head_tail,
     plan_offload,
+    read_cap,
 )
 from contextmem.engine import ContextEngine, Request
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, text_of
@@ -188,3 +190,125 @@ def test_a_cut_current_turn_is_planned_again_to_nothing(sizes: list[int], budget
         history[o.index] = ToolMessage(m.tool_call_id, head_tail(text_of(m.content), o.limit, o.path))
     again = plan_offload(history, 2, settings, path, budget=budget, counts=COUNTER.count_messages(history))
     assert again == []
+
+
+# --- issue 51: a result is rewritten at most once after the model read it -------------------------
+
+
+def _apply(history: list[Message], plan: list[Offload]) -> None:
+    for o in plan:
+        m = history[o.index]
+        assert isinstance(m, ToolMessage)
+        history[o.index] = ToolMessage(m.tool_call_id, head_tail(text_of(m.content), o.limit, o.path))
+
+
+def _step(history: list[Message], sent: int, budget: int, settings: Settings) -> None:
+    """What ``build`` plans, pure: the unread results on arrival; over budget (the prefix breaks anyway)
+    every result, read ones of the running turn included."""
+
+    def path(i: int) -> str:
+        return f"tool_results/{i}.txt"
+
+    start = turn_starts(history)[-1]
+    counts = COUNTER.count_messages(history)
+    _apply(
+        history,
+        plan_offload(
+            history, start, settings, path, budget=budget, counts=counts, first_new=sent, unseen=sent
+        ),
+    )
+    counts = COUNTER.count_messages(history)
+    if sum(counts) > budget:
+        plan = plan_offload(
+            history, start, settings, path, budget=budget, counts=counts, unseen=sent, cut_read=True
+        )
+        _apply(history, plan)
+
+
+@given(st.lists(st.integers(200, 40_000), min_size=2, max_size=7), st.integers(3_000, 30_000))
+def test_a_read_result_of_the_running_turn_is_rewritten_at_most_once(sizes: list[int], budget: int) -> None:
+    """A running turn of steps, one result each, each planned as ``build`` plans it: once a request carried
+    a result, its form changes at most once more (each change breaks the provider's cached prefix)."""
+    settings = Settings()
+    history: list[Message] = [UserMessage("why is the worker slow?")]
+    shown: dict[str, list[str]] = {}  # call id -> the forms requests carried, in order
+    sent = 0
+    for k, size in enumerate(sizes):
+        call = ToolCall(f"c{k}", "grep", "{}")
+        history += [AssistantMessage(None, tool_calls=(call,)), ToolMessage(call.id, _log(size, call.id))]
+        _step(history, sent, budget, settings)
+        for m in history:
+            if isinstance(m, ToolMessage):
+                forms = shown.setdefault(m.tool_call_id, [])
+                if not forms or forms[-1] != m.content:
+                    forms.append(text_of(m.content))
+        sent = len(history)
+    assert all(len(forms) <= 2 for forms in shown.values()), {c: len(f) for c, f in shown.items()}
+
+
+@given(st.integers(2_000, 40_000), st.integers(1, 4))
+def test_a_past_result_is_cut_once_as_it_ages(size: int, later: int) -> None:
+    """A past result over the recent threshold goes straight to the old one, not first to the recent one
+    and again once it ages past ``pruning_recent_n``."""
+    settings = Settings(
+        pruning_recent_msg_max_bytes=1_500, pruning_old_msg_max_bytes=1_000, pruning_recent_n=2
+    )
+    history: list[Message] = [UserMessage("first"), *_one("a", size)]
+    cuts: list[int] = []
+    for k in range(later):
+        history += [UserMessage(f"then {k}"), *_one(f"b{k}", 500)]
+        plan = plan_offload(history, turn_starts(history)[-1], settings, lambda i: f"tool_results/{i}.txt")
+        cuts += [o.index for o in plan]
+        _apply(history, plan)
+    whole = len(_log(size, "a").encode())
+    assert cuts.count(2) == (1 if whole > 1_500 else min(cuts.count(2), 1))
+
+
+def _one(call: str, size: int) -> list[Message]:
+    return [
+        AssistantMessage(None, tool_calls=(ToolCall(call, "grep", "{}"),)),
+        ToolMessage(call, _log(size, call)),
+    ]
+
+
+async def test_once_the_running_turn_is_cut_the_next_steps_append(tmp_path: Path) -> None:
+    """Hysteresis: when the running turn's results stop fitting, every read one is cut in that request;
+    the room it frees holds the next steps' small results, so those requests only append."""
+    engine = await _engine(tmp_path, context_window=8_000, max_tokens=1_000, agent_max_context_tokens=8_000)
+    await engine.add(UserMessage("why is the worker slow?"))
+    previous: list[str] = []
+    kinds: list[str] = []
+    for k, size in enumerate([8_000, 6_000, 800, 800, 800, 800, 800]):
+        call = ToolCall(f"call_{k}", "grep", "{}")
+        await engine.add(AssistantMessage(None, tool_calls=(call,)), ToolMessage(call.id, _log(size, str(k))))
+        wire = [repr(m) for m in (await engine.build(SYSTEM)).messages]
+        if previous:
+            kinds.append("append" if wire[: len(previous)] == previous else "break")
+        previous = wire
+    assert kinds[0] == "break"  # the 6 KB result: the 8 KB one, read, is cut (a log: ~2 bytes a token)
+    assert kinds[1:] == ["append"] * 5, kinds
+
+
+@given(histories(max_turns=6), st.integers(-200, 20_000), st.data())
+def test_read_results_go_first_and_all_at_once(
+    history: list[Message], budget: int, data: st.DataObject
+) -> None:
+    """With some of the running turn read (``unseen``): caps stay within the setting and the floor; when
+    the turn's results do not fit, every read one over :func:`read_cap` is cut to it, in the same plan."""
+    settings = Settings()
+    counts = COUNTER.count_messages(history)
+    starts = turn_starts(history)
+    start = starts[-1] if starts else 0
+    unseen = data.draw(st.integers(start, len(history)))
+    cut_read = data.draw(st.booleans())
+    caps = current_turn_caps(history, counts, start, budget, settings, unseen=unseen, cut_read=cut_read)
+    results = [i for i in range(start, len(history)) if isinstance(history[i], ToolMessage)]
+    assert sorted(caps) == results
+    recent = settings.pruning_recent_msg_max_bytes
+    assert all(MIN_CUT_BYTES <= c <= recent for c in caps.values())
+    room = budget - sum(counts[start:]) + sum(counts[i] for i in results)
+    final = max(MIN_CUT_BYTES, read_cap(budget, settings))
+    if sum(counts[i] for i in results) > room or cut_read:
+        for i in results:
+            if i < unseen and len(text_of(history[i].content).encode("utf-8", "surrogatepass")) > final:
+                assert caps[i] == final

@@ -25,13 +25,21 @@ __all__ = ["offload_results"]
 
 
 async def offload_results(
-    applier: PlanApplier, settings: Settings, files: Confined, budget: int, *, after_seq: int = 0
+    applier: PlanApplier,
+    settings: Settings,
+    files: Confined,
+    budget: int,
+    *,
+    after_seq: int = 0,
+    sent_seq: int | None = None,
 ) -> None:
     """Cut the tool results :func:`plan_offload` picks among the messages with a seq of at least
     ``after_seq`` (0: all of them, older ones due for a tighter cut too), sized by the history ``budget``
-    (tokens): the current turn's results to what it can hold, others to a share of it. An archive
-    failure is recorded on ``applier`` and that result stays whole; a result another process archived
-    meanwhile reloads."""
+    (tokens): the current turn's results to what it can hold, others to a share of it. Messages with a
+    seq of at least ``sent_seq`` (``None``: all) were in no request yet: the model has not read them,
+    and the current turn's others are the first to shrink
+    (:func:`~contextmem.compaction.offload.current_turn_caps`). An archive failure is recorded on
+    ``applier`` and that result stays whole; a result another process archived meanwhile reloads."""
     live, archive = applier.session, applier.archive
     msgs = live.history.messages
     starts = live.history.starts
@@ -41,9 +49,23 @@ async def offload_results(
     def path_of(i: int) -> str:
         return offload_path(ns, sid, live.seqs[i], getattr(msgs[i], "tool_call_id", ""))
 
-    first_new = next((i for i, seq in enumerate(live.seqs) if seq >= after_seq), len(msgs))
+    def first_from(seq_from: int) -> int:
+        return next((i for i, seq in enumerate(live.seqs) if seq >= seq_from), len(msgs))
+
+    first_new = first_from(after_seq)
+    unseen = None if sent_seq is None else first_from(sent_seq)
     counts = live.history.counts
-    plan = plan_offload(msgs, current, settings, path_of, budget=budget, counts=counts, first_new=first_new)
+    plan = plan_offload(
+        msgs,
+        current,
+        settings,
+        path_of,
+        budget=budget,
+        counts=counts,
+        first_new=first_new,
+        unseen=unseen,
+        cut_read=after_seq == 0,  # the prefix breaks anyway: read results go along
+    )
     for action in plan:
         seq = live.seqs[action.index]
         original = live.original(action.index)

@@ -298,7 +298,14 @@ class ContextEngine:
 
         async def offload(after_seq: int = 0) -> None:
             budget = self._budget(fixed)
-            await offload_results(self._applier, self.settings, self.files, budget, after_seq=after_seq)
+            await offload_results(
+                self._applier,
+                self.settings,
+                self.files,
+                budget,
+                after_seq=after_seq,
+                sent_seq=self._sent_next_seq,
+            )
 
         async def ride_along() -> None:
             """What waits for a break of the cached prefix: a held rewording of the summary, and the
