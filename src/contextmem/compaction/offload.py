@@ -17,7 +17,7 @@ Thresholds depend on recency, in UTF-8 bytes of a result's text:
   (:func:`past_cap`, about 3 bytes a token), so that no result the agent has read takes the room of
   the turns after it, and a trim to ``compact_target_ratio`` of the budget is not undone by one result.
 
-**Each result is rewritten at most once after the model read it** (issue 51): a rewrite breaks the
+**Each result is rewritten at most once after the model read it**: a rewrite breaks the
 provider's cached prefix, and every token after it is billed again. A result the model has read that
 must shrink goes straight to :func:`read_cap` (the old threshold), never first to the recent one; in
 the current turn, once its results no longer fit, every read one is cut in the same request and the
