@@ -188,14 +188,7 @@ async def test_an_offloaded_result_reads_the_same_from_every_host(store_url: str
         h1, h2 = host("h1"), host("h2")
         engine = await h1.session(SESSION)
         full = "".join(f"row {i}: 数据 {i * 7}\n" for i in range(3000))
-        await engine.add(
-            UserMessage("read it"), AssistantMessage(None, tool_calls=(ToolCall("r1", "cat", "{}"),))
-        )
-        await engine.add(ToolMessage("r1", full), AssistantMessage("read"))
-        await engine.add(UserMessage("next"), AssistantMessage("ok"))
-        await engine.build("system")
-        cut = next(m for m in engine.history.messages if isinstance(m, ToolMessage))
-        path = next(w for w in str(cut.content).split() if w.startswith("tool_results/"))
+        path = await offload_one(engine, "r1", full)
         if not store.shared:
             (tmp_path / "workspace" / path).unlink()  # the local copy expired: the store still has it
         else:
@@ -209,6 +202,19 @@ async def test_an_offloaded_result_reads_the_same_from_every_host(store_url: str
         assert (await bare.acall("read_file", {"path": path})).startswith("error: ")
     finally:
         await store.close()
+
+
+async def offload_one(engine: ContextEngine, call_id: str, text: str) -> str:
+    """Add a call and a result long enough to be offloaded by the next ``build``; the offload's path, as
+    the request shows it."""
+    await engine.add(
+        UserMessage("read it"), AssistantMessage(None, tool_calls=(ToolCall(call_id, "cat", "{}"),))
+    )
+    await engine.add(ToolMessage(call_id, text), AssistantMessage("read"))
+    await engine.add(UserMessage("next"), AssistantMessage("ok"))
+    await engine.build("system")
+    cut = next(m for m in engine.history.messages if isinstance(m, ToolMessage))
+    return next(w for w in str(cut.content).split() if w.startswith("tool_results/"))
 
 
 async def test_the_readme_loops_sync_tool_call_reads_an_offload_the_store_holds(
@@ -235,14 +241,7 @@ async def test_the_readme_loops_sync_tool_call_reads_an_offload_the_store_holds(
     try:
         engine = await mem.session(SESSION)
         full = "".join(f"line {i}: 値 {i * 3}\n" for i in range(3000))
-        await engine.add(
-            UserMessage("dump"), AssistantMessage(None, tool_calls=(ToolCall("d1", "cat", "{}"),))
-        )
-        await engine.add(ToolMessage("d1", full), AssistantMessage("dumped"))
-        await engine.add(UserMessage("next"), AssistantMessage("ok"))
-        await engine.build("system")
-        cut = next(m for m in engine.history.messages if isinstance(m, ToolMessage))
-        path = next(w for w in str(cut.content).split() if w.startswith("tool_results/"))
+        path = await offload_one(engine, "d1", full)
         (root / path).unlink(missing_ok=True)  # the local copy expired (a shared store wrote none)
         arguments = json.dumps({"path": path, "offset": 3, "limit": 2})  # as a model sends them: JSON text
         result = mem.tools.call("read_file", arguments)  # sync, on the running loop: the README's shape
