@@ -60,10 +60,23 @@ def test_demo_fast_replays_the_bundled_conversation_and_loses_nothing(tmp_path):
     assert "(none)" not in text and "（无）" not in text
 
 
+def test_demo_asks_the_server_base_url_names(tmp_path, no_provider_env):
+    """``--base-url`` reaches the demo's model: it went to the provider's public endpoint before."""
+    from .servers import FakeOpenAIServer, ServerReply
+
+    with FakeOpenAIServer([ServerReply("ok")] * 40) as server:
+        settings = Settings(model="openai:qwen", base_url=server.base_url)
+        stats = run(settings, keep=str(tmp_path), echo=lambda line: None)
+        requests = list(server.requests)
+    assert requests, "the demo never asked the server --base-url names"
+    assert stats["lost"] == 0 and not stats["model_failed"]
+
+
 def scripted_local_model(monkeypatch, reply="the model's answer"):
-    """The demo's model, as ``load_llm`` builds it, played by a script named like the local model."""
+    """The demo's model, as ``load_llm`` builds it (with the settings' options), played by a script named
+    like the local model."""
     model = ScriptedLLM(default=reply, name="local:scripted")
-    monkeypatch.setattr("contextmem.llm.registry.load_llm", lambda spec: model)
+    monkeypatch.setattr("contextmem.llm.registry.load_llm", lambda spec, **options: model)
     return model
 
 

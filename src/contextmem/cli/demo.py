@@ -172,7 +172,7 @@ async def _run(
         s = settings
         for key, value in {**DEMO_SETTINGS, "workspace": str(root), "store": ""}.items():
             s = s.with_value(key, value)
-        model = None if fast else ModelLoader(s.model, echo, runtime_status)
+        model = None if fast else ModelLoader(s, echo, runtime_status)
         local = None
         if model is not None and writes_summaries(s, s.model):  # needed from the first turn
             inner = await model.get()
@@ -270,8 +270,9 @@ class ModelLoader:
     file), then loading the weights. ``failed`` when the install or the load failed; the demo then answers
     extractively, says so, and ``contextmem demo`` exits non-zero."""
 
-    def __init__(self, spec: str, echo: Echo, runtime_status: Path | None) -> None:
-        self.spec = spec
+    def __init__(self, settings: Settings, echo: Echo, runtime_status: Path | None) -> None:
+        self.settings = settings  # its model, and the base_url and key variable a remote model is reached by
+        self.spec = settings.model
         self.echo = echo
         self.runtime_status = runtime_status
         self.failed = False
@@ -286,13 +287,16 @@ class ModelLoader:
             self.failed = True
             return None
         from ..errors import ContextmemError
-        from ..llm.registry import load_llm
+        from ..llm.registry import llm_from_settings
 
         started = time.monotonic()
         self.echo(f"loading {self.spec!r} (a packaged model's file is assembled and verified once)")
         try:
             async with ticking(self.echo, f"loading {self.spec!r}"):
-                llm = await asyncio.to_thread(load_llm, self.spec)
+                loaded = await asyncio.to_thread(llm_from_settings, self.settings)
+                if loaded is None:  # model "none": nothing to load
+                    return None
+                llm = loaded
                 # Load the weights now: llama.cpp silences stdout while it loads (by redirecting the file
                 # descriptor), which would swallow the lines of a model call printed meanwhile.
                 await llm.complete([UserMessage("Say ok.")], max_tokens=1)
