@@ -12,9 +12,10 @@ themselves are kept as given: a writer adds characters, never changes one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
-__all__ = ["LINE_ENDS", "MARKDOWN_LINE_ENDS", "indent_after", "lines", "lines_with_ends"]
+__all__ = ["LINE_ENDS", "MARKDOWN_LINE_ENDS", "indent_after", "lines", "lines_with_ends", "newline_only"]
 
 LINE_ENDS = ("\r\n", "\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 """Every line end of a memory file (exactly those :meth:`str.splitlines` splits on; ``\\r\\n`` is one)."""
@@ -47,3 +48,12 @@ def indent_after(text: str, indent: str, ends: Collection[str] = LINE_ENDS) -> s
         out.append((indent if after and line else "") + line + end)
         after = end in ends
     return "".join(out)
+
+
+_OTHER_ENDS = re.compile("\r\n|[" + "".join(e for e in LINE_ENDS if e not in ("\r\n", "\n")) + "]")
+
+
+def newline_only(text: str) -> str:
+    """``text`` whose lines end with ``\n`` alone: ``\r\n`` becomes ``\n`` and every other line end a
+    space, for text we write line by line (a summary) from pieces that may carry any (a message)."""
+    return _OTHER_ENDS.sub(lambda found: "\n" if found.group() == "\r\n" else " ", text)

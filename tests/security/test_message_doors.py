@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextmem import ContextMem
@@ -359,6 +359,7 @@ def _pg_or_sqlite(store_url: str) -> str | None:
 # compacted turns and reads every sink (about a second an example; the surrogate and size tests below
 # cover the refusals cheaply).
 @settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@example(turns=[("assistant/anthropic-sdk", "`0\r0`")])  # a \r in a message began a line of the summary
 @given(
     turns=st.lists(
         st.tuples(st.sampled_from(sorted(CASES)), hostile_text(surrogates=False)), min_size=1, max_size=3

@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 from ..lang import Language, derived
 from ..messages import AssistantMessage, Message, UserMessage, text_of
 from ..redaction import REDACTED, find_secrets, redact_secrets
+from ..textlines import newline_only
 from .languages import Lang, alternatives, summary_text
 from .salience import header_date
 
@@ -319,7 +320,7 @@ class Ledger:
         for kind in _KIND_ORDER:
             values = [e.value for e in self.entries if e.kind == kind]
             if values:
-                lines.append(f"- {labels[kind]}{sep}{', '.join(values)}")
+                lines.append(f"- {labels[kind]}{sep}{newline_only(', '.join(values))}")  # one line a kind
         return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ from ..logs import get_logger
 from ..messages import Message, text_of
 from ..offloop import off_loop, texts_bytes
 from ..redaction import redact_secrets
+from ..textlines import newline_only
 from ..tokens import MessageCounter
 from .extractive import extractive_summary, truncate_to_tokens
 from .facts import Sizing, fresh_draft, merge_facts, voiced
@@ -413,6 +414,7 @@ class Summarizer:
 
         The one place every summary text passes: redacted here whichever path wrote it.
         """
+        text = newline_only(text)  # a line end a message carried (\r, U+2028) starts no line of its own
         text = truncate_to_tokens(redact_secrets(text, frame.secrets), frame.text_budget, self.counter)
         summary = Summary(text, frame.ledger, frame.refs, source, frame.covered, frame.lang, reason)
         over = self.counter.count_text(summary.render()) - self.max_tokens
