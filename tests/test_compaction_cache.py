@@ -7,8 +7,10 @@ the engine is driven turn by turn and every request compared with the one before
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,12 +19,16 @@ from hypothesis import strategies as st
 from contextmem.budget import turn_starts
 from contextmem.compaction.offload import plan_offload
 from contextmem.compaction.plans import plan_budget_trim
+from contextmem.engine import Request
+from contextmem.eval.prompt_cache import WireRequest, compare, wire_request
 from contextmem.formats.openai import to_openai
+from contextmem.llm.base import Usage
 from contextmem.messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolMessage,
+    ToolSpec,
     UserMessage,
     orphan_tool_messages,
 )
@@ -127,3 +133,74 @@ async def test_requests_only_append_between_compactions(tmp_path: Path, with_llm
     assert breaks <= len(compactions)  # the prefix breaks only where something left the context
     if with_llm:
         assert "Keep the service running." in previous[0]  # the model's summary arrived
+
+
+async def _expected_and_counted(tmp_path: Path, shared: Any = None) -> list[tuple[int, int, str]]:
+    """A session with appends, trims and cut results; for each request built, the engine's
+    ``expected_cached`` (or ``shared(previous, request, history)``'s, a stand-in under test), the replay
+    oracle's shared prefix (:func:`contextmem.eval.prompt_cache.compare`) and the oracle's call kind."""
+    engine = await make_engine(
+        tmp_path, window=6000, reserve=300, compact_message_threshold=500, compact_target_ratio=0.5
+    )
+    tools = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {}})]
+    rows: list[tuple[int, int, str]] = []
+    previous_wire: WireRequest | None = None
+    previous: Request | None = None
+
+    async def call() -> None:
+        nonlocal previous_wire, previous
+        request = await engine.build("You are a build assistant.", tools)
+        expected = request.expected_cached
+        if shared is not None:
+            expected = shared(previous, request, engine.history).expected_cached
+        wire = wire_request(request.messages, request.tools, engine.counter)
+        got = compare(previous_wire, wire)
+        rows.append((expected, got.shared, got.kind))
+        previous_wire, previous = wire, request
+        engine.record_usage(request, Usage(prompt_tokens=request.estimate.prompt, cached_tokens=expected))
+
+    for turn in range(30):
+        await engine.add(UserMessage(f"turn {turn}: check the build log 第{turn}次"))
+        await call()
+        for step in range(4 if turn == 0 else 1 + turn % 3):  # the first turn reads more than fits
+            lines = 400 if turn == 0 else (40, 400, 250)[(turn + step) % 3]
+            log = "".join(f"step {k}: compiled module_{k}.c in {k % 7} ms\n" for k in range(lines))
+            call_id = f"call{turn}_{step}"
+            await engine.add(
+                AssistantMessage(None, tool_calls=(ToolCall(call_id, "read_file", "{}"),)),
+                ToolMessage(call_id, log),
+            )
+            await call()
+        await engine.add(AssistantMessage(f"done {turn}"))
+        await engine.end_turn()
+    usage = engine.stats().usage
+    if shared is None:  # what stats() shows is what the requests expected
+        assert usage.expected_cached_tokens == sum(r[0] for r in rows)
+        assert usage.expected_cache_ratio == pytest.approx(sum(r[0] for r in rows) / usage.sent_tokens)
+    return rows
+
+
+def _disagreements(rows: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Requests whose expected prefix is not the oracle's: a few tokens apart at most (the system prompt
+    and the summary are counted apart by the engine, joined by the oracle)."""
+    return [r for r in rows if abs(r[0] - r[1]) > 4]
+
+
+async def test_the_engine_expects_the_prefix_the_replay_oracle_counts(tmp_path: Path) -> None:
+    rows = await _expected_and_counted(tmp_path)
+    kinds = {kind for _, _, kind in rows}
+    assert {"append", "system", "tool_result_rewritten"} <= kinds  # appends, trims and cut results
+    assert _disagreements(rows) == []
+
+
+async def test_the_oracle_catches_an_expectation_that_ignores_a_rewritten_result(tmp_path: Path) -> None:
+    def by_position(previous: Request | None, request: Request, history: Any) -> Request:
+        """A planted defect: a message counts as shared when the previous request had one there."""
+        if previous is None:
+            return request
+        n = min(len(previous.messages), len(request.messages))
+        tokens = request.estimate.tool_defs + request.estimate.system + request.estimate.summary
+        tokens += sum(history.counts[: n - 1])
+        return dataclasses.replace(request, expected_cached=tokens)
+
+    assert _disagreements(await _expected_and_counted(tmp_path, by_position))

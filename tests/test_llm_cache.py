@@ -111,13 +111,25 @@ async def test_agent_calls_carry_the_session_key_summaries_do_not_and_cached_tok
     assert [b.get("prompt_cache_key") for b in turns] == [key, key, key]
     assert "prompt_cache_key" not in summary
     usage = agent.engine.stats().usage
-    assert usage == UsageTotals(calls=3, prompt_tokens=3600, cached_tokens=2100)
+    assert (usage.calls, usage.prompt_tokens, usage.cached_tokens) == (3, 3600, 2100)
     assert usage.cache_ratio == pytest.approx(2100 / 3600)
+    # beside them, what the engine expected: each request after the first extended the one before
+    assert 0 < usage.expected_cached_tokens < usage.sent_tokens
     data = [dict(e.data) for e in events if e.kind == "usage"]
-    assert data[-1] == {"prompt": 1400, "cached": 1100, "ratio": round(2100 / 3600, 4), "calls": 3}
+    expected = round(usage.expected_cache_ratio, 4)
+    assert data[-1] == {
+        "prompt": 1400,
+        "cached": 1100,
+        "ratio": round(2100 / 3600, 4),
+        "expected_ratio": expected,
+        "calls": 3,
+    }
     assert len(data) == 3
     report = context_report(agent.engine.stats())
-    assert "cache: 58% of prompt tokens read from the provider's cache (2,100 of 3,600, 3 calls)" in report
+    assert (
+        "cache: 58% of prompt tokens read from the provider's cache (2,100 of 3,600, 3 calls); "
+        f"{100 * expected:.0f}% of each request was the previous one unchanged"
+    ) in report
 
 
 async def test_usage_totals_are_kept_with_the_session_metadata() -> None:
@@ -126,15 +138,16 @@ async def test_usage_totals_are_kept_with_the_session_metadata() -> None:
     live = LiveSession(store, "ns", "s1", counter)
     await live.load()
     assert "cache:" not in context_report_of(live)
-    live.usage = UsageTotals(4, 5000, 3000)
+    live.usage = UsageTotals(4, 5000, 3000, 4900, 3500)
     await store.set_meta("ns", "s1", meta=live.meta())
 
     reopened = LiveSession(store, "ns", "s1", counter)
     await reopened.load()
-    assert reopened.usage == UsageTotals(4, 5000, 3000)
-    reopened.usage = UsageTotals(6, 7000, 4000)  # counted since the last write: a reload keeps them
+    assert reopened.usage == UsageTotals(4, 5000, 3000, 4900, 3500)
+    # counted since the last write: a reload keeps them
+    reopened.usage = UsageTotals(6, 7000, 4000, 6800, 4100)
     await reopened.load()
-    assert reopened.usage == UsageTotals(6, 7000, 4000)
+    assert reopened.usage == UsageTotals(6, 7000, 4000, 6800, 4100)
 
 
 async def test_anthropic_cache_reads_and_writes_count_in_the_calibrated_prompt(tmp_path: Path) -> None:
@@ -154,4 +167,9 @@ async def test_anthropic_cache_reads_and_writes_count_in_the_calibrated_prompt(t
     estimated = result.requests[0].estimate.prompt + REPLY_PRIMING
     assert 0.5 < 2200 / estimated < 2.0  # within the clamp, so the ratio below is the observed one
     assert agent.engine.calibration.ratio == pytest.approx(2200 / estimated)
-    assert agent.engine.stats().usage == UsageTotals(1, 2200, 1500)
+    assert _billed(agent.engine.stats().usage) == (1, 2200, 1500)
+
+
+def _billed(usage: UsageTotals) -> tuple[int, int, int]:
+    """The provider's side of the usage totals: calls, prompt tokens, cached tokens."""
+    return usage.calls, usage.prompt_tokens, usage.cached_tokens

@@ -303,7 +303,7 @@ async def test_record_usage_takes_the_usage_as_it_came(tmp_path: Path, usage: An
     request = await engine.build("sys")
     assert Usage.of(usage) == EXPECTED
     engine.record_usage(request, usage)
-    assert engine.stats().usage == UsageTotals(calls=1, prompt_tokens=120, cached_tokens=64)
+    assert _billed(engine.stats().usage) == (1, 120, 64)
     assert engine.calibration.samples == 1
 
 
@@ -321,7 +321,7 @@ async def test_record_usage_of_none_records_nothing_and_a_stranger_is_an_error(t
             engine.record_usage(request, stranger)
         assert caught.value.field == field
         _one_line_with_fix(caught.value)
-    assert engine.stats().usage == UsageTotals()
+    assert _billed(engine.stats().usage) == (0, 0, 0)
 
 
 def test_the_adapters_read_usage_with_the_same_functions() -> None:
@@ -357,3 +357,8 @@ async def test_to_anthropic_is_what_the_adapter_sends(tmp_path: Path) -> None:
     ]
     sent = llm._request(ModelCall(large.messages, large.tools, max_tokens=large.max_tokens))
     assert {k: v for k, v in sent.items() if k not in ("model", "max_tokens")} == body
+
+
+def _billed(usage: UsageTotals) -> tuple[int, int, int]:
+    """The provider's side of the usage totals: calls, prompt tokens, cached tokens."""
+    return usage.calls, usage.prompt_tokens, usage.cached_tokens

@@ -118,7 +118,8 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
     if (usage := stats.usage).calls:
         lines.append(
             f"cache: {100 * usage.cache_ratio:.0f}% of prompt tokens read from the provider's cache "
-            f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls)"
+            f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls); "
+            f"{100 * usage.expected_cache_ratio:.0f}% of each request was the previous one unchanged"
         )
     if stats.archive_error:
         lines.append(f"archive failing: {shown(stats.archive_error)}")

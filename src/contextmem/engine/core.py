@@ -43,7 +43,7 @@ from .door import check_call_ids, read_input
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
 from .removal import pop_newest
-from .request import Fixed, Regions, assemble, history_budget
+from .request import Fixed, Regions, assemble, history_budget, shared_prefix
 from .rounds import SummaryRounds
 from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
@@ -113,6 +113,7 @@ class ContextEngine:
         )
         self._emergency_stage = 0
         self._applied_at_build = 0  # PlanApplier.changes when the last request was built
+        self._last_request: Request | None = None  # the last request built, to compare the next one with
         self._sent_next_seq = 0  # messages from this seq on were not in the last request built
         self._last_cleanup = 0.0
         self._regions = Regions(self.counter)
@@ -281,7 +282,9 @@ class ContextEngine:
                 self._applier.reset_failure()
                 await self._prepare(fixed)
                 try:
-                    return self._assemble(fixed, all_live=True)
+                    request = self._assemble(fixed, all_live=True)
+                    self._last_request = shared_prefix(self._last_request, request, self._live.history)
+                    return self._last_request
                 except BudgetExceededError as exc:
                     failure = self._applier.reset_failure()
                     if failure is not None:  # it would have fit had the archive taken what must leave
@@ -355,12 +358,13 @@ class ContextEngine:
             live.calibration = live.calibration.observe(
                 request.estimate.prompt + REPLY_PRIMING, got.prompt_tokens
             )
-            live.usage = totals = live.usage.add(got)
+            live.usage = totals = live.usage.add(got, request)
             self._emit(
                 "usage",
                 prompt=got.prompt_tokens,
                 cached=got.cached_tokens,
                 ratio=round(totals.cache_ratio, 4),
+                expected_ratio=round(totals.expected_cache_ratio, 4),
                 calls=totals.calls,
             )
         self._emergency_stage = 0

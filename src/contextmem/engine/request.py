@@ -8,8 +8,9 @@ are counted once per pass, the summary once per summary (summaries are values), 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..budget import CountedHistory, RequestEstimate, Window
 from ..compaction.pairs import sendable
@@ -21,7 +22,7 @@ from ..tokens import MessageCounter
 from ..tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMING
 from .types import Request
 
-__all__ = ["Fixed", "Regions", "assemble", "history_budget"]
+__all__ = ["Fixed", "Regions", "assemble", "history_budget", "shared_prefix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +131,32 @@ def assemble(
         est.system, est.summary, sent, est.tool_defs, est.max_tokens, est.context_window
     )
     return Request(tuple(out), fixed.tools, est.max_tokens, estimate)
+
+
+def shared_prefix(previous: Request | None, request: Request, history: CountedHistory) -> Request:
+    """``request`` with :attr:`~.types.Request.expected_cached` set: the tokens of its beginning that
+    ``previous`` (the session's request before it) began with too, as a provider's prompt cache reads a
+    prefix. Counted as :mod:`contextmem.eval.prompt_cache` counts a replay: the tool definitions when
+    they are unchanged (else nothing), then each leading message equal to the previous request's, whole;
+    the first message that differs, and everything after it, counts nothing.
+
+    ``history`` is the live history ``request`` was assembled from (its counts are reused when the
+    request carries all of it). Pure; a message is compared by identity first, so an unchanged history
+    costs no text comparison.
+    """
+    if previous is None or previous.tools != request.tools:
+        return request
+    est = request.estimate
+    head = 1 if request.messages and isinstance(request.messages[0], SystemMessage) else 0
+    sent = request.messages[head:]
+    if len(sent) == len(history.messages) and all(map(operator.is_, sent, history.messages)):
+        counts: Sequence[int] = history.counts
+    else:  # a pair held back, or the summary in the first user message
+        counts = history.counter.count_messages(sent)
+    tokens = [est.system + est.summary] * head + list(counts)
+    shared = est.tool_defs
+    for old, new, n in zip(previous.messages, request.messages, tokens, strict=False):
+        if old is not new and old != new:
+            break
+        shared += n
+    return replace(request, expected_cached=shared)

@@ -94,14 +94,20 @@ class LiveSession:
     def meta(self, *, cut: Mapping[int, Message] | None = None) -> str:
         """The session's metadata as the store keeps it: calibration, which live messages were cut (those of
         ``originals``, or of ``cut`` when given), and the usage totals as ``[calls, prompt_tokens,
-        cached_tokens]``."""
+        cached_tokens, sent_tokens, expected_cached_tokens]`` (older metadata has the first three)."""
         usage = self.usage
         return json.dumps(
             {
                 "ratio": self.calibration.ratio,
                 "samples": self.calibration.samples,
                 "cut": sorted(self.originals if cut is None else cut),
-                "usage": [usage.calls, usage.prompt_tokens, usage.cached_tokens],
+                "usage": [
+                    usage.calls,
+                    usage.prompt_tokens,
+                    usage.cached_tokens,
+                    usage.sent_tokens,
+                    usage.expected_cached_tokens,
+                ],
             }
         )
 

@@ -77,6 +77,10 @@ class Request:
     tools: tuple[ToolSpec, ...]
     max_tokens: int
     estimate: RequestEstimate
+    expected_cached: int = 0
+    """Of ``estimate.prompt``, the tokens the session's previous request began with too (the tool
+    definitions, then the leading messages that are unchanged): what a provider's prompt cache can serve
+    (:func:`~.request.shared_prefix`). ``build`` sets it; 0 for the first request."""
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages as OpenAI chat dicts (``messages=``); pass the tools as you gave them to ``build``."""
@@ -103,20 +107,38 @@ class CompactResult:
 @dataclass(frozen=True, slots=True)
 class UsageTotals:
     """A session's model calls as the providers billed them; ``prompt_tokens`` include ``cached_tokens``
-    (what was read from the provider's prompt cache, at a fraction of the price)."""
+    (what was read from the provider's prompt cache, at a fraction of the price). Beside them, the same
+    calls as the engine counted them: ``sent_tokens`` (its estimate of each prompt) and
+    ``expected_cached_tokens`` (the part each request shared with the one before,
+    :attr:`Request.expected_cached`), so a provider that caches less than it could shows."""
 
     calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    sent_tokens: int = 0
+    expected_cached_tokens: int = 0
 
     @property
     def cache_ratio(self) -> float:
         """The share of prompt tokens read from the cache, 0.0 before any call."""
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
-    def add(self, usage: Usage) -> UsageTotals:
+    @property
+    def expected_cache_ratio(self) -> float:
+        """The share the engine's requests left unchanged from the request before: what the provider's
+        cache could have served (0.0 before any call)."""
+        return self.expected_cached_tokens / self.sent_tokens if self.sent_tokens else 0.0
+
+    def add(self, usage: Usage, request: Request | None = None) -> UsageTotals:
+        """These totals and one more call: ``usage`` as the provider reported it, for ``request``."""
+        sent = request.estimate.prompt if request is not None else 0
+        expected = request.expected_cached if request is not None else 0
         return UsageTotals(
-            self.calls + 1, self.prompt_tokens + usage.prompt_tokens, self.cached_tokens + usage.cached_tokens
+            self.calls + 1,
+            self.prompt_tokens + usage.prompt_tokens,
+            self.cached_tokens + usage.cached_tokens,
+            self.sent_tokens + sent,
+            self.expected_cached_tokens + expected,
         )
 
 
