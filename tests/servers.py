@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -213,8 +213,10 @@ class _ScriptedServer:
         api_key: str | None = None,
         chunk_size: int = 3,
         static: Mapping[str, Any] | None = None,
+        respond: Callable[[Any], Scripted] | None = None,
     ) -> None:
         self._script: list[Scripted] = list(script)
+        self.respond = respond  # a provider that answers by what it was sent: called with each valid body
         self.default = default
         self.static = dict(static or {})  # path -> JSON answer: GET /v1/models, /props, POST /api/show
         self.api_key = api_key
@@ -311,7 +313,7 @@ class _ScriptedServer:
         if problem:
             h.send_json(400, self._error_body("invalid_request_error", problem))
             return
-        entry = self._next()
+        entry = self.respond(body) if self.respond is not None else self._next()
         if entry is None:
             message = f"{type(self).__name__} ran out of scripted replies at request {len(self.requests)}"
             h.send_json(400, self._error_body("invalid_request_error", message))

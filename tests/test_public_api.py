@@ -86,6 +86,7 @@ PUBLIC = [
     "from_openai",
     "get_counter",
     "is_over_budget",
+    "is_overflow",
     "lookup_model",
     "open_memory_index",
     "open_store",

@@ -72,6 +72,7 @@ from .errors import (
 )
 from .formats.openai import from_openai, to_openai
 from .llm.base import LLM, ChatResponse, Usage
+from .llm.overflow import is_overflow
 from .messages import (
     AssistantMessage,
     Content,
@@ -205,6 +206,7 @@ __all__ = [
     "from_openai",
     "get_counter",
     "is_over_budget",
+    "is_overflow",
     "lookup_model",
     "open_memory_index",
     "open_store",

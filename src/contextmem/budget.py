@@ -13,6 +13,7 @@ re-derives it. Since a valid history keeps each tool result right after its call
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -100,7 +101,14 @@ def resolve_window(
 
 @dataclass(frozen=True, slots=True)
 class RequestEstimate:
-    """Tokens of one request by region, against its window."""
+    """Tokens of one request by region, against its window.
+
+    The regions are our own counts. ``ratio`` is the session's calibration (what the provider billed over
+    what we counted, :class:`~contextmem.tokens.Calibration`, measured on whole prompts); the budget fits
+    the calibrated prompt, so :attr:`prompt`, :attr:`free` and :attr:`over_budget` are calibrated too:
+    the count the budget fitted, close to what the provider will bill. :attr:`counted` is our raw total,
+    which calibration compares with the bill.
+    """
 
     system: int
     summary: int
@@ -108,9 +116,20 @@ class RequestEstimate:
     tool_defs: int
     max_tokens: int
     context_window: int
+    ratio: float = 1.0
+
+    def calibrated(self, tokens: int) -> int:
+        """``tokens`` of our count as the provider is expected to bill them (unchanged when uncalibrated)."""
+        return tokens if self.ratio == 1.0 else math.ceil(tokens * self.ratio)
 
     @property
     def prompt(self) -> int:
+        """The prompt's tokens as the budget counts them: our count, calibrated."""
+        return self.calibrated(self.counted)
+
+    @property
+    def counted(self) -> int:
+        """The prompt's tokens as our tokenizer counts them, before calibration."""
         return self.system + self.summary + self.history + self.tool_defs
 
     @property

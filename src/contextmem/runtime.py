@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .engine import ContextEngine, EngineEvent
 from .errors import UsageError
@@ -36,6 +36,8 @@ __all__ = ["ContextMem"]
 logger = get_logger("contextmem.runtime")
 
 # Events whose summary belongs in long-term memory, and the title each gets in the daily file.
+_UNBUILT = object()  # the summary writer is built on first use
+
 _MEMORY_EVENTS = {
     "compaction_finished": "left the context",
     "overflow": "context overflow",
@@ -58,8 +60,10 @@ class ContextMem:
     _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
     _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
+    _summary_writer: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._summary_writer = _UNBUILT
         with contextlib.suppress(RuntimeError):  # built outside a loop: the first session() records it
             self._loop = asyncio.get_running_loop()
 
@@ -110,6 +114,14 @@ class ContextMem:
             # thread: an MCP server opens a namespace's index on its first call, while serving others.
             index = await asyncio.to_thread(open_memory_index, settings, emb, settings.store)
         return cls(settings, store=store, workspace=workspace, llm=llm, memory=index, owns_store=owns_store)
+
+    @property
+    def summary_writer(self) -> LLM | None:
+        """What writes this runtime's summaries (:func:`~contextmem.llm.registry.summary_llm`), built once:
+        ``summary_model`` when set, else the runtime's LLM or the extractive summary."""
+        if self._summary_writer is _UNBUILT:
+            self._summary_writer = summary_llm(self.settings, self.llm)
+        return cast("LLM | None", self._summary_writer)
 
     @property
     def tools(self) -> MemoryTools:
@@ -181,7 +193,7 @@ class ContextMem:
             settings=self.settings,
             files=self.workspace.files,
             llm=self.llm,
-            summary_llm=summary_llm(self.settings, self.llm),
+            summary_llm=self.summary_writer,
         )
         engine.subscribe(self._remember)
         return engine
@@ -214,7 +226,7 @@ class ContextMem:
 
         counter = MessageCounter(get_counter(self.settings.tokenizer))
         text = [UserMessage(material[-60_000:])]
-        writer = summary_llm(self.settings, self.llm)
+        writer = self.summary_writer
         if writer is None:  # no model, or the local one with summary_local_model off
             return Summarizer(NoLLM(), counter).extract(None, text).render()
         summary = await Summarizer(writer, counter).summarize(None, text)

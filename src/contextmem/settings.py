@@ -173,6 +173,11 @@ class Settings(BaseModel):
         description="Let the local model write summaries; off: the extractive summary (as good, measured, "
         "and seconds instead of minutes on 2 cores). Hosted models always write them",
     )
+    summary_model: str | None = Field(
+        None,
+        description="Model that writes summaries (e.g. openai:gpt-4o-mini, a cheaper one than the agent's); "
+        "'none': extractive summaries; unset: the agent's model",
+    )
     summary_timeout_seconds: float = Field(120.0, gt=0)
     summary_chunk_tokens: int = Field(6_000, gt=0, description="Most history tokens fed to one summary call")
     fold_task_memory: bool = Field(True, description="Fold a finished task's tool steps to its outcome")
@@ -299,6 +304,18 @@ class Settings(BaseModel):
                     "Fix: e.g. http://127.0.0.1:8080/v1, or "
                     "`contextmem config unset base_url`"
                 )
+        return value
+
+    @field_validator("summary_model")
+    @classmethod
+    def _check_summary_model(cls, value: str | None) -> str | None:
+        """A spec the registry knows, checked when set (not at the first summary, in the background)."""
+        if value is not None:
+            from .llm.registry import NO_MODEL, check_spec  # the registry imports settings
+
+            if value.strip() != NO_MODEL:
+                check_spec(value.strip())
+            return value.strip()
         return value
 
     @field_validator("namespace")

@@ -103,7 +103,8 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
     """What ``/context`` prints: the gauge, tokens by region, and the session's messages."""
     est = stats.estimate
     window = est.context_window
-    values = [est.system, est.summary, est.history, est.tool_defs, est.max_tokens, max(est.free, 0)]
+    regions = (est.system, est.summary, est.history, est.tool_defs)  # as billed: calibrated
+    values = [*(est.calibrated(n) for n in regions), est.max_tokens, max(est.free, 0)]
     used = est.prompt + est.max_tokens
     lines = [
         f"context {gauge(values, width, color)} {used:,} / {window:,} tokens ({100 * used / window:.0f}%)"
@@ -120,6 +121,15 @@ def context_report(stats: ContextStats, *, color: bool = False, width: int = 50)
             f"cache: {100 * usage.cache_ratio:.0f}% of prompt tokens read from the provider's cache "
             f"({usage.cached_tokens:,} of {usage.prompt_tokens:,}, {usage.calls} calls); "
             f"{100 * usage.expected_cache_ratio:.0f}% of each request was the previous one unchanged"
+        )
+    if (calls := stats.summary_calls).calls:
+        lines.append(
+            f"summaries: {calls.calls} calls to {shown(stats.summary_model or '?')} "
+            f"({calls.prompt_tokens:,} tokens in, {calls.completion_tokens:,} out), besides your own"
+        )
+    if est.ratio != 1.0:
+        lines.append(
+            f"calibrated: our count x {est.ratio:.2f}, as the provider billed ({est.counted:,} counted)"
         )
     if stats.archive_error:
         lines.append(f"archive failing: {shown(stats.archive_error)}")

@@ -20,6 +20,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Unpack
 
 from ..archive import DialogArchive
@@ -49,11 +50,12 @@ from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
 from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
-__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
+__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "OVERFLOW_MARGIN", "ContextEngine", "Listener"]
 
 logger = get_logger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
+OVERFLOW_MARGIN = 1.125  # an overflow holds the calibration this far above the ratio it proved
 BUILD_ATTEMPTS = 8  # a build whose compaction lost a race to another writer plans again, this many times
 
 
@@ -250,7 +252,8 @@ class ContextEngine:
     # --- estimating and building the request (C4, C5, C6, C7, C10) ------------------------------
 
     def _estimate(self, fixed: Fixed) -> RequestEstimate:
-        return self._regions.estimate(fixed, self._live.summary, self._live.history, self.window)
+        live = self._live
+        return self._regions.estimate(fixed, live.summary, live.history, self.window, live.calibration.ratio)
 
     def _budget(self, fixed: Fixed) -> int:
         return history_budget(self._estimate(fixed), self.window, self._live.calibration.ratio)
@@ -356,7 +359,7 @@ class ContextEngine:
         live, got = self._live, Usage.of(usage)
         if got is not None and got.prompt_tokens > 0:
             live.calibration = live.calibration.observe(
-                request.estimate.prompt + REPLY_PRIMING, got.prompt_tokens
+                request.estimate.counted + REPLY_PRIMING, got.prompt_tokens
             )
             live.usage = totals = live.usage.add(got, request)
             self._emit(
@@ -395,7 +398,8 @@ class ContextEngine:
         """
         self._learn_window(error)
         fixed = self._fixed(system_prompt, tools)
-        before = self._estimate(fixed).prompt
+        before = self._estimate(fixed).counted
+        self._raise_calibration(before)
         while self._emergency_stage < MAX_EMERGENCY_STAGE:
             self._emergency_stage += 1
             stage = self._emergency_stage
@@ -405,12 +409,27 @@ class ContextEngine:
                 request = self._assemble(fixed)
             except BudgetExceededError:
                 continue
-            if request.estimate.prompt < before:
+            if request.estimate.counted < before:
                 return request
         raise CompactionError(
             f"the provider still reports an overflow ({str(error)[:200]}) after every emergency stage. "
             "Fix: shorten the system prompt or tool definitions, or raise context_window."
         ) from error
+
+    def _raise_calibration(self, counted: int) -> None:
+        """An overflow proves the provider counted more than ``window - max_tokens`` for the request we
+        counted ``counted`` (the live history as sent: ``build`` sends all of it). The calibration is held
+        at least :data:`OVERFLOW_MARGIN` times that proven ratio from now on (:meth:`Calibration.at_least`),
+        so a provider under-reporting ``prompt_tokens`` cannot pull it back to the floor where the same
+        overflow returns a few turns later. The margin is one overflow's cost against 1/8 of the history:
+        the first overflow comes with the turn that crossed the window, so the proven ratio is within a
+        turn of the true one, and the margin covers that turn and the regions the ratio does not scale."""
+        room = self.window.context_window - self.window.max_tokens
+        live, proven = self._live, room / (counted + REPLY_PRIMING)
+        if counted <= 0 or proven * OVERFLOW_MARGIN <= live.calibration.low:
+            return
+        live.calibration = live.calibration.at_least(proven * OVERFLOW_MARGIN)
+        self._emit("calibration_raised", ratio=round(live.calibration.ratio, 4), counted=counted)
 
     def _learn_window(self, error: BaseException) -> None:
         """A provider that states its window in an overflow (llama.cpp's ``n_ctx``, Anthropic's maximum)
@@ -477,9 +496,13 @@ class ContextEngine:
     def stats(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> ContextStats:
         """What ``/context`` shows; ``archive_error`` is the last archive failure until a write succeeds."""
         failure = self._applier.archive_error
-        return context_stats(
+        stats = context_stats(
             self._live, self.estimate(system_prompt, tools), None if failure is None else str(failure)
         )
+        writer = self.summarizer
+        if writer is None:
+            return stats
+        return replace(stats, summary_calls=writer.model_calls, summary_model=writer.llm.name)
 
     async def verify(self) -> VerifyReport:
         """Prove nothing was lost: every appended message is live, or archived *and* in the archive: the

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import HistoryError, brief
-from ..formats.inputs import MessageInput, read_message
+from ..formats.inputs import MessageInput, read_each
 from ..message_checks import TOOL_RESULT_FACTOR, check_size, text_bytes, too_large
 from ..messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ..offloop import OFF_LOOP_BYTES, off_loop
@@ -43,10 +43,9 @@ async def read_input(
 
     def read() -> list[Message]:
         msgs: list[Message] = []
-        for i, value in enumerate(inputs):
-            for m in read_message(value, i):
-                check_size(m, f"messages[{i}]", max_bytes)
-                msgs.append(m)
+        for i, m in read_each(inputs):
+            check_size(m, f"messages[{i}]", max_bytes)
+            msgs.append(m)
         counter.count_messages(msgs)  # cached by value: the history's own count is a lookup
         return msgs
 

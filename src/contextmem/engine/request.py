@@ -58,8 +58,14 @@ class Regions:
         return self._rendered[1], self._rendered[2]
 
     def estimate(
-        self, fixed: Fixed, summary: Summary | None, history: CountedHistory, window: Window
+        self,
+        fixed: Fixed,
+        summary: Summary | None,
+        history: CountedHistory,
+        window: Window,
+        ratio: float = 1.0,
     ) -> RequestEstimate:
+        """The request's regions; ``ratio`` is the calibration :func:`history_budget` fits with."""
         rendered, summary_tokens = self.summary(summary)
         return RequestEstimate(
             system=(MESSAGE_OVERHEAD if fixed.system_prompt or rendered else 0) + fixed.prompt,
@@ -68,14 +74,18 @@ class Regions:
             tool_defs=fixed.tool_defs,
             max_tokens=window.max_tokens,
             context_window=window.context_window,
+            ratio=ratio,
         )
 
 
 def history_budget(est: RequestEstimate, window: Window, ratio: float) -> int:
-    """Tokens (as we count them) left for history once the fixed regions are paid for; ``ratio`` (the
-    calibration) says how far our counts are from what the provider bills."""
-    budget = window.history_budget(system=est.system, summary=est.summary, tool_defs=est.tool_defs)
-    return int((budget - REPLY_PRIMING) / ratio)
+    """Tokens (as we count them) left for history once the fixed regions are paid for. ``ratio`` (the
+    calibration) says how far our counts are from what the provider bills; it was measured on whole
+    prompts (reply priming included), so it applies to the whole prompt: a history within this budget
+    keeps ``ratio * (prompt + priming)`` + the reserve in the window, and the request's ``est.prompt``
+    (the same ratio) is never ``over_budget``."""
+    room = window.context_window - window.max_tokens
+    return int(room / ratio) - REPLY_PRIMING - est.system - est.summary - est.tool_defs
 
 
 def assemble(
@@ -128,7 +138,7 @@ def assemble(
     out.extend(messages)
     sent = sum(counter.count_messages(messages))
     estimate = RequestEstimate(
-        est.system, est.summary, sent, est.tool_defs, est.max_tokens, est.context_window
+        est.system, est.summary, sent, est.tool_defs, est.max_tokens, est.context_window, est.ratio
     )
     return Request(tuple(out), fixed.tools, est.max_tokens, estimate)
 

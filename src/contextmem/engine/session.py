@@ -63,7 +63,9 @@ class LiveSession:
         self.own.intersection_update(self.seqs)
         self.summary = self.base = summary_from_json(state.summary)
         meta = json.loads(state.meta) if state.meta else {}
-        self.calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
+        floor = meta.get("floor")  # an overflow's proof outlives the process (Calibration.at_least)
+        calibration = Calibration(meta.get("ratio", 1.0), meta.get("samples", 0))
+        self.calibration = calibration if floor is None else calibration.at_least(floor)
         stored = UsageTotals(*meta.get("usage", ()))
         if stored.calls >= self.usage.calls:  # a reload must not drop calls counted since the last write
             self.usage = stored
@@ -100,6 +102,7 @@ class LiveSession:
             {
                 "ratio": self.calibration.ratio,
                 "samples": self.calibration.samples,
+                "floor": self.calibration.low,
                 "cut": sorted(self.originals if cut is None else cut),
                 "usage": [
                     usage.calls,

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypedDict
 from ..archive import ArchiveProblem
 from ..budget import RequestEstimate, Window
 from ..formats.openai import messages_to_openai
-from ..llm.base import LLM, ToolSpec, Usage
+from ..llm.base import LLM, CallTotals, ToolSpec, Usage
 from ..messages import Message
 from ..safefs import Confined
 from ..summarize import Ledger, LedgerEntry, Summary
@@ -42,6 +42,7 @@ EventKind = Literal[
     "restored",
     "usage",
     "window_learned",
+    "calibration_raised",
     "repaired",
     "lease_expired",
 ]
@@ -85,6 +86,15 @@ class Request:
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages as OpenAI chat dicts (``messages=``); pass the tools as you gave them to ``build``."""
         return messages_to_openai(self.messages)
+
+    def to_responses(self) -> list[dict[str, Any]]:
+        """The messages as OpenAI Responses API input items (``input=``): the items ``add`` took, as they
+        came, where a message still is what they say
+        (:func:`~contextmem.formats.responses.messages_to_items`);
+        the system prompt and summary as a ``developer`` item."""
+        from ..formats.responses import messages_to_items
+
+        return messages_to_items(self.messages)
 
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic Messages API keywords ``system`` (left out when empty), ``messages`` and ``tools``
@@ -156,6 +166,8 @@ class ContextStats:
     summary_source: str | None
     usage: UsageTotals = UsageTotals()
     archive_error: str | None = None
+    summary_calls: CallTotals = CallTotals()  # noqa: RUF009 - a frozen value; the summary calls since opened
+    summary_model: str | None = None  # what writes the summaries; None: the extractive summary
 
 
 @dataclass(frozen=True, slots=True)

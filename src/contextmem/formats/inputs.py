@@ -20,7 +20,7 @@ a value in about 80 characters (:func:`~contextmem.errors.brief`), never the who
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeAlias
 
 from ..message_checks import check_message_text
@@ -32,15 +32,17 @@ from ..messages import (
     UserMessage,
     wire_form,
 )
-from ._checks import fail
+from ._checks import fail, require_list, require_mapping
 from .anthropic import from_anthropic, from_anthropic_reply
 from .openai import from_openai, from_openai_reply
+from .responses import ITEMS_KEY, check_item, is_item, items_to_messages
 
 __all__ = [
     "ANTHROPIC_ONLY_BLOCKS",
     "MessageInput",
     "is_anthropic",
     "is_anthropic_reply",
+    "read_each",
     "read_message",
     "read_messages",
 ]
@@ -64,6 +66,7 @@ ANTHROPIC_ONLY_BLOCKS = frozenset(
 tools' blocks, whose types end in ``_tool_use`` or ``_tool_result`` (``web_search_tool_result``, ...)."""
 
 _ANTHROPIC_ONLY_KEYS = ("cache_control", "citations")
+_RESPONSE_FIX = "pass the Responses API's response as it came, or its items: engine.add(*response.output)"
 _VALUES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
@@ -120,5 +123,61 @@ def read_message(message: MessageInput, index: int = 0) -> list[Message]:
 
 
 def read_messages(messages: Iterable[MessageInput]) -> list[Message]:
-    """Every input read by :func:`read_message`, in order; errors name the input's position."""
-    return [m for i, message in enumerate(messages) for m in read_message(message, i)]
+    """Every input read, in order (:func:`read_each`); errors name the input's position."""
+    return [m for _, m in read_each(messages)]
+
+
+def read_each(inputs: Iterable[MessageInput]) -> Iterator[tuple[int, Message]]:
+    """Every input's messages with the input's position: each read by :func:`read_message`, except the
+    OpenAI Responses API's (a ``Response``, or its items, ``*response.output``): a run of consecutive
+    items is mapped together (:func:`~.responses.items_to_messages`), so a reasoning item, the reply's text
+    and its function calls make one assistant message, as the model sent them."""
+    run: list[tuple[int, Mapping[str, Any]]] = []
+    for i, value in enumerate(inputs):
+        items = _responses_items(value, i)
+        if items is not None:
+            run.extend((i, item) for item in items)
+            continue
+        yield from _read_run(run)
+        run = []
+        yield from ((i, m) for m in read_message(value, i))
+    yield from _read_run(run)
+
+
+def _responses_items(value: MessageInput, index: int) -> list[Mapping[str, Any]] | None:
+    """The Responses-API items ``value`` holds (a ``Response``'s output, or one item), else ``None``. A
+    whole ChatCompletion is refused, naming the message to pass."""
+    if isinstance(value, _VALUES):
+        return None
+    data = value if isinstance(value, Mapping) else wire_form(value)
+    if not isinstance(data, Mapping) or ("role" in data and "type" not in data):
+        return None
+    where = f"messages[{index}]"
+    if data.get("object") == "chat.completion" or ("choices" in data and "role" not in data):
+        fail(
+            where,
+            "a message, not a whole ChatCompletion",
+            data.get("id", "ChatCompletion"),
+            "pass its message: engine.add(completion.choices[0].message)",
+        )
+    if data.get("object") == "response" and "output" in data:
+        output = require_list(data["output"], f"{where}.output", "a list of items", _RESPONSE_FIX)
+        for j, item in enumerate(output):
+            check_item(require_mapping(item, f"{where}.output[{j}]", _RESPONSE_FIX), f"{where}.output[{j}]")
+        return output
+    if is_item(data) and not is_anthropic_reply(data):
+        check_item(data, where)
+        return [data]
+    return None
+
+
+def _read_run(run: list[tuple[int, Mapping[str, Any]]]) -> Iterator[tuple[int, Message]]:
+    """A run of items as messages, each checked as a message value is, named by its first item's input."""
+    if not run:
+        return
+    at = 0
+    for message in items_to_messages(item for _, item in run):
+        index = run[min(at, len(run) - 1)][0]
+        check_message_text(message, f"messages[{index}]")
+        at += len(message.extra.get(ITEMS_KEY) or ())
+        yield index, message

@@ -29,6 +29,7 @@ from .. import messages as msg
 from ..errors import MessageFormatError, brief
 from ..message_checks import check_arguments, check_json_value
 from ._checks import fail, require_list, require_mapping, require_str
+from .responses import ITEMS_KEY
 
 __all__ = [
     "ANTHROPIC_EXTRA_KEYS",
@@ -51,7 +52,8 @@ ANTHROPIC_EXTRA_KEYS = frozenset(
 )
 """``extra`` keys written by :mod:`contextmem.formats.anthropic`; reserved, never emitted to OpenAI."""
 
-_RESERVED = ANTHROPIC_EXTRA_KEYS | {TOOL_CALL_EXTRA}
+_ASIDE = ANTHROPIC_EXTRA_KEYS | {ITEMS_KEY}  # stored beside the OpenAI dict; Responses items: to_responses
+_RESERVED = _ASIDE | {TOOL_CALL_EXTRA}
 
 # Keys each role maps onto message fields; everything else goes to ``extra``.
 _KNOWN: dict[str, frozenset[str]] = {
@@ -348,10 +350,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def anthropic_extra(m: msg.Message) -> dict[str, Any]:
-    """The ``extra`` keys of ``m`` that :func:`to_openai` never emits (:data:`ANTHROPIC_EXTRA_KEYS`): what
+    """The ``extra`` keys of ``m`` that :func:`to_openai` never emits (:data:`ANTHROPIC_EXTRA_KEYS`, and the
+    Responses API's items, :data:`~.responses.ITEMS_KEY`): what
     a stored form (the store's rows, the dialog archive's lines) keeps beside the OpenAI dict, so the
     message reads back equal (:func:`from_openai_stored`)."""
-    return {k: v for k, v in m.extra.items() if k in ANTHROPIC_EXTRA_KEYS}
+    return {k: v for k, v in m.extra.items() if k in _ASIDE}
 
 
 def from_openai_stored(doc: Mapping[str, Any], kept: Mapping[str, Any] | None = None) -> msg.Message:

@@ -29,8 +29,9 @@ from ..messages import (
     UserMessage,
     text_of,
 )
+from ._checks import fail, require_list, require_mapping, require_str
 
-__all__ = ["ITEMS_KEY", "items_to_messages", "messages_to_items"]
+__all__ = ["ITEMS_KEY", "check_item", "is_item", "items_to_messages", "messages_to_items"]
 
 ITEMS_KEY = "agents_items"
 """``extra`` key holding the Agents SDK items a message was made from."""
@@ -39,6 +40,51 @@ Item = Mapping[str, Any]
 
 
 # --- items -> messages --------------------------------------------------------------------------
+
+_ITEM_FIX = (
+    "pass the Responses API's items as they came (engine.add(*response.output)), or a chat message dict"
+)
+_ROLES = ("user", "system", "developer", "assistant")
+
+
+def is_item(value: Mapping[str, Any]) -> bool:
+    """Whether a dict is a Responses-API item rather than a chat message: chat messages carry no ``type``;
+    items do (``message``, ``reasoning``, ``function_call``, ``*_call``, ``*_call_output``)."""
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        return False
+    return kind in ("message", "reasoning") or kind.endswith(("_call", "_call_output"))
+
+
+def check_item(item: Mapping[str, Any], where: str) -> None:
+    """Refuse an item :func:`items_to_messages` could not map, with the one format error: a message item's
+    role and content, a call's ``call_id``, ``name`` and ``arguments``, an output's ``call_id``, a
+    reasoning item's summary texts, each of the type it must be; a hosted tool's item (kept as its JSON)
+    must be JSON."""
+    kind = str(item.get("type"))
+    if kind == "message":
+        if item.get("role") not in _ROLES:
+            fail(f"{where}.role", "'user', 'system', 'developer' or 'assistant'", item.get("role"), _ITEM_FIX)
+        content = item.get("content")
+        if not isinstance(content, str):
+            parts = require_list(content, f"{where}.content", "a string or a list of parts", _ITEM_FIX)
+            for j, part in enumerate(parts):
+                require_mapping(part, f"{where}.content[{j}]", _ITEM_FIX)
+    elif kind == "reasoning":
+        summary = require_list(item.get("summary") or [], f"{where}.summary", "a list", _ITEM_FIX)
+        for j, part in enumerate(summary):
+            text = require_mapping(part, f"{where}.summary[{j}]", _ITEM_FIX).get("text", "")
+            require_str(text, f"{where}.summary[{j}].text", _ITEM_FIX)
+    elif kind.startswith("function_call") or "call_id" in item:
+        require_str(item.get("call_id"), f"{where}.call_id", _ITEM_FIX, non_empty=True)
+        if kind == "function_call":
+            require_str(item.get("name"), f"{where}.name", _ITEM_FIX, non_empty=True)
+            require_str(item.get("arguments") or "{}", f"{where}.arguments", _ITEM_FIX)
+    if kind != "message" and not _is_output(item):  # kept as its JSON text: a call's, a hosted tool's
+        try:
+            json.dumps(dict(item), ensure_ascii=False)
+        except (TypeError, ValueError):
+            fail(where, "a JSON object", item, _ITEM_FIX, show_type=True)
 
 
 def _is_user_side(item: Item) -> bool:

@@ -22,6 +22,7 @@ __all__ = [
     "LLM",
     "BaseLLM",
     "CallOptions",
+    "CallTotals",
     "ChatResponse",
     "LearnsWindow",
     "ModelCall",
@@ -31,6 +32,24 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CallTotals:
+    """Model calls made and the tokens they reported (0 where the provider reported none): contextmem's
+    own calls, such as its summaries, which a user's agent loop does not see."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, usage: Usage | None) -> CallTotals:
+        got = usage or Usage()
+        return CallTotals(
+            self.calls + 1,
+            self.prompt_tokens + got.prompt_tokens,
+            self.completion_tokens + got.completion_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)

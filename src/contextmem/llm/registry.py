@@ -289,7 +289,11 @@ def writes_summaries(settings: Settings, spec: str) -> bool:
 
 
 def summary_llm(settings: Settings, llm: LLM | None) -> LLM | None:
-    """The model that writes summaries for a runtime whose model is ``llm``: ``llm`` itself, or ``None``
+    """The model that writes summaries for a runtime whose model is ``llm``: ``settings.summary_model`` when
+    set (``none``: ``None``), else ``llm`` itself, or ``None``
     (the extractive summary) as :func:`writes_summaries` decides. A wrapper keeps the name of what it
     wraps (``local:...``), so the decision reads ``llm.name``."""
+    named = settings.summary_model
+    if named is not None:  # a model of its own, often a cheaper one: built like the agent's
+        return llm_from_settings(settings, named)
     return llm if llm is not None and writes_summaries(settings, llm.name) else None

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import ConfigError, LLMError
-from ..llm.base import LLM
+from ..llm.base import LLM, CallTotals
 from ..llm.scheduler import background_calls, wait_running
 from ..logs import get_logger
 from ..messages import Message, text_of
@@ -182,6 +182,7 @@ class Summarizer:
                 "sum to less than 1. Fix: leave room for the summary text, e.g. 0.35 and 0.1."
             )
         self.llm = llm
+        self.model_calls = CallTotals()  # the summary calls made, with the tokens they reported
         self.counter = counter
         self.max_tokens = max_tokens
         self.timeout = timeout
@@ -327,9 +328,12 @@ class Summarizer:
                     max_queue=self.queue_timeout,
                 )
         except TimeoutError as exc:
+            self.model_calls = self.model_calls.add(None)
             return None, str(exc)
         except LLMError as exc:
+            self.model_calls = self.model_calls.add(None)
             return None, f"{type(exc).__name__}: {exc}"
+        self.model_calls = self.model_calls.add(reply.usage)
         reply_text = text_of(reply.message.content)
         return await off_loop(
             size,

@@ -38,6 +38,15 @@ class Calibration:
         ratio = seen if self.samples == 0 else (1 - self.alpha) * self.ratio + self.alpha * seen
         return Calibration(ratio, self.samples + 1, self.alpha, self.low, self.high)
 
+    def at_least(self, floor: float) -> Calibration:
+        """This calibration, never below ``floor`` from now on: the ratio is raised to it, and later
+        observations are clamped to it (:meth:`observe` clamps to ``low``). For a floor an overflow proved:
+        a provider that reports fewer prompt tokens than it counts against its window (some servers leave
+        out their template, others report only a part) would otherwise pull the ratio back down, call after
+        call, until the next overflow."""
+        low = min(self.high, max(self.low, floor))
+        return Calibration(max(self.ratio, low), self.samples, self.alpha, low, self.high)
+
     def apply(self, estimate: int) -> int:
         """The corrected estimate; never below the raw one by more than the clamp allows."""
         return estimate if self.samples == 0 else int(estimate * self.ratio + 0.999)
