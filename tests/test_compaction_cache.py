@@ -157,7 +157,7 @@ async def _expected_and_counted(tmp_path: Path, shared: Any = None) -> list[tupl
         got = compare(previous_wire, wire)
         rows.append((expected, got.shared, got.kind))
         previous_wire, previous = wire, request
-        engine.record_usage(request, Usage(prompt_tokens=request.estimate.prompt, cached_tokens=expected))
+        engine.record_usage(request, Usage(prompt_tokens=request.estimate.counted, cached_tokens=expected))
 
     for turn in range(30):
         await engine.add(UserMessage(f"turn {turn}: check the build log 第{turn}次"))

@@ -79,9 +79,9 @@ class Request:
     max_tokens: int
     estimate: RequestEstimate
     expected_cached: int = 0
-    """Of ``estimate.prompt``, the tokens the session's previous request began with too (the tool
-    definitions, then the leading messages that are unchanged): what a provider's prompt cache can serve
-    (:func:`~.request.shared_prefix`). ``build`` sets it; 0 for the first request."""
+    """Of ``estimate.counted`` (our count of the prompt), the tokens the session's previous request began
+    with too (the tool definitions, then the leading messages that are unchanged): what a provider's
+    prompt cache can serve (:func:`~.request.shared_prefix`). ``build`` sets it; 0 for the first one."""
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages as OpenAI chat dicts (``messages=``); pass the tools as you gave them to ``build``."""
@@ -141,7 +141,7 @@ class UsageTotals:
 
     def add(self, usage: Usage, request: Request | None = None) -> UsageTotals:
         """These totals and one more call: ``usage`` as the provider reported it, for ``request``."""
-        sent = request.estimate.prompt if request is not None else 0
+        sent = request.estimate.counted if request is not None else 0
         expected = request.expected_cached if request is not None else 0
         return UsageTotals(
             self.calls + 1,
