@@ -121,7 +121,7 @@ def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
     def notice(omitted: int) -> str:
         return NOTICE.format(omitted=omitted, total=len(text), path=path)
 
-    return textcut.cut_middle(text, notice, max_chars=limit.max_chars, max_bytes=limit.max_bytes)
+    return textcut.cut_keeping(text, notice, max_chars=limit.max_chars, max_bytes=limit.max_bytes)
 
 
 FIT_MARGIN = 0.9

@@ -19,7 +19,7 @@ from itertools import pairwise
 
 from ..budget import turn_starts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
-from ..textcut import cut_middle
+from ..textcut import cut_keeping
 from .pairs import broken, open_group
 
 __all__ = [
@@ -179,7 +179,7 @@ def _capped(message: Message, max_chars: int) -> Message | None:
     text = text_of(message.content)
     if len(text) <= max_chars or not isinstance(message.content, str):
         return None
-    cut = cut_middle(text, _emergency_notice, max_chars=max_chars, ratio=(1, 1))
+    cut = cut_keeping(text, _emergency_notice, max_chars=max_chars, ratio=(1, 1))
     if isinstance(message, ToolMessage):
         return ToolMessage(message.tool_call_id, cut, name=message.name, extra=message.extra)
     return UserMessage(cut, name=message.name, extra=message.extra)

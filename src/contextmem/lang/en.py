@@ -235,9 +235,35 @@ FILLERS = (
     r"(?:[\s,]+(?:all|everyone|team|folks))?\s*[,!.…~]+\s*",
 )
 
+LOG_CUES = (
+    # Log levels as Python's logging, log4j / logback, java.util.logging (SEVERE), journald and
+    # PostgreSQL (FATAL, PANIC) print them.
+    r"ERROR\b|FATAL\b|CRITICAL\b|SEVERE\b|PANIC\b",
+    # What compilers and command-line tools print before a failure: gcc / clang "error:", rustc
+    # "error[E0308]:", pip "ERROR:", git "fatal:", make "*** [all] Error 2", npm "npm ERR!".
+    r"error\b|fatal\b|Fatal\b|ERR!",
+    # Exception names at the end of a Python, Java, JavaScript or C# traceback ("ValueError:",
+    # "java.lang.NullPointerException", node's "Error:"), and the lines that open or chain one.
+    r"Error\b|Exception\b|Traceback \(most recent call last\)|Caused by:",
+    # Go "panic: runtime error", Rust "thread 'main' panicked at".
+    r"panic:|panicked",
+    # Test runners: pytest "FAILED", go test "--- FAIL:", Maven "BUILD FAILURE", "Tests failed".
+    r"FAIL\b|FAILED\b|FAILURE\b|Failed\b|failed\b|Failure\b|failure\b",
+    # A killed process: Kubernetes "OOMKilled" and "CrashLoopBackOff", the kernel's "Out of memory:
+    # Killed process" and "oom-kill", a shell's "Killed" and "Segmentation fault (core dumped)".
+    r"OOMKilled|CrashLoopBackOff|Out of memory|out of memory|oom-kill|Killed\b|Segmentation fault|"
+    r"segfault|core dumped",
+    # The C library's messages for a failed call, as shells and most tools print them (strerror).
+    r"Permission denied|No such file or directory|Connection refused|Cannot allocate memory",
+    # The linker's "undefined reference to"; a command's status: "exit code 1", "exit status 2",
+    # Python's "returned non-zero exit status 1".
+    r"undefined reference to|exit code [1-9]|exit status [1-9]|non-zero exit",
+)
+
 ENGLISH = Language(
     code="en",
     cues=CUES,
+    log_cues=LOG_CUES,
     whole_words=True,
     stop_words=STOP_WORDS,
     not_names=NOT_NAMES,

@@ -125,9 +125,22 @@ FILLERS = (
     r"^(?:哈喽|哈啰|嗨)+(?:[，,！!。…~\s]+|$)",  # 嗨皮 ("happy") is no greeting
 )
 
+LOG_CUES = (
+    # 错误 / 失败 / 异常 / 报错: what Chinese application logs write for error, failure, exception and
+    # "reported an error"; also the zh_CN messages of git ("错误：", "致命错误："), glibc and bash ("段错误",
+    # Segmentation fault) and PostgreSQL ("错误:  关系 … 不存在").
+    r"错误|失败|异常|报错",
+    # 致命 (fatal: git's "致命错误："), 崩溃 (crashed), 无法 (cannot: apt's "无法下载", ls's "无法访问").
+    r"致命|崩溃|无法",
+    # glibc's zh_CN messages of a failed call: Permission denied, No such file or directory, Connection
+    # refused, Killed, Cannot allocate memory (无法分配内存 is matched by 无法), and "out of memory".
+    r"权限不够|没有那个文件或目录|拒绝连接|已杀死|内存不足",
+)
+
 CHINESE = Language(
     code="zh",
     cues=CUES,
+    log_cues=LOG_CUES,
     fillers=FILLERS,
     laughter=r"(?<![\s,，])[\s,，]*哈哈+[！!。]*",
     weekdays=WEEKDAYS,

@@ -29,7 +29,7 @@ from ..messages import (
     text_of,
 )
 from ..redaction import redact_secrets
-from ..textcut import cut_middle
+from ..textcut import cut_keeping
 from .languages import Lang, detect_language, summaries, summary_languages, summary_text
 from .ledger import secrets_in
 
@@ -77,7 +77,7 @@ SECTION_TITLES: Mapping[Lang, Mapping[str, str]] = _SectionTitles()
 
 
 def _head_tail(text: str, limit: int) -> str:
-    return cut_middle(text, _omitted_notice, max_chars=limit)
+    return cut_keeping(text, _omitted_notice, max_chars=limit)
 
 
 def _omitted_notice(omitted: int) -> str:
