@@ -115,8 +115,9 @@ def fits(text: str, limit: OffloadLimit) -> bool:
 
 
 def head_tail(text: str, limit: OffloadLimit, path: str) -> str:
-    """``text`` cut to its head and tail (2 : 1) around a notice naming ``path``, within ``limit``
-    whenever the limit leaves room for the notice (:func:`contextmem.textcut.cut_middle`)."""
+    """``text`` cut to its head and tail (2 : 1) and, between them, the lines that tell a failure (each
+    language's ``log_cues``), around a notice naming ``path``, within ``limit`` whenever the limit leaves
+    room for the notice (:func:`contextmem.textcut.cut_keeping`)."""
 
     def notice(omitted: int) -> str:
         return NOTICE.format(omitted=omitted, total=len(text), path=path)
