@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from contextmem.errors import HistoryError, MessageFormatError
@@ -113,6 +113,7 @@ _HOSTILE = st.one_of(hostile_text(), st.integers(), st.none(), st.lists(hostile_
     key=st.sampled_from(["role", "content", "call_id", "name", "arguments", "output", "summary", "id"]),
     value=_HOSTILE,
 )
+@example(kind="function_call_output", key="output", value=[""])  # a part that is no object: was raw
 async def test_any_responses_item_is_stored_exactly_or_refused_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, kind: str, key: str, value: Any
 ) -> None:

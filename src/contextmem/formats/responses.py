@@ -80,6 +80,9 @@ def check_item(item: Mapping[str, Any], where: str) -> None:
         if kind == "function_call":
             require_str(item.get("name"), f"{where}.name", _ITEM_FIX, non_empty=True)
             require_str(item.get("arguments") or "{}", f"{where}.arguments", _ITEM_FIX)
+    if _is_output(item) and isinstance(item.get("output"), list):  # parts, as a message's content
+        for j, part in enumerate(item["output"]):
+            require_mapping(part, f"{where}.output[{j}]", _ITEM_FIX)
     if kind != "message" and not _is_output(item):  # kept as its JSON text: a call's, a hosted tool's
         try:
             json.dumps(dict(item), ensure_ascii=False)
