@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, Runner, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -66,7 +66,10 @@ async def main() -> None:
         )
         for turn in range(60):
             await Runner.run(
-                agent, f"question {turn}", session=session, run_config=RunConfig(tracing_disabled=True)
+                agent,
+                f"question {turn}",
+                session=session,
+                run_config=session.run_config(tracing_disabled=True),
             )
         engine = await session.engine()
         stats = engine.stats("Answer from the release notes.")

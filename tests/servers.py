@@ -313,6 +313,10 @@ class _ScriptedServer:
         if problem:
             h.send_json(400, self._error_body("invalid_request_error", problem))
             return
+        over = self._over_window(body)
+        if over is not None:
+            h.send_json(400, over)
+            return
         entry = self.respond(body) if self.respond is not None else self._next()
         if entry is None:
             message = f"{type(self).__name__} ran out of scripted replies at request {len(self.requests)}"
@@ -351,6 +355,10 @@ class _ScriptedServer:
     def _check(self, body: Any) -> str | None:
         raise NotImplementedError
 
+    def _over_window(self, body: Any) -> dict[str, Any] | None:
+        """The provider's context-length error body when the request is over ``context_window``."""
+        return None
+
     def _response(self, reply: ServerReply, request: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -374,6 +382,10 @@ class FakeOpenAIServer(_ScriptedServer):
 
     path = "/v1/chat/completions"
     provider = "openai"
+    context_window: int | None = None
+    """When set, a request whose messages and tools are over it is refused as OpenAI refuses it (400,
+    ``context_length_exceeded``). Counted with the o200k tokenizer over their JSON: an over-count, so a
+    request it lets through fits."""
 
     def __enter__(self) -> FakeOpenAIServer:
         self.start()
@@ -404,6 +416,23 @@ class FakeOpenAIServer(_ScriptedServer):
                 continue
             open_calls = {c["id"] for c in msg.get("tool_calls") or ()} if role == "assistant" else set()
         return None
+
+    def _over_window(self, body: Any) -> dict[str, Any] | None:
+        if self.context_window is None:
+            return None
+        from contextmem.tokens import get_counter
+
+        sent = json.dumps([body.get("messages"), body.get("tools")], ensure_ascii=False)
+        tokens = get_counter("o200k_base").count_text(sent)
+        if tokens <= self.context_window:
+            return None
+        message = (
+            f"This model's maximum context length is {self.context_window} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages."
+        )
+        error = self._error_body("invalid_request_error", message)
+        error["error"].update(param="messages", code="context_length_exceeded")
+        return error
 
     @staticmethod
     def _usage(reply: ServerReply) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 pytest.importorskip("agents")
 pytest.importorskip("numpy")
@@ -16,6 +17,7 @@ from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ModelResponse
 from agents.memory import Session
 from agents.models.interface import Model
+from agents.run_config import CallModelData, ModelInputData
 from agents.usage import Usage
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -42,6 +44,7 @@ from contextmem.testing import InMemorySessionStore, ScriptedLLM
 from contextmem.tokens.counter import REPLY_PRIMING
 
 from .engine_helpers import GOOD_SUMMARY, small_settings
+from .security.doors import assert_one_line_error, hostile_text
 
 
 def _runtime(tmp: Path, **settings: Any) -> ContextMem:
@@ -277,3 +280,33 @@ async def test_the_summary_goes_where_the_engine_put_it(tmp_path: Path, injectio
         ]
     else:  # already in the first user message: no developer item
         assert items[:-4] == [{"role": "user", "content": f"{summary}\n\nquestion 2"}]
+
+
+# --- the door of the session's call_model_input_filter ------------------------------------------------------
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile_text())
+async def test_an_item_the_filter_takes_is_sent_and_stored_once_exactly_or_refused_in_one_line(
+    tmp_path: Path, text: str
+) -> None:
+    """A streamed run's input reaches the engine through the filter before the SDK stores it: hostile
+    text is sent and stored exactly (once: the SDK's later ``add_items`` of it adds nothing), or the
+    filter refuses it with one typed line."""
+    session = ContextMemSession(_runtime(tmp_path, context_window=8000, max_tokens=500), "door")
+    item = {"role": "user", "content": text}
+    agent: Agent[Any] = Agent(name="door", instructions="Answer.")
+    await session.get_items()  # the run starts
+    data = CallModelData(
+        model_data=ModelInputData(input=[item], instructions="Answer."), agent=agent, context=None
+    )
+    try:
+        sent = await session.model_input_filter(data)
+    except Exception as exc:
+        assert_one_line_error(exc)
+        return
+    assert sent.input == [item] and sent.instructions == "Answer."
+    await session.add_items([item])  # the SDK stores the input after the first call of a streamed run
+    engine = await session.engine()
+    assert [m.content for m in engine.history.messages] == [text]
+    assert (await engine.verify()).appended == 1

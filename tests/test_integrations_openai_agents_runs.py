@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("agents")
 pytest.importorskip("numpy")
 
+import openai
 from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
 from openai import AsyncOpenAI
 
@@ -233,3 +234,83 @@ async def test_a_summary_that_folded_a_popped_message_is_discarded(tmp_path: Pat
     items = await session.get_items()  # a turn start: the held round is applied, or discarded
     assert items == [{"role": "user", "content": "question 0"}, {"role": "assistant", "content": "a"}]
     assert (await session.engine()).summary is None  # the undone messages were never summarised
+
+
+# --- every model call of a run fits: the session's call_model_input_filter -------------------------------
+
+LOG_LINES = 2400  # about 150 KB of tool output: some 44,000 tokens, five times the window
+
+
+@function_tool
+def fetch_log(job: str) -> str:
+    """Fetch the whole log of a build job."""
+    lines = [f"{job} step {i}: compiled module {i} of {LOG_LINES} without warnings" for i in range(LOG_LINES)]
+    lines[LOG_LINES // 2] = f"{job} step {LOG_LINES // 2}: ERROR linker ran out of memory (exit 137)"
+    return "\n".join(lines)
+
+
+def _log_run(tmp_path: Path) -> tuple[ContextMemSession, Agent[Any], FakeOpenAIServer, AsyncOpenAI]:
+    settings = small_settings(workspace=tmp_path, context_window=8000, max_tokens=500)
+    runtime = ContextMem(
+        settings, store=InMemorySessionStore(), workspace=Workspace(tmp_path), llm=None, memory=None
+    )
+    call = ToolCall("call_log", "fetch_log", json.dumps({"job": "nightly"}))
+    server = FakeOpenAIServer(
+        [ServerReply(tool_calls=(call,)), ServerReply("The nightly build ran out of memory.")]
+    )
+    server.context_window = 8000
+    server.start()
+    client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    model = OpenAIChatCompletionsModel(model="gpt-test", openai_client=client)
+    agent = Agent(name="builds", instructions="You read build logs.", model=model, tools=[fetch_log])
+    return ContextMemSession(runtime, "builds", system_prompt="You read build logs."), agent, server, client
+
+
+async def test_without_the_filter_the_provider_refuses_the_call_after_the_tool(tmp_path: Path) -> None:
+    """The oracle of the test below: the fake provider does refuse a call over the window, and the SDK
+    sends the run's tool output whole when the session's filter is not in the run config."""
+    session, agent, server, client = _log_run(tmp_path)
+    try:
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 8000 tokens"):
+            await Runner.run(
+                agent, "why did it fail?", session=session, run_config=RunConfig(tracing_disabled=True)
+            )
+    finally:
+        await client.close()
+        server.stop()
+    assert len(server.requests) == 2 and len(json.dumps(server.requests[1].body)) > 140_000
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_a_large_tool_output_is_cut_at_the_next_call_of_the_same_run(
+    tmp_path: Path, streamed: bool
+) -> None:
+    """Window 8,000 tokens; a tool returns 140 KB. The provider (which refuses a request over the window,
+    as OpenAI does) gets every call of the run within it: the output is cut at the next call of the same
+    run, its whole text readable in ``tool_results/``; the session stores each item once."""
+    session, agent, server, client = _log_run(tmp_path)
+    try:
+        config = session.run_config(tracing_disabled=True)
+        question = "why did the nightly build fail?"
+        if streamed:
+            streaming = Runner.run_streamed(agent, question, session=session, run_config=config)
+            async for _ in streaming.stream_events():
+                pass
+            output = streaming.final_output
+        else:
+            output = (await Runner.run(agent, question, session=session, run_config=config)).final_output
+    finally:
+        await client.close()
+        server.stop()
+
+    assert output == "The nightly build ran out of memory."  # no call was refused as over the window
+    assert len(server.requests) == 2
+    sent = server.requests[1].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]  # the call kept its result
+    cut = sent[-1]["content"]
+    assert len(cut) < 20_000 and "tool_results/" in cut
+    (offloaded,) = (tmp_path / "tool_results").iterdir()
+    text = offloaded.read_text(encoding="utf-8")
+    assert "ERROR linker ran out of memory" in text and len(text) > 140_000  # nothing of it is lost
+    report = await (await session.engine()).verify()
+    assert report.appended == 4 and report.lost == 0  # question, call, output, reply: each stored once

