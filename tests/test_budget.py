@@ -138,6 +138,8 @@ def test_a_proven_window_bounds_what_the_user_set_and_keeps_half_for_the_prompt(
     from contextmem.budget import fit_window, output_reserve
     from contextmem.settings import Settings
 
+    if user_set:  # a reserve at or over the window the user set is refused when set (test_cli_errors)
+        reply = min(reply, limit + 999)
     chosen = Settings.load(env={}, context_window=limit + 1000, max_tokens=reply) if user_set else Settings()
     fit = fit_window(chosen, limit, reply, proven=True)
     assert fit.window.context_window == limit
@@ -146,3 +148,18 @@ def test_a_proven_window_bounds_what_the_user_set_and_keeps_half_for_the_prompt(
     assert fit.window.max_tokens <= limit // 2  # the prompt keeps at least half
     unproven = fit_window(chosen, limit, reply)
     assert unproven.window.context_window == (limit + 1000 if user_set else limit)  # the user's wins there
+
+
+def test_a_window_the_user_set_below_the_model_s_reply_takes_a_reserve_that_fits_it() -> None:
+    """The fitted reserve written into the settings is the one the window takes: the model's own reply
+    (1,024 of an 8,192 window) would not fit a window of 1,000 that the user set, and the settings
+    refuse a reserve at or over the window."""
+    from contextmem.budget import fit_settings
+    from contextmem.settings import Settings
+
+    class Model:
+        context_window, max_tokens, name = 8192, 4096, "a model"
+
+    fitted = fit_settings(Settings.load(env={}, context_window=1000), Model())
+    assert (fitted.context_window, fitted.max_tokens) == (1000, 500)
+    assert fit_settings(Settings.load(env={}), Model()).max_tokens == 1024  # the model's reply, as before

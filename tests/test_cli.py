@@ -412,6 +412,31 @@ def test_out_of_range_numbers_are_refused_with_a_fix(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and "Fix:" in err and "usage:" not in err
 
 
+def test_eval_compaction_counts_the_transcript_as_count_does(tmp_path, capsys):
+    """``eval compaction`` said 5,750 tokens where ``count`` said 6,199 for the same file: it counted the
+    texts alone, without the system prompt, the messages' framing and the tool calls."""
+    path = tmp_path / "t.jsonl"
+    messages = write_transcript(path, turns=12, huge_at=3)
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text(json.dumps({"question": "which timeout?", "answer": "timeout=30s"}) + "\n")
+    assert main(["--workspace", str(tmp_path / "ws"), "count", str(path), "--json"]) == 0
+    counted = json.loads(capsys.readouterr().out)
+    assert main(["--workspace", str(tmp_path / "ws"), "eval", "compaction", str(path), "--questions", str(qa),
+                 "--json"]) == 0  # fmt: skip
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["transcript_tokens"] == counted["tokens"] > 0
+    assert evaluated["messages"] == messages == counted["messages"] - 1  # the system prompt apart
+    assert (
+        main(["--workspace", str(tmp_path / "ws"), "eval", "compaction", str(path), "--questions", str(qa)])
+        == 0
+    )
+    first = capsys.readouterr().out.splitlines()[0]
+    assert (
+        f"{messages} messages and a system prompt, {counted['tokens']:,} tokens (as `contextmem count`"
+        in first
+    )
+
+
 def test_count_prints_a_table_not_a_dict(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
     write_transcript(path, turns=3)
@@ -482,16 +507,36 @@ def test_bash_completion_offers_setting_keys_after_config_set(capsys):
     assert out.splitlines() == ["summary_max_tokens"] * 3
 
 
-def test_memory_search_shows_indexing_progress_then_nothing_when_unchanged(tmp_path, capsys):
+def test_memory_search_shows_indexing_progress_on_a_terminal_then_nothing_when_unchanged(
+    tmp_path, capsys, monkeypatch
+):
     (tmp_path / "memory").mkdir()
     for day in range(1, 6):
         (tmp_path / "memory" / f"2026-01-0{day}.md").write_text(f"- deploy note {day}: port 54{day}\n")
     common = ["--workspace", str(tmp_path), "--embedder", "hash"]
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
     assert main([*common, "memory", "search", "deploy port"]) == 0
-    err = capsys.readouterr().err
-    assert re.fullmatch(r"indexing new or changed memory \[#+\] (\d+)/\1 .*\n", err), err
+    assert re.fullmatch(r"(\rindexing new or changed memory \[#*\.*\] \d+/\d+ .*)+\n", terminal.getvalue())
+    assert re.match(
+        r"indexing new or changed memory \[#{30}\] (\d+)/\1 ", terminal.getvalue().rsplit("\r")[-1]
+    )
+    monkeypatch.undo()
     assert main([*common, "memory", "search", "deploy port"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_progress_bars_stay_off_a_stderr_that_is_no_terminal(tmp_path, capsys):
+    """A script or a log reads errors only on stderr: no bar, not even a final line."""
+    (tmp_path / "memory").mkdir()
+    for day in range(1, 6):
+        (tmp_path / "memory" / f"2026-01-0{day}.md").write_text(f"- release note {day}: build 7{day}\n")
+    common = ["--workspace", str(tmp_path), "--embedder", "hash"]
+    assert main([*common, "memory", "index"]) == 0
+    (tmp_path / "memory" / "2026-01-09.md").write_text("- release note 9: build 79\n")
+    assert main([*common, "memory", "search", "release build"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "5 added" in captured.out and "build 79" in captured.out
 
 
 def test_replay_states_the_output_reserve_it_takes(tmp_path, capsys):

@@ -13,6 +13,7 @@ import argparse
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -159,3 +160,128 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
     finally:
         os.close(write_end)
     assert proc.stderr == "" and proc.returncode == 141
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["--workspace", str(tmp_path / "ws"), *argv])
+    return code, capsys.readouterr().err
+
+
+def test_a_port_in_use_is_one_line_with_a_fix_and_help_shows_the_default(tmp_path, capsys):
+    """uvicorn printed its own ``ERROR: [Errno 98] ...`` line and exited 3, with no Fix."""
+    pytest.importorskip("mcp")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, err = _run(
+            tmp_path, capsys, "mcp", "--transport", "http", "--no-llm", "--embedder", "hash", "--port", port
+        )
+    assert failure_problem(code, err) is None and code == 2, err
+    assert f"port {port} on '127.0.0.1' is in use" in err and "--port N" in err
+    with pytest.raises(SystemExit) as done:
+        main(["mcp", "--help"])
+    assert done.value.code == 0 and "(default: 8765)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_reserve_larger_than_the_window_is_a_setting_error_not_a_model_failure(tmp_path, capsys):
+    """It was sent to the model and reported as "the model call failed: ... needs 1068 tokens"."""
+    code, err = _run(
+        tmp_path, capsys, "--model", "openai:gpt-test", "--base-url", "http://127.0.0.1:9/v1",
+        "--context-window", "1000", "--max-tokens", "5000", "--embedder", "hash", "ask", "hi",
+    )  # fmt: skip
+    assert failure_problem(code, err) is None and code == 2, err
+    assert "model call failed" not in err and "max_tokens (5000) is not below context_window (1000)" in err
+    code, err = _run(tmp_path, capsys, "config", "set", "context_window", "1000")
+    assert code == 0
+    code, err = _run(tmp_path, capsys, "config", "set", "max_tokens", "1000")
+    assert failure_problem(code, err) is None and "is not below context_window" in err
+
+
+def test_a_budget_the_request_cannot_fit_is_said_as_itself_not_as_a_failed_model_call(
+    tmp_path, capsys, no_provider_env
+):
+    from .servers import FakeOpenAIServer, ServerReply
+
+    with FakeOpenAIServer([ServerReply("ok")]) as server:
+        code, err = _run(
+            tmp_path, capsys, "--model", "openai:gpt-test", "--base-url", server.base_url,
+            "--context-window", "1000", "--max-tokens", "400", "--embedder", "hash", "ask", "word " * 900,
+        )  # fmt: skip
+        asked = len(server.requests)
+    assert failure_problem(code, err) is None and asked == 0, err
+    assert "model call failed" not in err and "needs" in err and "but the budget is" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("not json", ":1:1: is not JSON (Expecting value)"),
+        ('[{"type": "function",\n', ":2:1: is not JSON"),
+        ('{"name": "read"}', ": holds an object, not a list of tool definitions"),
+        ("null", ": holds null, not a list"),
+        ("\udcff[]", ": is not UTF-8 text (byte 0)"),
+    ],
+)
+def test_a_bad_tools_file_is_named_with_what_is_wrong(tmp_path, capsys, content, said):
+    """``replay --tools bad.json`` said "Expecting value: line 1 column 1 (char 0)" and no file."""
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"role": "user", "content": "hi"}\n')
+    tools = tmp_path / "my-tools.json"
+    tools.write_bytes(content.encode("utf-8", "surrogateescape"))
+    code, err = _run(tmp_path, capsys, "replay", str(good), "--tools", str(tools))
+    assert failure_problem(code, err) is None, err
+    assert f"{tools}{said}" in err and "Fix: give a JSON list of tool definitions" in err
+
+
+def test_nothing_listening_at_the_base_url_says_so_with_a_fix(tmp_path, capsys, no_provider_env):
+    """A connection refused read "Connection error. (...). Retried with backoff; ..." with no Fix, and,
+    with no --context-window, "the server states none" (nobody was there to state anything)."""
+    from .servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    for window in (["--context-window", "8000"], []):
+        code, err = _run(
+            tmp_path, capsys, "--model", "openai:gpt-test", "--base-url", url, *window,
+            "--embedder", "hash", "ask", "hi",
+        )  # fmt: skip
+        assert failure_problem(code, err) is None, err
+        assert f"cannot connect to {url}" in err and "is the server running there? Fix: start it" in err
+        assert "--base-url" in err and "states none" not in err
+
+
+def test_ask_with_no_model_gives_the_command_line_s_advice(tmp_path, capsys, monkeypatch):
+    """It said "... or pass llm=...", the library's advice."""
+    code, err = _run(tmp_path, capsys, "--model", "none", "ask", "hi")
+    assert failure_problem(code, err) is None and "llm=" not in err, err
+    assert "model is 'none' (set by --model)" in err and "--model" in err.split("Fix:")[1]
+    assert _run(tmp_path, capsys, "config", "set", "model", "none")[0] == 0
+    code, err = _run(tmp_path, capsys, "chat", "-p", "hi")
+    assert failure_problem(code, err) is None and "contextmem config set model local" in err, err
+    monkeypatch.setenv("CONTEXTMEM_MODEL", "none")
+    code, err = _run(tmp_path, capsys, "ask", "hi")
+    assert failure_problem(code, err) is None and "Fix: unset CONTEXTMEM_MODEL" in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant", "prog"),
+    [
+        (["sesions", "list"], "'sessions'", "contextmem"),
+        (["sessions", "lst"], "'list'", "contextmem sessions"),
+        (["count", "t.jsonl", "--jsn"], "'--json'", "contextmem count"),
+        (["memory", "search", "--mdoe=keyword", "x"], "'--mode'", "contextmem memory search"),
+        (["config", "st", "model", "local"], "'set'", "contextmem config"),
+    ],
+)
+def test_a_mistyped_command_or_option_gets_the_closest(tmp_path, capsys, argv, meant, prog):
+    (tmp_path / "t.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    argv = [str(tmp_path / a) if a == "t.jsonl" else a for a in argv]
+    code, err = _run(tmp_path, capsys, *argv)
+    assert failure_problem(code, err) is None and code == 2, err
+    assert err.startswith(f"{prog}: ") and f"Fix: did you mean {meant}? Or see `{prog} --help`" in err
+
+
+def test_nothing_close_suggests_nothing(tmp_path, capsys):
+    (tmp_path / "t.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    code, err = _run(tmp_path, capsys, "count", str(tmp_path / "t.jsonl"), "--zzzzzz")
+    assert failure_problem(code, err) is None and "did you mean" not in err, err

@@ -375,7 +375,7 @@ def fit_window(
     )
     chosen = {
         "context_window": context_window,
-        "max_tokens": max_tokens,
+        "max_tokens": window.max_tokens,  # the reserve taken (the model's reply fits a window the user set)
         "summary_max_tokens": summary_max,
         "summary_chunk_tokens": chunk,
     }

@@ -341,12 +341,20 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_ratios(self) -> Settings:
+    def _check_pairs(self) -> Settings:
+        """Settings that bound each other: checked together, whichever was set last."""
         if self.reserve_threshold_ratio >= self.compact_threshold_ratio:
             raise ConfigError(
                 f"reserve_threshold_ratio ({self.reserve_threshold_ratio}) must be below "
                 f"compact_threshold_ratio ({self.compact_threshold_ratio}), or compaction frees nothing. "
                 "Fix: change one of the values"
+            )
+        window, reserve = self.context_window, self.max_tokens
+        if window is not None and reserve is not None and reserve >= window:  # else every request fails
+            raise ConfigError(
+                f"max_tokens ({reserve}) is not below context_window ({window}): the output reserve "
+                "would leave no room for the prompt. Fix: lower max_tokens (--max-tokens N), e.g. to "
+                f"{max(1, window // 8)}, or raise context_window"
             )
         return self
 

@@ -8,21 +8,54 @@ error as ``PROG: MESSAGE. Fix: …`` on one line (argparse's default is a usage 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import difflib
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, one_line
 from ..settings import check_key
 
 __all__ = ["Parser", "count", "existing_file", "input_file", "positive_int", "setting_key"]
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line ending in a Fix (subparsers inherit it)."""
+    """An ``ArgumentParser`` whose usage errors are one line ending in a Fix (subparsers inherit it); a
+    mistyped command or option gets the closest one (as Python 3.12's ``suggest_on_error``, on 3.11 too).
+
+    An option a command does not take is refused by that command's parser, not the top one, so the line
+    names the command, its ``--help`` and the closest of *its* options."""
+
+    def parse_known_args(  # type: ignore[override]  # the same call; the unknown ones are refused here
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
-        fix = "" if "Fix:" in message else f". Fix: see `{self.prog} --help`"
-        self.exit(2, f"{self.prog}: {' '.join(message.split())}{fix}\n")
+        fix = "" if "Fix:" in message else f". Fix: {self._suggestion(message)}see `{self.prog} --help`"
+        self.exit(2, f"{self.prog}: {one_line(message, 600)}{fix}\n")  # the words typed: shown printable
+
+    def _suggestion(self, message: str) -> str:
+        """``did you mean 'sessions'? `` for a mistyped choice or option, else ``""``."""
+        words: list[str] = []
+        candidates: list[str] = []
+        if found := re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message):
+            with contextlib.suppress(ValueError, SyntaxError):
+                words = [str(ast.literal_eval(found.group(1)))]
+            candidates = [str(c) for a in self._actions if a.choices for c in a.choices]
+        elif message.startswith("unrecognized arguments: "):
+            words = [w.split("=", 1)[0] for w in message.split()[2:] if w.startswith("-")]
+            candidates = [o for a in self._actions for o in a.option_strings]
+        for word in words:
+            if close := difflib.get_close_matches(word, candidates, n=1, cutoff=0.6):
+                return f"did you mean {close[0]!r}? Or "
+        return ""
 
 
 def _whole(text: str) -> int:

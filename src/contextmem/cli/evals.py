@@ -37,8 +37,9 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     if result.view_or_memory is not None:
         rows.append((f"view or top-{MEMORY_K} memory_search hits", result.view_or_memory))
     print(
-        f"{result.messages} messages, {result.transcript_tokens:,} tokens, {result.questions} questions; "
-        f"summary {result.summary_tokens:,} tokens; lost: {result.lost}"
+        f"{result.messages} messages{' and a system prompt' if system else ''}, "
+        f"{result.transcript_tokens:,} tokens (as `contextmem count` counts them), {result.questions} "
+        f"questions; summary {result.summary_tokens:,} tokens; lost: {result.lost}"
     )
     cells = [(name, f"{k.tokens:,}", f"{k.kept}/{k.total}", f"{k.share:.1%}") for name, k in rows]
     print(table(cells, ("view", "tokens", "answers kept", "share")))

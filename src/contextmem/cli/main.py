@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import ConfigError, ContextmemError
+from ..errors import ConfigError, ContextmemError, LLMError
 from ..settings import Settings, unknown_variables
 from . import args as types
 from . import memory_eval, state
@@ -50,7 +50,17 @@ async def _open_agent(
 ) -> AsyncIterator[tuple[ContextMem, Agent]]:
     """The agent ``chat`` and ``ask`` talk to: the configured model on ``--session``."""
     from ..agent import Agent
+    from ..llm.registry import NO_MODEL
 
+    if settings.model == NO_MODEL:  # the library's own refusal speaks of llm=...: this one of the CLI
+        kind, _, name = settings.sources["model"].partition(":")
+        where, change = {
+            "override": ("--model", "pass another --model"),
+            "env": (name, f"unset {name}, or pass --model MODEL"),
+        }.get(
+            kind, (name, "`contextmem config set model local` (or openai:MODEL ...), or pass --model MODEL")
+        )
+        raise ConfigError(f"model is 'none' (set by {where}): chat and ask need a model. Fix: {change}")
     if sys.stderr.isatty():  # a local model takes seconds to load: say so (a script's stderr: errors only)
         print(f"loading model {settings.model} …", file=sys.stderr, flush=True)
     async with state.open_runtime(settings, llm=None, embedder=args.embedder, memory=True) as runtime:
@@ -109,7 +119,7 @@ async def _ask(settings: Settings, args: argparse.Namespace, question: str) -> i
             reply = (await agent.ask(question)).reply
         except Exception as exc:
             await close_failed_turn(agent.engine, exc)
-            if not isinstance(exc, ContextmemError):
+            if not isinstance(exc, LLMError):  # a budget or a setting: reported as itself, with its Fix
                 raise
             print(f"contextmem: the model call failed: {shown(_one_line(exc))}", file=sys.stderr)
             return 1

@@ -190,12 +190,12 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 
 class ProgressBar:
-    """``[#####.....] 12/40  11.2 chunks/s, ETA 6m50s`` redrawn in place on a terminal; one final line
-    elsewhere."""
+    """``[#####.....] 12/40  11.2 chunks/s, ETA 6m50s`` redrawn in place on a terminal; nothing elsewhere
+    (a script's or a log's stderr holds errors only)."""
 
-    def __init__(self, label: str, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30) -> None:
         self.label = label
-        self.stream = stream
+        self.stream = stream = stream or sys.stderr  # the stderr of now, not of import time
         self.width = width
         self.tty = stream.isatty()
         self._last = (-1, -1)
@@ -204,17 +204,13 @@ class ProgressBar:
         self._rate = RateMeter()
 
     def __call__(self, done: int, total: int) -> None:
-        if (done, total) == self._last:
+        if not self.tty or (done, total) == self._last:
             return
         self._last = (done, total)
         filled = self.width * done // max(total, 1)
         bar = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
-        line = f"{bar}  {self._rate(done, total)}"
-        if self.tty:
-            self.stream.write("\r" + line)
-            self.stream.flush()
-        elif done >= total:
-            self.stream.write(line + "\n")
+        self.stream.write(f"\r{bar}  {self._rate(done, total)}")
+        self.stream.flush()
 
     def close(self) -> None:
         if self.tty and self._last != (-1, -1):

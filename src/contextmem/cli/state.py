@@ -106,7 +106,7 @@ async def memory_search(settings: Settings, args: argparse.Namespace) -> int:
         index = _index(runtime)
         if args.batch is not None:
             return memory_eval.search_batch(index, args)
-        bar = ProgressBar("indexing new or changed memory", sys.stderr)  # silent when nothing changed
+        bar = ProgressBar("indexing new or changed memory")  # silent when nothing changed
         index.sync(progress=bar)
         bar.close()
         hits = index.search(args.query, args.k, mode=args.mode, sync=False)

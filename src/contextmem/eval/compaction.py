@@ -56,7 +56,10 @@ MEMORY_K = 5  # memory_search hits read per question
 
 @dataclass(frozen=True, slots=True)
 class CompactionEval:
-    """Answers kept by the engine's view and by the two baselines at the same token cost."""
+    """Answers kept by the engine's view and by the two baselines at the same token cost.
+
+    ``transcript_tokens`` counts the whole transcript as ``contextmem count`` does (the system prompt
+    and each message's framing and tool calls included); ``messages`` leaves the system prompt out."""
 
     questions: int
     messages: int
@@ -166,10 +169,11 @@ async def evaluate(
     recent_text, recent_tokens = most_recent(transcript, tokens, counter)
     nth_text, nth_tokens = every_nth(transcript, tokens, counter)
     view = "\n".join(texts)
+    system = [SystemMessage(system_prompt)] if system_prompt else []  # counted as `contextmem count` does
     return CompactionEval(
         questions=len(answers),
         messages=len(transcript),
-        transcript_tokens=sum(counter.count_text(text_of(m.content)) for m in transcript),
+        transcript_tokens=sum(counter.count_messages([*system, *transcript])),
         view=kept_answers(view, answers, tokens, partial=partial),
         recent=kept_answers(recent_text, answers, recent_tokens, partial=partial),
         nth=kept_answers(nth_text, answers, nth_tokens, partial=partial),

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ..budget import turn_starts
 from ..engine import ContextEngine, EngineEvent
-from ..errors import UsageError
+from ..errors import MessageFormatError, UsageError, one_line
 from ..jsonl import messages_from_jsonl
 from ..llm.base import ToolSpec
 from ..messages import AssistantMessage, Message, SystemMessage, text_of
@@ -109,9 +109,25 @@ def load_transcript(path: str | Path, *, max_bytes: int | None = None) -> tuple[
 
 def load_tools(path: str | Path) -> list[ToolSpec]:
     """Tool definitions (a JSON list, each in a form :meth:`ToolSpec.of` reads: OpenAI or Anthropic) as
-    specs. A bad entry is a :class:`MessageFormatError` naming the file and the entry."""
-    tools = json.loads(Path(path).read_text(encoding="utf-8"))
-    return [ToolSpec.of(tool, f"{path}: tools[{i}]") for i, tool in enumerate(tools)]
+    specs. A file that is not UTF-8 JSON holding a list, or a bad entry, is a :class:`MessageFormatError`
+    naming the file (and the line and column, or the entry)."""
+    name = one_line(str(path), 200)  # a file name is the user's text too: shown printable
+    fix = 'give a JSON list of tool definitions: [{"type": "function", "function": {"name": ...}}, ...]'
+    try:
+        tools = json.loads(Path(path).read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise MessageFormatError(name, f"is not UTF-8 text (byte {exc.start})", fix) from None
+    except json.JSONDecodeError as exc:
+        at = f"{name}:{exc.lineno}:{exc.colno}"
+        raise MessageFormatError(at, f"is not JSON ({exc.msg})", fix) from None
+    except RecursionError:
+        raise MessageFormatError(name, "is JSON nested too deeply to read", fix) from None
+    if not isinstance(tools, list):
+        kind = {dict: "an object", str: "a string", bool: "true or false", type(None): "null"}.get(
+            type(tools), "a number"
+        )
+        raise MessageFormatError(name, f"holds {kind}, not a list of tool definitions", fix)
+    return [ToolSpec.of(tool, f"{name}: tools[{i}]") for i, tool in enumerate(tools)]
 
 
 def _groups(turn: Sequence[Message]) -> list[list[Message]]:

@@ -88,16 +88,42 @@ def translate_sdk_error(sdk: Any, exc: Exception, provider: str, base_url: str) 
     if isinstance(exc, sdk.APIStatusError):
         return error_from_response(provider, exc.status_code, exc.body, exc.response.headers, exc.message)
     if isinstance(exc, sdk.APIConnectionError):  # includes timeouts
-        return TransientLLMError(
-            f"{provider}: {exc.message} ({base_url}). Retried with backoff; if it persists, "
-            "check that the server is up and base_url is right.",
-            provider=provider,
-        )
+        return connection_error(provider, base_url, exc)
     if isinstance(exc, sdk.APIError):  # an error event inside a stream, or an invalid response
         return error_from_response(provider, None, exc.body, {}, exc.message)
     if isinstance(exc, json.JSONDecodeError):  # a JSON content type over an empty or broken body
         return not_a_reply(provider, base_url, exc.doc)
     return None
+
+
+def connection_error(provider: str, base_url: str, exc: Exception) -> TransientLLMError:
+    """No answer from ``base_url``: no connection could be made (refused, unknown host: is the server
+    running?), or a timeout or a dropped connection. Transient (retried with backoff); the message says
+    what to check."""
+    # The SDK's transport (httpx, or the httpx2 fork newer SDKs ship) raised its ConnectError: no connection
+    # was made. Matched by name, as the two transports share no class.
+    if type(exc.__cause__).__name__ == "ConnectError":  # the OS error underneath says why
+        why = next((e for e in reversed(_causes(exc)) if isinstance(e, OSError)), exc.__cause__)
+        return TransientLLMError(
+            f"{provider}: cannot connect to {base_url} ({one_line(str(why), 120)}): is the server running "
+            "there? Fix: start it, or set base_url (--base-url) to where it runs",
+            provider=provider,
+        )
+    return TransientLLMError(
+        f"{provider}: {one_line(str(getattr(exc, 'message', exc)), 120)} ({base_url}); retried with backoff. "
+        "Fix: check that the server is up and base_url (--base-url) is right, then retry",
+        provider=provider,
+    )
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc``'s causes and contexts, nearest first (bounded: a cycle ends the walk)."""
+    seen: list[BaseException] = []
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and cause not in seen and len(seen) < 20:
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return seen
 
 
 def not_a_reply(provider: str, base_url: str, body: str) -> IncompleteReplyError:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..budget import fit_settings, is_explicit
-from ..errors import ConfigError
+from ..errors import ConfigError, TransientLLMError
 from ..models import lookup_model
 from ..settings import Settings
 
@@ -101,20 +101,28 @@ def server_root(base_url: str) -> str:
 
 
 async def discover_window(fetch: Fetch, base_url: str, model: str) -> int | None:
-    """The first window the server states (see the module's order), or ``None``."""
+    """The first window the server states (see the module's order), or ``None``. When ``fetch`` could
+    not connect for any probe (it raised :class:`~contextmem.errors.TransientLLMError` each time), that
+    error: a server that is not running is told as such."""
     root = server_root(base_url)
     probes: tuple[tuple[str, str, Mapping[str, Any] | None, Callable[[Any], int | None]], ...] = (
         ("GET", base_url.rstrip("/") + "/models", None, lambda body: window_from_models(body, model)),
         ("GET", root + "/props", None, window_from_props),
         ("POST", root + "/api/show", {"model": model}, window_from_ollama),
     )
+    unreached: list[TransientLLMError] = []
     for method, url, body, parse in probes:
         try:
             answer = await fetch(method, url, body)
+        except TransientLLMError as exc:  # no connection at all (fetch says so with this error)
+            unreached.append(exc)
+            continue
         except Exception:
             continue
         if (window := parse(answer)) is not None:
             return window
+    if len(unreached) == len(probes):  # nothing listens at base_url: say that, not "states no window"
+        raise unreached[0]
     return None
 
 

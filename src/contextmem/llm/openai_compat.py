@@ -21,7 +21,7 @@ from typing import Any, Literal, Unpack
 from ..errors import IncompleteReplyError
 from ..formats.openai import from_openai_reply, messages_to_openai
 from ..messages import AssistantMessage, text_of
-from ._sdk_errors import error_from_response
+from ._sdk_errors import connection_error, error_from_response
 from .base import ChatResponse, ModelCall, StreamEvent, Usage
 from .cache import current_cache_key
 from .discovery import discover_window
@@ -83,9 +83,14 @@ class OpenAICompatLLM(SDKAdapter):
         probing = self._client.with_options(timeout=10.0)
 
         async def fetch(method: str, url: str, body: Mapping[str, Any] | None) -> Any:
-            if method == "POST":
-                return await probing.post(url, body=body, cast_to=object)
-            return await probing.get(url, cast_to=object)
+            try:
+                if method == "POST":
+                    return await probing.post(url, body=body, cast_to=object)
+                return await probing.get(url, cast_to=object)
+            except self._sdk.APITimeoutError:
+                raise
+            except self._sdk.APIConnectionError as exc:  # nothing listens there: the one error to report
+                raise connection_error(self.name, self.base_url, exc) from exc
 
         self.context_window = await discover_window(fetch, self.base_url, self.model) or self.context_window
         return self.context_window

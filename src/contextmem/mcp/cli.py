@@ -37,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="namespace to serve (repeat for HTTP: /ns/<name>/mcp; '*' admits any); the first is the "
         "default, served at /mcp and over stdio. Default: the settings' namespace",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (loopback by default)")
-    parser.add_argument("--port", type=_port, default=8765, help="HTTP: port to bind")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default: %(default)s)")
+    parser.add_argument("--port", type=_port, default=8765, help="HTTP: port to bind (default: %(default)s)")
     parser.add_argument("--allow-remote", action="store_true", help="HTTP: allow a non-loopback --host")
     parser.add_argument(
         "--allowed-host",

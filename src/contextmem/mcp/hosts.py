@@ -19,14 +19,16 @@ the bind address, and its ``host:*`` patterns are prefix matches.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import re
+import socket
 from collections.abc import Iterable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, brief
 from .namespaces import ASGIApp, Receive, Scope, Send, refuse
 
-__all__ = ["Authority", "HostGuard", "allowed_authorities", "is_loopback", "parse_authority"]
+__all__ = ["Authority", "HostGuard", "allowed_authorities", "bind_sockets", "is_loopback", "parse_authority"]
 
 Authority = tuple[str, "int | None"]
 """A normalised ``(host, port)``: lowercase name or canonical IP (no brackets); None when no port is given."""
@@ -141,3 +143,39 @@ class HostGuard:
             await send({"type": "websocket.close", "code": 1008})
         else:
             await refuse(send, *problem)
+
+
+def bind_sockets(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address ``host`` names (as asyncio's ``create_server`` binds them), for
+    uvicorn to serve on: binding here makes a port in use one :class:`ConfigError` with a Fix, where
+    uvicorn logs the OS's line and exits 3. ``port`` 0: the system picks one, the same for every address."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot resolve --host {brief(host)} ({exc.strerror or exc}). Fix: give an address, "
+            "e.g. 127.0.0.1"
+        ) from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((address[0], port, *address[2:]))
+            port = port or sock.getsockname()[1]
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {brief(host)} is in use. Fix: --port N (a free port), or stop the server "
+                "that holds it"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {brief(host)} port {port}: {exc.strerror or exc}. Fix: --host 127.0.0.1, or "
+            "another --port"
+        ) from None
+    return sockets

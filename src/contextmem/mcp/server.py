@@ -21,6 +21,7 @@ The namespace of a call is the connection's (see :mod:`contextmem.mcp.namespaces
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -43,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..logs import get_logger
 from ..memory.tools import MAX_READ_LINES, MAX_SEARCH_RESULTS, TOOL_SCHEMAS, check_arguments
 from ..runtime import ContextMem
-from .hosts import HostGuard, is_loopback
+from .hosts import HostGuard, bind_sockets, is_loopback
 from .namespaces import ANY_NAMESPACE, MAX_SESSIONS, NAMESPACE_SCOPE_KEY, NamespaceRouter, Namespaces
 from .outputs import CompactResultOutput, ContextStatsOutput, SearchResults, SessionList, SessionSummary
 
@@ -425,18 +426,23 @@ async def serve_http(
     import uvicorn
 
     check_host(host, allow_remote=allow_remote)
-    app = http_app(namespaces, host=host, port=port, allowed_hosts=allowed_hosts)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-
-    class _Announcing(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started:  # bound and listening (a failed bind exits without the line)
-                print(startup_line(namespaces, host=host, port=port), file=sys.stderr, flush=True)
-                if not is_loopback(host) and not allowed_hosts:
-                    print(REMOTE_NOTE.format(port=port), file=sys.stderr, flush=True)
-
+    sockets: list[socket.socket] = []
     try:
-        await _Announcing(config).serve()
+        sockets = bind_sockets(host, port)  # a port in use: a ConfigError with its Fix, not uvicorn's exit
+        port = sockets[0].getsockname()[1]  # --port 0: the one the system chose
+        app = http_app(namespaces, host=host, port=port, allowed_hosts=allowed_hosts)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+
+        class _Announcing(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started:  # listening
+                    print(startup_line(namespaces, host=host, port=port), file=sys.stderr, flush=True)
+                    if not is_loopback(host) and not allowed_hosts:
+                        print(REMOTE_NOTE.format(port=port), file=sys.stderr, flush=True)
+
+        await _Announcing(config).serve(sockets=sockets)
     finally:
+        for sock in sockets:
+            sock.close()
         await namespaces.close()
