@@ -310,10 +310,10 @@ class Summarizer:
         ledger = ledger.fit(self.counter, int(self.max_tokens * self.ledger_share), lang)
         archive_budget = int(self.max_tokens * self.archive_share)
         kept: list[str] = []
-        for ref in reversed(refs):  # the newest refs are kept when the guide must shrink
+        for ref in reversed(refs):  # the newest refs are kept when the guide must shrink, the newest always
             candidate = [ref, *kept]
             block = "\n".join([summary_text(lang).archive, *(f"- {r}" for r in candidate)])
-            if count(block) > archive_budget:
+            if kept and count(block) > archive_budget:
                 break
             kept = candidate
         empty = Summary("x", ledger, tuple(kept), lang=lang).render()
