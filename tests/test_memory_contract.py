@@ -611,6 +611,7 @@ def test_postgres_memory_migrations_share_the_runner_table_with_the_session_stor
             ("memory", 3, "chunks_by_line"),
             ("memory", 4, "heading_day_speakers"),
             ("memory", 5, "says_when"),
+            ("memory", 6, "documents"),
         ]
         conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
     with pytest.raises(StoreError, match="schema version 99"):

@@ -165,6 +165,9 @@ class SyncReport:
     chunks_embedded: int = 0
     chunks_total: int = 0
     skipped: list[str] = field(default_factory=list)
+    # With shared documents (a PostgreSQL store): the working copy's edits that were refused, each a
+    # one-line MemoryConflictError message with its Fix; the copy keeps them and the index the shared text.
+    conflicts: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

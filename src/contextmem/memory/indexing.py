@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..lang import is_question
 from ..lang.dates import day_mentions
+from ..memory_docs import SharedDocuments
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
@@ -77,7 +78,12 @@ class BaseMemoryIndex(ABC):
     file (:func:`.ranking.in_file_scores`); the entries of daily files and ``MEMORY.md`` were written at
     different moments and stand alone.
     Thread-safe: every storage hook runs under one re-entrant lock.
+
+    ``documents``: the shared documents the files are a working copy of (a backend on a shared store sets
+    it; the memory tools and the runtime write and read through it), else ``None``: the files are the truth.
     """
+
+    documents: SharedDocuments | None = None
 
     def __init__(
         self,
@@ -154,8 +160,14 @@ class BaseMemoryIndex(ABC):
         """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
         return self._sync(progress)
 
+    def _before_sync(self) -> list[str]:
+        """A backend whose files are a working copy of shared documents brings them in line here, first;
+        it returns the edits it refused (one-line errors with their Fix)."""
+        return []
+
     def _sync(self, progress: Progress | None, *, rebuild: bool = False) -> SyncReport:
         with self._lock:
+            conflicts = self._before_sync()
             plan = plan_sync(
                 self.workspace,
                 self._load_state(),
@@ -164,6 +176,7 @@ class BaseMemoryIndex(ABC):
                 chunk_chars=self.chunk_chars,
                 rebuild=rebuild,
             )
+            plan.report.conflicts = conflicts
             if plan.idle:
                 if plan.files:
                     self._record_files(plan.files)
