@@ -393,3 +393,48 @@ def test_a_merge_keeps_every_entry_of_both_sides(entries: list[bytes], others: l
     for block in set(daily_blocks(local)) | set(daily_blocks(shared)):
         assert merged.count(block) >= max(daily_blocks(local).count(block), daily_blocks(shared).count(block))
     assert merged[: len(daily_blocks(shared))] == daily_blocks(shared)  # the shared text is only appended to
+
+
+def test_the_cli_pushes_a_workspace_pulls_it_on_another_host_and_exports(
+    pg_dsn: str,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a user runs to move an existing workspace into the shared store, and to get files back."""
+    from contextmem.cli.main import main
+
+    old = Workspace(tmp_path / "old")
+    old.ensure()
+    old.core_file.write_text("- The VPN certificate renews in May\n")
+    (old.dir / DAILY).write_text("## 08:00\n\n- Standup moved to 09:30\n")
+
+    def run(workspace: Path, *argv: str) -> int:
+        return main(["--workspace", str(workspace), "--store", pg_dsn, "--embedder", "hash:384", *argv])
+
+    assert run(tmp_path / "old", "memory", "push") == 0
+    assert "2 written back" in capsys.readouterr().out
+    assert run(tmp_path / "new", "memory", "pull") == 0
+    assert (tmp_path / "new" / "MEMORY.md").read_bytes() == old.core_file.read_bytes()
+    assert (tmp_path / "new" / DAILY).read_bytes() == (old.dir / DAILY).read_bytes()
+    assert run(tmp_path / "new", "memory", "export", str(tmp_path / "export")) == 0
+    assert (tmp_path / "export" / "MEMORY.md").read_bytes() == old.core_file.read_bytes()
+    assert (tmp_path / "export" / DAILY).read_bytes() == (old.dir / DAILY).read_bytes()
+    # a conflicting edit: refused with its Fix and exit 1, then taken over with --overwrite
+    (tmp_path / "new" / "MEMORY.md").write_text("- The VPN certificate renews in June\n")
+    old.core_file.write_text("- The VPN certificate renews in July\n")
+    assert run(tmp_path / "old", "memory", "push") == 0
+    capsys.readouterr()
+    assert run(tmp_path / "new", "memory", "push") == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "Fix:" in err and "\n" not in err, err
+    assert "June" in (tmp_path / "new" / "MEMORY.md").read_text()  # kept until the user says otherwise
+    assert run(tmp_path / "new", "memory", "pull", "--overwrite") == 0
+    assert "July" in (tmp_path / "new" / "MEMORY.md").read_text()
+
+
+def test_the_cli_says_push_needs_a_shared_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from contextmem.cli.main import main
+
+    assert main(["--workspace", str(tmp_path), "--embedder", "hash:384", "memory", "push"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "Fix:" in err and "postgresql://" in err and "\n" not in err, err

@@ -211,6 +211,11 @@ class PgMemoryIndex(BaseMemoryIndex):
     def _close(self) -> None:
         self._finalizer()
 
+    @property
+    def working_copy(self) -> WorkingCopy | None:
+        """The workspace's files as a working copy of :attr:`documents` (``None`` unless ``shared``)."""
+        return self._copy
+
     # --- sync ---------------------------------------------------------------------------------
 
     def _before_sync(self) -> list[str]:
