@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -310,7 +311,7 @@ def test_a_note_written_on_one_host_reads_back_exactly_on_the_other(
     target: str,
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
-        namespace = f"n{abs(hash((hostile, target))) % 10**9}"
+        namespace = f"n{uuid.uuid4().hex[:12]}"
         a, b = Host(Path(root) / "a", pg_dsn, namespace), Host(Path(root) / "b", pg_dsn, namespace)
         try:
             answer = a.tools.call("memory_write", {"text": hostile, "target": target})
@@ -438,3 +439,44 @@ def test_the_cli_says_push_needs_a_shared_store(tmp_path: Path, capsys: pytest.C
     assert main(["--workspace", str(tmp_path), "--embedder", "hash:384", "memory", "push"]) != 0
     err = capsys.readouterr().err.strip()
     assert "Fix:" in err and "postgresql://" in err and "\n" not in err, err
+
+
+def test_an_append_retried_after_its_commit_landed_is_not_doubled(hosts: tuple[Host, Host]) -> None:
+    """The link retries a transaction whose answer was lost in transit, though its commit may have
+    landed: here every write is run twice, as such a retry would, and each note lands once."""
+    from contextmem.memory.pg_docs import PgDocuments
+
+    a, b = hosts
+    assert a.index.working_copy is not None
+    docs = a.index.working_copy.docs
+    assert isinstance(docs, PgDocuments)
+    link = docs._db
+
+    class RetriedLink:
+        def run(self, what: str, fn: Any, **options: bool) -> Any:
+            link.run(what, fn, **options)  # committed; the answer "lost"
+            return link.run(what, fn, **options)
+
+        def rows(self, *args: Any, **options: Any) -> Any:
+            return link.rows(*args, **options)
+
+    docs._db = RetriedLink()  # type: ignore[assignment]
+    a.tools.call("memory_write", {"text": "The DNS cutover is at 06:00"})
+    a.tools.call("memory_write", {"text": "The DNS cutover is at 06:00", "target": "core"})
+    docs._db = link
+    b.index.sync()
+    assert (b.workspace.dir / DAILY).read_text().count("DNS cutover") == 1
+    assert b.workspace.core_file.read_text().count("DNS cutover") == 1
+
+
+def test_an_oversized_working_copy_file_is_refused_and_the_rest_syncs(hosts: tuple[Host, Host]) -> None:
+    from contextmem.memory_docs import MAX_DOC_BYTES
+
+    a, b = hosts
+    (a.workspace.dir / "memory" / "dump.md").write_bytes(b"y" * (MAX_DOC_BYTES + 1))
+    a.tools.call("memory_write", {"text": "The firewall rules were reviewed"})
+    report = a.index.sync()
+    assert len(report.conflicts) == 1 and "dump.md" in report.conflicts[0]
+    assert_one_line_error(ConfigError(report.conflicts[0]))
+    assert b.finds("firewall rules were reviewed", "firewall rules")
+    assert not (b.workspace.dir / "memory" / "dump.md").exists()

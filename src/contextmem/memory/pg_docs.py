@@ -12,6 +12,7 @@ delete is conditional on the version its caller read (the base); a moved documen
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +29,12 @@ _ENSURE = (
     " VALUES (%s, %s, 0, ''::bytea, %s, 0, true, %s) ON CONFLICT (namespace, path) DO NOTHING"
 )
 _LOCK = (
-    "SELECT version, content, mtime_ns, deleted FROM cm_memory_docs"
+    "SELECT version, content, mtime_ns, deleted, writer FROM cm_memory_docs"
     " WHERE namespace = %s AND path = %s FOR UPDATE"
 )
 _WRITE = (
     "UPDATE cm_memory_docs SET version = %s, content = %s, hash = %s, mtime_ns = %s, deleted = %s,"
-    " updated_at = %s WHERE namespace = %s AND path = %s"
+    " updated_at = %s, writer = %s WHERE namespace = %s AND path = %s"
 )
 _EMPTY = doc_hash(b"")
 
@@ -70,8 +71,13 @@ class PgDocuments:
         self, what: str, path: str, change: Callable[[Document], tuple[bytes, bool, int] | None]
     ) -> Document:
         """Run ``change(the document as locked)`` -> ``(content, deleted, mtime_ns)`` (``None``: write
-        nothing) in one transaction under the row's lock; the document as it is afterwards."""
+        nothing) in one transaction under the row's lock; the document as it is afterwards.
+
+        The link retries a transaction that failed in transit, and its commit may have landed: the row
+        then carries this write's token, and the retry returns it as it is instead of writing again (an
+        append is never doubled)."""
         ns = self.namespace
+        token = uuid.uuid4().hex
 
         async def body(conn: AsyncConnection[Any]) -> Document:
             await conn.execute(_ENSURE, (ns, path, _EMPTY, time.time()))
@@ -79,13 +85,15 @@ class PgDocuments:
             row = await cur.fetchone()
             assert row is not None  # just ensured, and rows are never deleted
             now = Document(path, int(row[0]), bytes(row[1]), int(row[2]), bool(row[3]))
+            if row[4] == token:  # this very write, committed by an attempt whose answer was lost
+                return now
             new = change(now)
             if new is None:
                 return now
             content, deleted, mtime_ns = new
             version = now.version + 1
             await conn.execute(
-                _WRITE, (version, content, doc_hash(content), mtime_ns, deleted, time.time(), ns, path)
+                _WRITE, (version, content, doc_hash(content), mtime_ns, deleted, time.time(), token, ns, path)
             )
             return Document(path, version, content, mtime_ns, deleted)
 

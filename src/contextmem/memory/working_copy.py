@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import ContextmemError, MemoryConflictError, PathEscapeError
+from ..errors import ConfigError, ContextmemError, MemoryConflictError, PathEscapeError
 from ..logs import get_logger
 from ..memory_docs import (
     MAX_DOC_BYTES,
@@ -56,7 +56,7 @@ class Reconciled:
     pushed: list[str] = field(default_factory=list)  # written back (edited, created, deleted here)
     merged: list[str] = field(default_factory=list)  # daily files whose new entries were appended
     pulled: list[str] = field(default_factory=list)  # taken from the shared store (or deleted here)
-    conflicts: list[str] = field(default_factory=list)  # one-line errors with their Fix
+    conflicts: list[str] = field(default_factory=list)  # refused edits: one-line errors with their Fix
     skipped: list[str] = field(default_factory=list)  # links and the like: never read nor written
 
     @property
@@ -130,7 +130,7 @@ class WorkingCopy:
                         done=done,
                         overwrite=overwrite,
                     )
-                except MemoryConflictError as exc:
+                except (MemoryConflictError, ConfigError) as exc:  # refused (a conflict, a size): kept here
                     done.conflicts.append(str(exc))
                 except (PathEscapeError, FileNotFoundError):
                     done.skipped.append(rel)  # became a link, or vanished, while we looked
