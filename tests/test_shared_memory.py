@@ -480,3 +480,36 @@ def test_an_oversized_working_copy_file_is_refused_and_the_rest_syncs(hosts: tup
     assert_one_line_error(ConfigError(report.conflicts[0]))
     assert b.finds("firewall rules were reviewed", "firewall rules")
     assert not (b.workspace.dir / "memory" / "dump.md").exists()
+
+
+def test_a_link_in_a_working_copy_is_never_followed_and_the_shared_document_stays(
+    hosts: tuple[Host, Host], tmp_path: Path
+) -> None:
+    a, b = hosts
+    a.tools.call("memory_write", {"text": "The quokka expedition is in May", "target": "core"})
+    b.index.sync()
+    outside = tmp_path / "outside.md"
+    outside.write_text("- platypus passwords live here\n")
+    b.workspace.core_file.unlink()
+    b.workspace.core_file.symlink_to(outside)
+    report = b.index.sync()
+    assert "MEMORY.md" not in report.removed and report.conflicts == []
+    assert b.finds("quokka expedition", "quokka expedition") and a.finds("quokka expedition", "quokka")
+    assert (
+        not any("platypus" in h["snippet"] for h in b.search("platypus passwords"))
+        and outside.read_text() == "- platypus passwords live here\n"
+    )
+
+
+def test_the_index_is_checked_and_repaired_against_the_shared_documents(hosts: tuple[Host, Host]) -> None:
+    import psycopg
+
+    a, b = hosts
+    a.tools.call("memory_write", {"text": "The canary runs on kestrel-7", "target": "core"})
+    a.index.sync()
+    assert a.index.check().ok and b.index.check().ok
+    with psycopg.connect(a.index.dsn, autocommit=True) as conn:
+        conn.execute("UPDATE cm_memory_chunks SET text = 'forged' WHERE path = 'MEMORY.md'")
+    report = b.index.check(repair=True)
+    assert not report.ok and "does not match" in "\n".join(report.problems)
+    assert a.index.check().ok and a.finds("kestrel-7", "canary runs")

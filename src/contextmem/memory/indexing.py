@@ -45,7 +45,7 @@ from .ranking import (
 from .singled_out import row_cues
 from .sparse import SparseEncoder, dots, sparse_encoder
 from .speakers import named_speakers, without_names
-from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
+from .sync import FileState, IndexState, Source, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import (
     KEYWORD_SCHEME,
     Chunk,
@@ -160,14 +160,18 @@ class BaseMemoryIndex(ABC):
         """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
         return self._sync(progress)
 
-    def _before_sync(self) -> list[str]:
+    def _source(self) -> Source | None:
+        """Where the documents are read (``None``: the workspace's files)."""
+        return None
+
+    def _before_sync(self) -> tuple[list[str], list[str]]:
         """A backend whose files are a working copy of shared documents brings them in line here, first;
-        it returns the edits it refused (one-line errors with their Fix)."""
-        return []
+        it returns the edits it refused (one-line errors with their Fix) and the files it skipped."""
+        return [], []
 
     def _sync(self, progress: Progress | None, *, rebuild: bool = False) -> SyncReport:
         with self._lock:
-            conflicts = self._before_sync()
+            conflicts, skipped = self._before_sync()
             plan = plan_sync(
                 self.workspace,
                 self._load_state(),
@@ -175,8 +179,10 @@ class BaseMemoryIndex(ABC):
                 keywords=self._keywords,
                 chunk_chars=self.chunk_chars,
                 rebuild=rebuild,
+                source=self._source(),
             )
             plan.report.conflicts = conflicts
+            plan.report.skipped = sorted({*plan.report.skipped, *skipped})
             if plan.idle:
                 if plan.files:
                     self._record_files(plan.files)
@@ -404,7 +410,9 @@ class BaseMemoryIndex(ABC):
         """Verify the index against itself and the files; ``repair`` rebuilds this namespace if needed."""
         with self._lock:
             problems = self._storage_problems()
-            problems += check_file_chunks(self.workspace, self._indexed_files(), self._chunks_of)
+            problems += check_file_chunks(
+                self.workspace, self._indexed_files(), self._chunks_of, self._source()
+            )
             if problems and repair:
                 self._sync(None, rebuild=True)
             return IntegrityReport(tuple(problems))

@@ -58,7 +58,7 @@ from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
 from .sync import STORED_COLUMNS, FileState, IndexState, SyncPlan, stored_row
 from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
-from .working_copy import WorkingCopy, WriteThrough
+from .working_copy import DocumentSource, WorkingCopy, WriteThrough
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -218,8 +218,14 @@ class PgMemoryIndex(BaseMemoryIndex):
 
     # --- sync ---------------------------------------------------------------------------------
 
-    def _before_sync(self) -> list[str]:
-        return [] if self._copy is None else self._copy.sync().conflicts
+    def _source(self) -> DocumentSource | None:
+        return None if self._copy is None else DocumentSource(self._copy.docs)
+
+    def _before_sync(self) -> tuple[list[str], list[str]]:
+        if self._copy is None:
+            return [], []
+        done = self._copy.sync()
+        return done.conflicts, done.skipped
 
     def _load_state(self) -> IndexState:
         ns = self.namespace

@@ -38,9 +38,10 @@ from ..memory_docs import (
     new_daily_entries,
     too_large,
 )
+from ..safefs import WalkResult
 from ..workspace import DAILY_DIR, Workspace, daily_date
 
-__all__ = ["STATE_FILE", "Reconciled", "WorkingCopy", "WriteThrough"]
+__all__ = ["STATE_FILE", "DocumentSource", "Reconciled", "WorkingCopy", "WriteThrough"]
 
 logger = get_logger("contextmem.memory")
 STATE_FILE = f"{DAILY_DIR}/.shared.json"
@@ -62,6 +63,36 @@ class Reconciled:
     @property
     def changed(self) -> bool:
         return bool(self.pushed or self.merged or self.pulled)
+
+
+class DocumentSource:
+    """The shared documents as the memory index reads them (:class:`.sync.Source`): whatever any host's
+    working copy holds, the index is built from these, once per content. A document's ``stat`` is its
+    mtime and size; a deleted one is not listed."""
+
+    def __init__(self, docs: SharedDocuments) -> None:
+        self.docs = docs
+
+    def scan(self) -> WalkResult:
+        found = WalkResult()
+        for rel, state in sorted(self.docs.states().items()):
+            if not state.deleted:
+                found.files.append((rel, _stat(state.mtime_ns, state.size)))
+        return found
+
+    def read(self, relative: str) -> tuple[bytes, os.stat_result]:
+        doc = self.docs.get(relative)
+        if doc is None or doc.deleted:
+            raise FileNotFoundError(relative)
+        return doc.content, _stat(doc.mtime_ns, len(doc.content))
+
+
+def _stat(mtime_ns: int, size: int) -> os.stat_result:
+    """A ``stat`` that says what an index reads of one: the size and the mtime (in s and ns)."""
+    seconds = mtime_ns // 1_000_000_000
+    return os.stat_result(
+        (0, 0, 0, 1, 0, 0, size, seconds, seconds, seconds) + (seconds,) * 3 + (mtime_ns,) * 3
+    )
 
 
 class WriteThrough:
