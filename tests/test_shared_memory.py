@@ -167,8 +167,11 @@ def test_alternating_syncs_embed_nothing_new_after_the_first(hosts: tuple[Host, 
     b.index.sync()
     a.embedder.passages.clear()
     b.embedder.passages.clear()
+    state = [h.workspace.dir / "memory" / ".shared.json" for h in (a, b)]
+    written = [p.stat().st_mtime_ns for p in state]
     reports = [h.index.sync() for h in (a, b, a, b, a, b)]
     assert a.embedder.passages == [] and b.embedder.passages == []
+    assert [p.stat().st_mtime_ns for p in state] == written  # an idle sync writes nothing on disk
     assert [r.changed for r in reports] == [False] * 6, reports
     # a new fact is embedded once, by the host whose sync finds it first
     a.tools.call("memory_write", {"text": "The rollback drill is on Tuesday"})

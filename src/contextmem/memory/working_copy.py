@@ -144,6 +144,7 @@ class WorkingCopy:
         with files.locked_append(LOCK_FILE):
             done = Reconciled()
             bases = self._load()
+            before = dict(bases)
             scan = self.workspace.scan_memory_files()
             done.skipped = [rel for rel, _ in scan.skipped]
             seen = dict(scan.files)
@@ -165,7 +166,8 @@ class WorkingCopy:
                     done.conflicts.append(str(exc))
                 except (PathEscapeError, FileNotFoundError):
                     done.skipped.append(rel)  # became a link, or vanished, while we looked
-            self._save(bases)
+            if bases != before:  # a search syncs first: an idle sync writes nothing
+                self._save(bases)
         for problem in done.conflicts:
             if problem not in self._warned:
                 self._warned.add(problem)
