@@ -7,7 +7,7 @@ shares (a PostgreSQL DSN, or a SQLite URL on one host), ``ContextMem.open(model=
 (turn ``n`` on session ``n + index``, round robin)::
 
     add(user) → build() → add(assistant with 1–2 tool calls) → add(the results, up to ~20 KB, so they
-    are offloaded) → build() → add(assistant reply) → end_turn()
+    are offloaded) → build() → add(assistant reply) → end_turn() [→ memory_write, every other turn]
 
 A failed step is retried with backoff (as an agent would) until ``--step-seconds`` pass; then the turn
 is abandoned. Every exception is classified: a contextmem error by its class name, anything else as
@@ -55,6 +55,7 @@ from contextmem.messages import (
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
+EMBEDDER = "hash:384"  # memory without a model to load: the drill is about who sees what, not ranking
 WINDOW = 4_000
 MAX_TOKENS = 400
 LEASE_SECONDS = 3.0
@@ -181,8 +182,15 @@ def drill_settings(workspace: Path, store: str, **extra: Any) -> Settings:
     return Settings(**{k: v for k, v in values.items() if k in Settings.model_fields})
 
 
+class MemoryWriteFailed(Exception):
+    """``memory_write`` answered an error (the tools never raise): its text, classified by the caller."""
+
+
 def error_class(exc: BaseException) -> str:
-    """A contextmem error by its class name; anything else ``raw:module.Class``."""
+    """A contextmem error by its class name; anything else ``raw:module.Class`` (a memory_write that
+    answered an internal error is one too: a driver's error reached the tool)."""
+    if isinstance(exc, MemoryWriteFailed):
+        return "raw:memory_write" if "internal error" in str(exc) else "MemoryWriteFailed"
     cls = type(exc)
     if cls.__module__.split(".")[0] == "contextmem":
         return cls.__name__
@@ -201,6 +209,8 @@ class Worker:
     orphans_sent: list[dict[str, Any]] = field(default_factory=list)
     over_window: int = 0
     acked: dict[str, list[str]] = field(default_factory=dict)
+    acked_memory: list[str] = field(default_factory=list)  # markers of notes memory_write said it saved
+    mem: ContextMem | None = None
     turns_done: int = 0
     abandoned: Counter[str] = field(default_factory=Counter)
     killed_self: dict[str, Any] | None = None
@@ -305,13 +315,31 @@ class Worker:
             self.abandoned["reply"] += 1
             return
         await self.step(sid, "end_turn", self.engines[sid].end_turn)
+        if n % 2 == 0:
+            await self.remember(f"{tag}.m", service)
         self.turns_done += 1
+
+    async def remember(self, mark: str, service: str) -> None:
+        """A note through ``memory_write`` (on a shared store: the shared daily document); its marker is
+        acknowledged when the tool says it saved it. The parent looks for it from every host."""
+        assert self.mem is not None
+        tools = self.mem.tools
+
+        async def write() -> None:
+            note = f"⟦{mark}⟧ {service} ran out of memory at 02:14"
+            answer = await tools.acall("memory_write", {"text": note})
+            if not answer.startswith("saved to"):
+                raise MemoryWriteFailed(answer[:300])
+
+        ok, _ = await self.step("memory", "memory_write", write)
+        if ok:
+            self.acked_memory.append(mark)
 
     async def open(self) -> ContextMem:
         settings = drill_settings(Path(self.args.workspace), self.args.store, **dict(self.args.set))
         while True:  # the store may be restarting while we start
             try:
-                mem = await ContextMem.open(settings, memory=False)
+                mem = await ContextMem.open(settings, memory=True, embedder=EMBEDDER)
                 for sid in self.args.sessions:
                     engine = await mem.session(sid)
                     engine.busy_timeout = self.args.busy_timeout
@@ -326,7 +354,7 @@ class Worker:
                 await asyncio.sleep(0.5)
 
     async def run(self) -> None:
-        mem = await self.open()
+        mem = self.mem = await self.open()
         self.started = time.monotonic()  # the run's clock: --seconds of turns, start-up not counted
         print(f"ready {self.args.name}", flush=True)
         progress = asyncio.create_task(self.progress())
@@ -372,6 +400,7 @@ class Worker:
             "over_window": self.over_window,
             "wedged": wedges,
             "acked": self.acked,
+            "acked_memory": self.acked_memory,
             "outcomes": self.outcomes,
             "killed_self": self.killed_self,
             "terminated": self.terminated,

@@ -13,7 +13,10 @@ host's workspace (:func:`inspect_drill`):
   tool call from every host at the end (points 2, 3);
 * no driver exception reached a caller, no call hung, no worker had to be stopped (point 4); no
   ``BudgetExceededError`` (point 5); no request over the window;
-* every acknowledged message is stored exactly once; ``integrity_check()`` is clean.
+* every acknowledged message is stored exactly once; ``integrity_check()`` is clean;
+* every note a worker's ``memory_write`` acknowledged (issue 53: on PostgreSQL the shared daily document,
+  written from both hosts) is seen from every host after one sync: in its working copy, by
+  ``memory_get``, and (a sample) by ``memory_search``.
 
 Each oracle is first shown catching what it guards against, so the drill cannot pass vacuously.
 
@@ -24,7 +27,9 @@ in CI, short. Opt-in: ``CONTEXTMEM_DRILL_SECONDS=120`` runs them that long.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +40,7 @@ from contextmem import ContextEngine, ContextMem
 from contextmem.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from tests.drill_worker import (
     BUSY_TIMEOUT,
+    EMBEDDER,
     SYSTEM,
     TOOLS,
     Spec,
@@ -132,7 +138,9 @@ async def inspect_drill(
     }
     archived: Counter[str] = Counter()
     workspaces = sorted({Path(r["workspace"]) for r in reports.values()})
-    mems = [await ContextMem.open(drill_settings(ws, store), memory=False) for ws in workspaces]
+    mems = [
+        await ContextMem.open(drill_settings(ws, store), memory=True, embedder=EMBEDDER) for ws in workspaces
+    ]
     try:
         engines: dict[str, ContextEngine] = {}
         for ws, mem in zip(workspaces, mems, strict=True):
@@ -142,6 +150,10 @@ async def inspect_drill(
                 report = await engine.verify()
                 found["lost"][f"{ws.name}/{sid}"] = report.lost
                 archived[sid] = report.archived
+        noted = sorted(mark for r in reports.values() for mark in r["acked_memory"])
+        found["memory_unseen"] = {
+            ws.name: await memory_unseen(mem, noted) for ws, mem in zip(workspaces, mems, strict=True)
+        }
         sessions = mems[0].store
         found["integrity"] = await sessions.integrity_check()
         for sid in SESSIONS:
@@ -158,6 +170,41 @@ async def inspect_drill(
         for mem in mems:
             await mem.close()
     return nonzero(found), archived
+
+
+async def memory_unseen(mem: ContextMem, marks: Sequence[str]) -> dict[str, list[str]]:
+    """The acknowledged notes (their markers) one host does not see after one sync: in its working copy's
+    daily files, in what ``memory_get`` reads of them, and — for a sample — in ``memory_search``."""
+    assert mem.memory is not None
+    await asyncio.to_thread(mem.memory.sync)
+    tools = mem.tools
+    on_disk, read = "", ""
+    for path in sorted(mem.workspace.daily_dir.glob("*.md")):
+        on_disk += path.read_text()
+        read += await read_all(tools, f"memory/{path.name}")
+    searched = []
+    for mark in marks[:: max(len(marks) // 3, 1)][:3]:
+        hits = json.loads(await tools.acall("memory_search", {"query": f"⟦{mark}⟧", "k": 50}))
+        searched.append("" if not any(f"⟦{mark}⟧" in h["snippet"] for h in hits) else mark)
+    return {
+        "files": [m for m in marks if f"⟦{m}⟧" not in on_disk],
+        "memory_get": [m for m in marks if f"⟦{m}⟧" not in read],
+        "memory_search": [m for m in marks[:: max(len(marks) // 3, 1)][:3] if m not in searched],
+    }
+
+
+async def read_all(tools: Any, path: str) -> str:
+    """Every line of memory file ``path`` through ``memory_get``, a page at a time."""
+    text, first = "", 1
+    while True:
+        got = await tools.acall("memory_get", {"path": path, "from_line": first, "lines": 400})
+        header, _, body = got.partition("\n")
+        match = re.match(r"\[.* lines (\d+)-(\d+) of (\d+)", header)
+        assert match is not None, got[:300]
+        text += body + "\n"
+        if int(match[2]) >= int(match[3]):
+            return text
+        first = int(match[2]) + 1
 
 
 def nonzero(found: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +245,7 @@ def summary(reports: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "turns": {w: r["turns_done"] for w, r in reports.items()},
         "killed": {w: r["killed_self"] for w, r in reports.items() if r["killed_self"]},
+        "notes": {w: len(r["acked_memory"]) for w, r in reports.items()},
         "errors": dict(errors),
         "examples": examples,
         "latency_ms": {w: r["latency_ms"] for w, r in reports.items()},
@@ -213,6 +261,9 @@ def check_drill(store: str, reports: Mapping[str, dict[str, Any]], killed: str) 
     assert reports[killed]["killed_self"] is not None, "the crashed writer never crashed"
     assert all(r["turns_done"] >= 3 for w, r in reports.items() if w != killed), summary(reports)["turns"]
     assert all(archived[sid] > 0 for sid in SESSIONS), archived
+    # memory was written from every host (and is seen from every host: memory_unseen above)
+    hosts = {r["host"] for r in reports.values()}
+    assert {r["host"] for r in reports.values() if r["acked_memory"]} == hosts, summary(reports)["turns"]
 
 
 # --- the oracles catch what they guard against ---------------------------------------------------------

@@ -15,7 +15,8 @@ CONTRIBUTING.md draws the same picture.
 2. ``formats``, ``tokens``, ``jsonl`` — the edges of a message: wire formats, token counts, JSON Lines.
 3. ``budget``, ``compaction``, ``summarize``, ``llm`` — the pure core that plans (budget arithmetic,
    safe cuts, compaction plans, summaries) and the LLM protocol with its provider adapters.
-4. ``store``, ``archive``, ``memory_files`` — durable state: sessions, the dialog archive, the memory files.
+4. ``store``, ``archive``, ``memory_files``, ``memory_docs`` — durable state: sessions, the dialog
+   archive, the memory files and the shared memory documents they are a working copy of.
 5. ``memory`` — long-term memory search: the index over the memory files, the agent's memory tools.
 6. ``engine`` — one session's context: applies plans, the only assembler of requests.
 7. ``runtime`` — ``ContextMem``: store, workspace, LLM, memory and engines wired together from settings.
@@ -64,7 +65,7 @@ FLOORS: list[set[str]] = [
     | {"models", "settings", "settings_text", "textcut", "textlines", "workspace", "lang", "offloop"},
     {"formats", "tokens", "jsonl"},
     {"budget", "compaction", "summarize", "llm"},
-    {"store", "archive", "memory_files"},
+    {"store", "archive", "memory_files", "memory_docs"},
     {"memory"},
     {"engine"},
     {"runtime"},

@@ -50,11 +50,16 @@ Factory = Callable[..., Index]
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
-    """``make(namespace="default", embedder=None, **options)`` opens an index of the backend under test."""
+    """``make(namespace="default", embedder=None, files_only=False, **options)`` opens an index of the
+    backend under test. ``files_only``: the workspace's files are the index's source on PostgreSQL too
+    (no shared documents; SQLite always reads them), for the tests about files themselves; with shared
+    documents the index is built and checked from them (``tests/test_shared_memory.py``)."""
     opened: list[Index] = []
     dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
 
-    def factory(namespace: str = "default", embedder: Any = None, **options: Any) -> Index:
+    def factory(
+        namespace: str = "default", embedder: Any = None, files_only: bool = False, **options: Any
+    ) -> Index:
         ws = Workspace(tmp_path / "ws", namespace)
         ws.ensure()
         emb = embedder or HashEmbedder(DIM)
@@ -64,7 +69,7 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
         else:
             from contextmem.memory.pg_index import PgMemoryIndex
 
-            index = PgMemoryIndex(ws, emb, dsn, **options)
+            index = PgMemoryIndex(ws, emb, dsn, shared=not files_only, **options)
         assert isinstance(index, MemoryIndex)  # the protocol, checked at run time too
         opened.append(index)
         return index
@@ -436,7 +441,7 @@ def test_mmr_diversifies(make: Factory) -> None:
 
 
 def test_integrity_check_finds_and_repairs_drift(make: Factory) -> None:
-    index = make()
+    index = make(files_only=True)  # a file edited since it was indexed: drift only where files are the truth
     ws = index.workspace
     ws.core_file.write_text("alpha\n\n# B\nbeta\n")
     index.sync()
@@ -611,6 +616,7 @@ def test_postgres_memory_migrations_share_the_runner_table_with_the_session_stor
             ("memory", 3, "chunks_by_line"),
             ("memory", 4, "heading_day_speakers"),
             ("memory", 5, "says_when"),
+            ("memory", 6, "documents"),
         ]
         conn.execute("INSERT INTO cm_schema_migrations VALUES ('memory', 99, 'future', 0)")
     with pytest.raises(StoreError, match="schema version 99"):
@@ -704,7 +710,7 @@ def test_a_keyword_scheme_change_re_derives_every_chunk_and_embeds_nothing(make:
 
 def test_a_repair_rebuilds_the_namespace_and_embeds_only_what_changed(make: Factory) -> None:
     embedder = CountingEmbedder()
-    index = make(embedder=embedder)
+    index = make(embedder=embedder, files_only=True)
     _three_files(index.workspace)
     index.sync()
     embedder.passages.clear()
@@ -716,7 +722,9 @@ def test_a_repair_rebuilds_the_namespace_and_embeds_only_what_changed(make: Fact
 
 
 def test_a_file_that_becomes_a_symlink_leaves_the_index(make: Factory, tmp_path: Path) -> None:
-    index = make()
+    # Where files are the truth. With shared documents a link in one host's copy is never followed and
+    # the shared document stays: tests/test_shared_memory.py.
+    index = make(files_only=True)
     ws = index.workspace
     ws.core_file.write_text("# Plans\nquokka expedition in May\n")
     daily = ws.daily_dir / "2026-01-05.md"

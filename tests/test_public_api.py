@@ -38,6 +38,7 @@ PUBLIC = [
     "JsonlLineError",
     "LLMError",
     "LLMTimeoutError",
+    "MemoryConflictError",
     "MemoryHit",
     "MemoryIndex",
     "MemoryTools",

@@ -4,6 +4,7 @@ written whole again only when a chapter no longer fits its budget."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 from contextmem.engine.types import summary_from_json, summary_to_json
@@ -100,9 +101,7 @@ async def test_a_trim_after_a_trim_keeps_the_summary_the_model_saw_as_a_prefix(t
             summaries.append(leading)
         await engine.add(AssistantMessage(f"done {turn}"))
         await engine.end_turn()
-    appended = [
-        (a, b) for a, b in zip(summaries, summaries[1:], strict=False) if len(b) > len(a) and b[: len(a)] == a
-    ]
+    appended = [(a, b) for a, b in pairwise(summaries) if len(b) > len(a) and b[: len(a)] == a]
     assert len(summaries) >= 4  # the summary changed several times
     assert len(appended) >= len(summaries) // 2  # most changes appended a chapter after what was sent
     assert (await engine.verify()).lost == 0

@@ -24,6 +24,7 @@ was wrong (with the offending value, ``{value!r}``) and how to fix it::
     │   ├── StoreURLError           open_store got a URL it cannot open (also ValueError)
     │   ├── SessionConflictError    another writer moved the session first; reload it and retry
     │   ├── SessionBusyError        another writer's tool calls stayed open too long to append after them
+    │   ├── MemoryConflictError     a memory document changed elsewhere since the edit's base version
     │   └── MessageStateError       a seq is unknown, or archived where a live one is needed
     ├── PathEscapeError             a path leaves the workspace (.., absolute, symlink): refused
     ├── NotFoundError               a file the caller named does not exist (also FileNotFoundError)
@@ -66,6 +67,7 @@ __all__ = [
     "JsonlLineError",
     "LLMError",
     "LLMTimeoutError",
+    "MemoryConflictError",
     "MessageFormatError",
     "MessageStateError",
     "MessageTooLargeError",
@@ -285,6 +287,12 @@ class StoreSchemaError(StoreError):
 
 class StoreURLError(StoreError, ValueError):
     """``open_store`` was given a URL it cannot open."""
+
+
+class MemoryConflictError(StoreError):
+    """An edit of a shared memory document (``MEMORY.md``, a note) was made on a version another host has
+    replaced since: nothing was written, the edit stays where it was (the working copy's file), and the
+    shared document is untouched. Daily files never conflict: their entries merge."""
 
 
 class SessionConflictError(StoreError):

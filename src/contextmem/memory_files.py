@@ -41,9 +41,11 @@ import re
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
+from time import time_ns
 
 from .errors import ConfigError, brief
 from .logs import get_logger
+from .memory_docs import SharedDocuments
 from .redaction import redact_secrets
 from .safefs import append_or_cut_back
 from .textlines import LINE_ENDS, MARKDOWN_LINE_ENDS, indent_after, lines, lines_with_ends
@@ -86,19 +88,48 @@ def _entry(text: str, heading: str | None) -> bytes:
     return entry.encode("utf-8")
 
 
-def append_daily(workspace: Workspace, text: str, when: datetime | None = None, *, title: str = "") -> Path:
+def _append(
+    workspace: Workspace, shared: SharedDocuments | None, relative: str, make: Callable[[str], str]
+) -> None:
+    """Append ``make(tail)`` (``tail``: the last :data:`TAIL_BYTES` of the file, decoded) to ``relative``:
+    the file under its lock, or — with ``shared`` — the shared document under its row lock (the working
+    copy takes it on its next sync). Either way concurrent appends all land, whole."""
+    if shared is not None:
+
+        def add(current: bytes) -> bytes:
+            return make(current[-TAIL_BYTES:].decode("utf-8", "replace")).encode("utf-8")
+
+        shared.append(relative, add, time_ns())
+        return
+    with workspace.files.locked_append(relative, readable=True) as (fd, _):
+        start = os.fstat(fd).st_size
+        tail = os.pread(fd, min(start, TAIL_BYTES), start - min(start, TAIL_BYTES)).decode("utf-8", "replace")
+        append_or_cut_back(fd, make(tail).encode("utf-8"), start)
+
+
+def append_daily(
+    workspace: Workspace,
+    text: str,
+    when: datetime | None = None,
+    *,
+    title: str = "",
+    shared: SharedDocuments | None = None,
+) -> Path:
     """Append an entry headed ``## HH:MM [title]`` to ``memory/YYYY-MM-DD.md`` of ``when`` (local time).
-    The heading is one line: a line end in ``title`` (it holds a session id) is written as a space."""
+    The heading is one line: a line end in ``title`` (it holds a session id) is written as a space.
+    With ``shared`` the entry goes to the shared document (see :func:`_append`)."""
     moment = when or datetime.now()
     heading = f"{moment:%H:%M} {' '.join(lines(title))}".strip()
     relative = daily_relative(moment.date())
-    workspace.files.append(relative, _entry(text, heading), separator=b"\n")
+    entry = _entry(text, heading).decode("utf-8")
+    _append(workspace, shared, relative, lambda tail: ("\n" if tail else "") + entry)
     return workspace.dir / relative
 
 
-def write_core(workspace: Workspace, text: str) -> Path:
+def write_core(workspace: Workspace, text: str, *, shared: SharedDocuments | None = None) -> Path:
     """Append a paragraph to ``MEMORY.md``, the core memory that never decays."""
-    workspace.files.append(CORE_FILE, _entry(text, None), separator=b"\n")
+    entry = _entry(text, None).decode("utf-8")
+    _append(workspace, shared, CORE_FILE, lambda tail: ("\n" if tail else "") + entry)
     return workspace.core_file
 
 
@@ -160,21 +191,30 @@ def _gap(tail: str, blank: bool) -> str:
     return needed[min(ends, len(needed)) :]
 
 
-def append_note(workspace: Workspace, text: str, target: str, when: datetime | None = None) -> Path:
+def append_note(
+    workspace: Workspace,
+    text: str,
+    target: str,
+    when: datetime | None = None,
+    *,
+    shared: SharedDocuments | None = None,
+) -> Path:
     """Append a note (secrets redacted) as a list item to ``MEMORY.md`` (``target="core"``) or, headed
-    ``## HH:MM``, to the daily file of ``when`` (``"daily"``). See the module's invariants."""
+    ``## HH:MM``, to the daily file of ``when`` (``"daily"``); to the shared document with ``shared``.
+    See the module's invariants."""
     if target not in ("core", "daily"):
         raise ConfigError(f"target {target[:80]!r} is not 'core' or 'daily'. Fix: use one of them")
     item = note_item(redact_secrets(text))
     moment = when or datetime.now()
     relative = CORE_FILE if target == "core" else daily_relative(moment.date())
     heading = None if target == "core" else f"## {moment:%H:%M}"
-    with workspace.files.locked_append(relative, readable=True) as (fd, _):
-        start = os.fstat(fd).st_size
-        tail = os.pread(fd, min(start, TAIL_BYTES), start - min(start, TAIL_BYTES)).decode("utf-8", "replace")
+
+    def make(tail: str) -> str:
         joins = _ends_in_list(tail) and (heading is None or _last_heading(tail) == heading)
         entry = item if joins or heading is None else f"{heading}\n\n{item}"
-        append_or_cut_back(fd, (_gap(tail, blank=not joins) + entry).encode("utf-8"), start)
+        return _gap(tail, blank=not joins) + entry
+
+    _append(workspace, shared, relative, make)
     return workspace.dir / relative
 
 
@@ -202,6 +242,7 @@ class DailySummaryJob:
         *,
         at: str = "23:55",
         material: Callable[[Workspace, date], str] = _dialog_material,
+        shared: SharedDocuments | None = None,
     ) -> None:
         try:
             hour, minute = (int(p) for p in at.split(":"))
@@ -211,6 +252,7 @@ class DailySummaryJob:
         self.workspace = workspace
         self.summarize = summarize
         self.material = material
+        self.shared = shared  # the shared documents the summary goes to (a shared store), else the file
 
     def next_run(self, now: datetime) -> datetime:
         """The first moment at ``at`` strictly after ``now`` (pure)."""
@@ -247,7 +289,9 @@ class DailySummaryJob:
         summary = await result if inspect.isawaitable(result) else result
         if not isinstance(summary, str) or not summary.strip():
             return None
-        path = await asyncio.to_thread(append_daily, self.workspace, summary, moment, title="daily summary")
+        path = await asyncio.to_thread(
+            append_daily, self.workspace, summary, moment, title="daily summary", shared=self.shared
+        )
         await asyncio.to_thread(self._save_hash, digest, moment.date())
         return path
 

@@ -21,6 +21,7 @@ from .errors import UsageError
 from .llm.base import LLM
 from .llm.registry import summary_llm
 from .logs import get_logger
+from .memory_docs import SharedDocuments, documents_of
 from .memory_files import DailySummaryJob, append_daily
 from .messages import Message, UserMessage, text_of
 from .settings import Settings
@@ -124,6 +125,12 @@ class ContextMem:
         return cast("LLM | None", self._summary_writer)
 
     @property
+    def shared_documents(self) -> SharedDocuments | None:
+        """The memory documents every host shares (a PostgreSQL store and index), where this runtime's
+        memory writes go; ``None``: the workspace's files are the truth (SQLite, or memory off)."""
+        return documents_of(self.memory)
+
+    @property
     def tools(self) -> MemoryTools:
         """The agent's memory tools (memory_search, memory_get, memory_write, read_file)."""
         from .memory import MemoryTools
@@ -206,8 +213,9 @@ class ContextMem:
         sid = event.session_id  # free text (namespace.check_session_id): one line, escaped, in a heading
         heading = f"{sid if sid.isprintable() else repr(sid)}: {title}"
         moment = self.clock()  # now, not when the worker thread gets to it
+        shared = self.shared_documents
         write = asyncio.get_running_loop().run_in_executor(
-            None, lambda: append_daily(self.workspace, str(text), moment, title=heading)
+            None, lambda: append_daily(self.workspace, str(text), moment, title=heading, shared=shared)
         )
         self._writes.append(write)
 
@@ -234,7 +242,12 @@ class ContextMem:
 
     def start_jobs(self) -> None:
         """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
-        job = DailySummaryJob(self.workspace, self.summarize_text, at=self.settings.daily_summary_time)
+        job = DailySummaryJob(
+            self.workspace,
+            self.summarize_text,
+            at=self.settings.daily_summary_time,
+            shared=self.shared_documents,
+        )
         stop = asyncio.Event()
         self._stop = stop
         self._jobs.append(asyncio.create_task(job.run_forever(stop)))

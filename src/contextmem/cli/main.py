@@ -320,12 +320,24 @@ def _key_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = sub.add_parser("memory", help="long-term memory: index, search, eval").add_subparsers(
-        dest="action", required=True
-    )
+    memory = sub.add_parser(
+        "memory", help="long-term memory: index, search, eval, push, pull, export"
+    ).add_subparsers(dest="action", required=True)
     index = memory.add_parser("index", help="bring the index in line with the memory files")
     index.add_argument("--workspace", default=argparse.SUPPRESS)
     index.set_defaults(func=_async(state.memory_index))
+    push = memory.add_parser("push", help="a shared store: write this workspace's memory files into it")
+    push.add_argument("--workspace", default=argparse.SUPPRESS)
+    push.set_defaults(func=_async(state.memory_push))
+    pull = memory.add_parser("pull", help="a shared store: bring its memory documents into the workspace")
+    pull.add_argument("--workspace", default=argparse.SUPPRESS)
+    pull.add_argument(
+        "--overwrite", action="store_true", help="take the shared version of a file whose edit was refused"
+    )
+    pull.set_defaults(func=_async(state.memory_pull))
+    export = memory.add_parser("export", help="a shared store: every memory document as files in DIRECTORY")
+    export.add_argument("directory", metavar="DIRECTORY")
+    export.set_defaults(func=_async(state.memory_export))
     search = memory.add_parser("search", help="hybrid search of memory")
     search.add_argument("query", nargs="?")
     search.add_argument(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..dsn import printable_store_url
 from ..engine.types import summary_from_json
 from ..errors import ConfigError, MessageStateError
 from ..formats.openai import to_openai
@@ -37,12 +38,16 @@ from .render import ProgressBar, hits_table, json_line, shown, table
 if TYPE_CHECKING:
     from ..llm.base import LLM
     from ..memory import MemoryIndex
+    from ..memory.working_copy import Reconciled, WorkingCopy
     from ..runtime import ContextMem
 
 __all__ = [
     "config_command",
     "memory_eval_command",
+    "memory_export",
     "memory_index",
+    "memory_pull",
+    "memory_push",
     "memory_search",
     "sessions_cleanup",
     "sessions_export",
@@ -114,6 +119,61 @@ async def memory_search(settings: Settings, args: argparse.Namespace) -> int:
         print(json_line([memory_eval.hit_record(h) for h in hits]))
     else:
         print(hits_table(hits))
+    return 0
+
+
+def _working_copy(runtime: ContextMem) -> WorkingCopy:
+    copy: WorkingCopy | None = getattr(runtime.memory, "working_copy", None)
+    if copy is None:
+        raise ConfigError(
+            "memory push, pull and export move memory between this workspace and a shared store, and the "
+            f"store is {printable_store_url(runtime.settings.store_url)!r}. "
+            "Fix: set store = postgresql://… (contextmem config set store …) on every host first"
+        )
+    return copy
+
+
+def _moved(done: Reconciled) -> str:
+    return f"{len(done.pushed)} written back, {len(done.merged)} merged, {len(done.pulled)} pulled" + (
+        f"; skipped (links are never followed): {shown(', '.join(done.skipped))}" if done.skipped else ""
+    )
+
+
+async def memory_push(settings: Settings, args: argparse.Namespace) -> int:
+    """The workspace's memory files into the shared store (the migration, and any hand edit since)."""
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        done = _working_copy(runtime).sync()
+    print(f"memory of {shown(settings.namespace)}: {_moved(done)}")
+    for problem in done.conflicts:
+        print(f"error: {shown(problem)}", file=sys.stderr)
+    return 1 if done.conflicts else 0
+
+
+async def memory_pull(settings: Settings, args: argparse.Namespace) -> int:
+    """The shared documents into the workspace's files; ``--overwrite`` takes the shared version of a
+    document whose edit here was refused."""
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        done = _working_copy(runtime).sync(overwrite=args.overwrite)
+    print(f"memory of {shown(settings.namespace)}: {_moved(done)}")
+    for problem in done.conflicts:
+        print(f"error: {shown(problem)}", file=sys.stderr)
+    return 1 if done.conflicts else 0
+
+
+async def memory_export(settings: Settings, args: argparse.Namespace) -> int:
+    """Every shared document of the namespace as a file under ``args.directory`` (its own tree)."""
+    from ..safefs import Confined
+
+    async with open_runtime(settings, embedder=args.embedder, memory=True) as runtime:
+        docs = _working_copy(runtime).docs
+        out = Confined(args.directory)
+        count = 0
+        for path, state in sorted(docs.states().items()):
+            doc = None if state.deleted else docs.get(path)
+            if doc is not None and not doc.deleted:
+                out.write_atomic(path, doc.content)
+                count += 1
+    print(f"exported {count} memory document(s) of {shown(settings.namespace)} to {shown(out.root)}")
     return 0
 
 

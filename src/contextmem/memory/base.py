@@ -1,8 +1,10 @@
 """The memory-index protocol (M3, M4, M6, S2) and the values it returns.
 
 A memory index is the derived search index over one namespace's memory files (``MEMORY.md`` and
-``memory/**/*.md``). The markdown files are the truth; the index can be deleted at any time and is rebuilt
-by :meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
+``memory/**/*.md``). The markdown files are the truth — or, with a shared PostgreSQL store, the shared
+documents they are a working copy of (:mod:`contextmem.memory_docs`; a sync brings the copy in line first
+and the index reads the documents); the index can be deleted at any time and is rebuilt by
+:meth:`MemoryIndex.sync`. Every implementation keeps these invariants:
 
 * **Fresh.** ``search`` syncs first (unless ``sync=False``). Sync ``stat``s each file and re-reads only
   those whose size or mtime moved (an mtime within the last 2 s is not trusted, so a same-tick edit is
@@ -165,6 +167,9 @@ class SyncReport:
     chunks_embedded: int = 0
     chunks_total: int = 0
     skipped: list[str] = field(default_factory=list)
+    # With shared documents (a PostgreSQL store): the working copy's edits that were refused, each a
+    # one-line MemoryConflictError message with its Fix; the copy keeps them and the index the shared text.
+    conflicts: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..lang import is_question
 from ..lang.dates import day_mentions
+from ..memory_docs import SharedDocuments
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
@@ -44,7 +45,7 @@ from .ranking import (
 from .singled_out import row_cues
 from .sparse import SparseEncoder, dots, sparse_encoder
 from .speakers import named_speakers, without_names
-from .sync import FileState, IndexState, SyncPlan, check_file_chunks, embed_missing, plan_sync
+from .sync import FileState, IndexState, Source, SyncPlan, check_file_chunks, embed_missing, plan_sync
 from .text import (
     KEYWORD_SCHEME,
     Chunk,
@@ -77,7 +78,12 @@ class BaseMemoryIndex(ABC):
     file (:func:`.ranking.in_file_scores`); the entries of daily files and ``MEMORY.md`` were written at
     different moments and stand alone.
     Thread-safe: every storage hook runs under one re-entrant lock.
+
+    ``documents``: the shared documents the files are a working copy of (a backend on a shared store sets
+    it; the memory tools and the runtime write and read through it), else ``None``: the files are the truth.
     """
+
+    documents: SharedDocuments | None = None
 
     def __init__(
         self,
@@ -154,8 +160,18 @@ class BaseMemoryIndex(ABC):
         """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
         return self._sync(progress)
 
+    def _source(self) -> Source | None:
+        """Where the documents are read (``None``: the workspace's files)."""
+        return None
+
+    def _before_sync(self) -> tuple[list[str], list[str]]:
+        """A backend whose files are a working copy of shared documents brings them in line here, first;
+        it returns the edits it refused (one-line errors with their Fix) and the files it skipped."""
+        return [], []
+
     def _sync(self, progress: Progress | None, *, rebuild: bool = False) -> SyncReport:
         with self._lock:
+            conflicts, skipped = self._before_sync()
             plan = plan_sync(
                 self.workspace,
                 self._load_state(),
@@ -163,7 +179,10 @@ class BaseMemoryIndex(ABC):
                 keywords=self._keywords,
                 chunk_chars=self.chunk_chars,
                 rebuild=rebuild,
+                source=self._source(),
             )
+            plan.report.conflicts = conflicts
+            plan.report.skipped = sorted({*plan.report.skipped, *skipped})
             if plan.idle:
                 if plan.files:
                     self._record_files(plan.files)
@@ -391,7 +410,9 @@ class BaseMemoryIndex(ABC):
         """Verify the index against itself and the files; ``repair`` rebuilds this namespace if needed."""
         with self._lock:
             problems = self._storage_problems()
-            problems += check_file_chunks(self.workspace, self._indexed_files(), self._chunks_of)
+            problems += check_file_chunks(
+                self.workspace, self._indexed_files(), self._chunks_of, self._source()
+            )
             if problems and repair:
                 self._sync(None, rebuild=True)
             return IntegrityReport(tuple(problems))

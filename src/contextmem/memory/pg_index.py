@@ -19,6 +19,8 @@ checks) as the SQLite index; this module only stores and retrieves. What differs
   chunks with the same text and embedder (read before the write transaction replaces them). So are
   **sparse terms** (``sparse``, a :func:`.sparse.pack` blob, and ``sparse_model``): they only re-score
   candidates, so they need no index of their own.
+* **Shared documents.** The memory documents themselves are rows too (``cm_memory_docs``, :mod:`.pg_docs`)
+  and the workspace's files a working copy of them (:mod:`.working_copy`), synced before each index sync.
 * **Sync** takes a transaction-level advisory lock per namespace, so two processes syncing the same
   namespace serialise instead of both inserting the same chunks.
 * Migrations are the component ``memory`` in ``cm_schema_migrations`` (the same table, runner and lock
@@ -50,11 +52,13 @@ from ..workspace import Workspace
 from .embedders import Embedder
 from .index_options import IndexOptions, StoredChunk, Vector, settings_options
 from .indexing import BaseMemoryIndex
+from .pg_docs import PgDocuments
 from .pg_link import PgLink, register_vector_type
 from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
 from .sync import STORED_COLUMNS, FileState, IndexState, SyncPlan, stored_row
 from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
+from .working_copy import DocumentSource, WorkingCopy, WriteThrough
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -124,9 +128,13 @@ class PgMemoryIndex(BaseMemoryIndex):
     """Hybrid search over one namespace's memory files, indexed in PostgreSQL (pgvector + full text).
 
     Thread-safe (one connection at a time, behind the index's lock). Many processes on many hosts may
-    share the database; each indexes the workspace it is given (a shared or replicated directory, or each
-    host its own files under its own namespace). The timeouts (seconds) are the session store's: one
-    connection attempt, one statement, a lock wait, and how long transient failures are retried.
+    share the database. With ``shared`` (the default) the memory documents live in it too
+    (:attr:`documents`, :mod:`.pg_docs`) and the workspace's files are a working copy of them
+    (:mod:`.working_copy`): each sync first pushes the copy's edits and pulls the others', then indexes;
+    every host's copy of a document is the same bytes with the same mtime, so a document is chunked and
+    embedded once, whichever host wrote it. ``shared=False``: each workspace's files are the truth, as on
+    SQLite. The timeouts (seconds) are the session store's: one connection attempt, one statement, a lock
+    wait, and how long transient failures are retried.
     """
 
     def __init__(
@@ -141,6 +149,7 @@ class PgMemoryIndex(BaseMemoryIndex):
         statement_timeout: float = 30.0,
         lock_timeout: float = 30.0,
         retry_seconds: float = 30.0,
+        shared: bool = True,
         **options: Unpack[IndexOptions],
     ) -> None:
         super().__init__(workspace, embedder, keyword_engine=f"pg:{text_search_config}", **options)
@@ -162,6 +171,9 @@ class PgMemoryIndex(BaseMemoryIndex):
         self._db = PgLink(
             dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
         )
+        # The memory documents live in the database too, and the workspace's files are a working copy.
+        self._copy = WorkingCopy(workspace, PgDocuments(self._db, self.namespace)) if shared else None
+        self.documents = WriteThrough(self._copy.docs, self._copy) if self._copy is not None else None
         # Closed by close(), or when the index is dropped or the process exits: the pool's tasks end cleanly.
         self._finalizer = weakref.finalize(self, self._db.close)
         try:
@@ -199,7 +211,21 @@ class PgMemoryIndex(BaseMemoryIndex):
     def _close(self) -> None:
         self._finalizer()
 
+    @property
+    def working_copy(self) -> WorkingCopy | None:
+        """The workspace's files as a working copy of :attr:`documents` (``None`` unless ``shared``)."""
+        return self._copy
+
     # --- sync ---------------------------------------------------------------------------------
+
+    def _source(self) -> DocumentSource | None:
+        return None if self._copy is None else DocumentSource(self._copy.docs)
+
+    def _before_sync(self) -> tuple[list[str], list[str]]:
+        if self._copy is None:
+            return [], []
+        done = self._copy.sync()
+        return done.conflicts, done.skipped
 
     def _load_state(self) -> IndexState:
         ns = self.namespace

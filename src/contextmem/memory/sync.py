@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PathEscapeError
+from ..safefs import WalkResult
 from ..textlines import lines as split_lines
 from ..workspace import Workspace, daily_date
 from .base import Progress, SyncReport
@@ -37,8 +38,10 @@ __all__ = [
     "EMBED_BATCH",
     "STORED_COLUMNS",
     "ChunkKey",
+    "FileSource",
     "FileState",
     "IndexState",
+    "Source",
     "StoredRow",
     "SyncPlan",
     "WriteSet",
@@ -58,6 +61,33 @@ Vector = NDArray[np.float32]
 # What an index stores of a chunk besides its path and text: lines, hash, heading day, speakers, says-when.
 ChunkKey = tuple[int, int, str, date | None, frozenset[str], bool]
 StoredRow = tuple[int, ChunkKey]  # a stored chunk: its id and its key
+
+
+class Source(Protocol):
+    """Where an index reads the memory documents: the workspace's files (:class:`FileSource`, the
+    default) or the shared documents they are a working copy of (:mod:`.working_copy`)."""
+
+    def scan(self) -> WalkResult:
+        """Every document's name with its ``stat`` (``st_mtime_ns`` and ``st_size`` are read), and what
+        was skipped and why."""
+        ...
+
+    def read(self, relative: str) -> tuple[bytes, os.stat_result]:
+        """The document's bytes and their ``stat``; ``FileNotFoundError`` when it went meanwhile."""
+        ...
+
+
+class FileSource:
+    """The workspace's files, through its gate (:meth:`Workspace.scan_memory_files`)."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def scan(self) -> WalkResult:
+        return self.workspace.scan_memory_files()
+
+    def read(self, relative: str) -> tuple[bytes, os.stat_result]:
+        return read_memory_file(self.workspace, relative)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +242,7 @@ def plan_sync(
     keywords: str,
     chunk_chars: int,
     rebuild: bool = False,
+    source: Source | None = None,
 ) -> SyncPlan:
     """The plan that brings an index holding ``state`` in line with ``ws``'s files.
 
@@ -224,7 +255,8 @@ def plan_sync(
     report, known = plan.report, state.files
     now_ns = time.time_ns()
     on_disk: set[str] = set()
-    scan = ws.scan_memory_files()
+    docs = source or FileSource(ws)
+    scan = docs.scan()
     skipped = [rel for rel, _ in scan.skipped]
     for rel, seen in scan.files:
         old = known.get(rel)
@@ -232,7 +264,7 @@ def plan_sync(
             on_disk.add(rel)  # unchanged since indexed: not even opened
             continue
         try:
-            data, st = read_memory_file(ws, rel)
+            data, st = docs.read(rel)
         except FileNotFoundError:
             continue
         except PathEscapeError:  # became a link after the scan looked
@@ -303,18 +335,20 @@ def check_file_chunks(
     ws: Workspace,
     indexed: Mapping[str, str],
     chunks_of: Callable[[str], Iterable[tuple[int, int, str]]],
+    source: Source | None = None,
 ) -> list[str]:
     """Problems between the files and an index holding ``indexed`` (path -> hash) and ``chunks_of(path)``.
 
     A stored chunk must equal the redacted text of its file's lines (see :func:`text.index_chunks`).
     """
     problems: list[str] = []
-    disk = {rel for rel, _ in ws.scan_memory_files().files}
+    docs = source or FileSource(ws)
+    disk = {rel for rel, _ in docs.scan().files}
     for rel in sorted(set(indexed) - disk):
         problems.append(f"{rel}: indexed but deleted")
     for rel in sorted(disk):
         try:
-            data, _ = read_memory_file(ws, rel)
+            data, _ = docs.read(rel)
         except (FileNotFoundError, PathEscapeError):
             problems.append(f"{rel}: changed while checked (deleted or replaced by a link)")
             continue

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ContextmemError, NotFoundError, ToolArgumentError
 from ..logs import get_logger
+from ..memory_docs import document_name, documents_of
 from ..memory_files import append_note
 from ..messages import ToolSpec
 from ..redaction import redact_secrets
@@ -230,6 +231,13 @@ def _type_problem(value: Any, spec: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _missing(path: str) -> NotFoundError:
+    return NotFoundError(
+        f"{path.strip()[:120]!r} does not exist. Fix: use a path from memory_search results or a tool-result "
+        "reference"
+    )
+
+
 class MemoryTools:
     """The four tools bound to one namespace's index. ``clock`` dates ``memory_write`` daily entries.
     ``offloads`` reads an offloaded tool result the session store keeps, for a ``tool_results/`` path not on
@@ -322,6 +330,12 @@ class MemoryTools:
                 f"{path[:120]!r} is not a memory file. Fix: memory_get reads MEMORY.md and memory/*.md; "
                 "use read_file for dialog/ and tool_results/"
             )
+        docs = documents_of(self.index)
+        if docs is not None:  # a shared store: the document itself, as every host sees it now
+            doc = docs.get(document_name(self.workspace.files, path))
+            if doc is None or doc.deleted:
+                raise _missing(path)
+            return self._lines(path, doc.content[: MAX_READ_BYTES + 1], from_line, lines, redact=True)
         return self._read_lines(path, (CORE_FILE, DAILY_DIR), from_line, lines, redact=True)
 
     def memory_write(self, text: str, target: str = "daily") -> str:
@@ -332,7 +346,8 @@ class MemoryTools:
             )
         if target not in ("core", "daily"):
             raise ToolArgumentError(f"target {target[:80]!r} is not 'core' or 'daily'. Fix: use one of them")
-        written = append_note(self.workspace, text, target, self.clock())
+        docs = documents_of(self.index)
+        written = append_note(self.workspace, text, target, self.clock(), shared=docs)
         note = " (secrets in it were replaced by [REDACTED])" if redact_secrets(text) != text else ""
         return f"saved to {self.workspace.relative(written)}{note}"
 
@@ -348,17 +363,18 @@ class MemoryTools:
 
     def _read_lines(self, path: str, under: Sequence[str], first: int, count: int, *, redact: bool) -> str:
         """Lines ``first..first+count-1`` of ``path``, read through the gate (at most MAX_READ_BYTES)."""
-        shown = path.strip()[:120]
         try:
             data = self.workspace.files.read_bytes(path, under=under, max_bytes=MAX_READ_BYTES + 1)
         except FileNotFoundError:
             kept = self._offloaded(path)
             if kept is None:
-                raise NotFoundError(
-                    f"{shown!r} does not exist. Fix: use a path from memory_search results or a tool-result "
-                    "reference"
-                ) from None
+                raise _missing(path) from None
             data = kept.encode("utf-8", "backslashreplace")[: MAX_READ_BYTES + 1]
+        return self._lines(path, data, first, count, redact=redact)
+
+    def _lines(self, path: str, data: bytes, first: int, count: int, *, redact: bool) -> str:
+        """Lines ``first..first+count-1`` of ``data`` (at most ``MAX_READ_BYTES + 1`` bytes of ``path``)."""
+        shown = path.strip()[:120]
         truncated = len(data) > MAX_READ_BYTES
         if truncated:  # only whole lines of the first MAX_READ_BYTES
             data = data[: data.rfind(b"\n", 0, MAX_READ_BYTES) + 1]
