@@ -100,7 +100,6 @@ XX = lang.Language(
             "fill": "Plenigu:",
         },
         title="Resumo de la frua konversacio:",
-        continued="Resumo, daurigo:",
         archive="Arkivo:",
         ledger_title="Identigiloj (laux vorto):",
         ledger_labels=dict.fromkeys(("path", "url", "host", "email", "error", "id", "number", "name"), "ero"),

@@ -163,10 +163,8 @@ class PlanApplier:
         # originals went to the archive above.
         dropped: list[Message] = [msgs[i] for i in plan.drop]
         new_summary = summary
-        if new_summary is None and dropped and summarize:  # a chapter, while the summary has room for one
-            new_summary = await off_loop(
-                texts_bytes(dropped), self.extractor.extend, live.summary, dropped, archive_refs=refs
-            )
+        if new_summary is None and dropped and summarize:
+            new_summary = await self.extract(live.summary, dropped, archive_refs=refs)
         originals = dict(live.originals)
         for i in plan.rewrite:
             originals.setdefault(live.seqs[i], msgs[i])

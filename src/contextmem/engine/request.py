@@ -40,7 +40,7 @@ class Regions:
 
     def __init__(self, counter: MessageCounter) -> None:
         self.counter = counter
-        self._rendered: tuple[Summary | None, tuple[str, ...], int] = (None, (), 0)
+        self._rendered: tuple[Summary | None, str, int] = (None, "", 0)
 
     def fixed(self, system_prompt: str, tools: Sequence[ToolSpec]) -> Fixed:
         return Fixed(
@@ -50,14 +50,11 @@ class Regions:
             self.counter.count_tools(tools),
         )
 
-    def summary(self, summary: Summary | None) -> tuple[tuple[str, ...], int]:
-        """``summary``'s parts (:meth:`~contextmem.summarize.Summary.parts`; none without a summary) and
-        their tokens as :func:`assemble` sends them: the first joins the system prompt, each chapter is a
-        system message of its own."""
+    def summary(self, summary: Summary | None) -> tuple[str, int]:
+        """``summary`` rendered, and its tokens."""
         if self._rendered[0] is not summary:
-            parts = summary.parts() if summary else ()
-            tokens = sum(map(self.counter.count_text, parts)) + MESSAGE_OVERHEAD * max(0, len(parts) - 1)
-            self._rendered = (summary, parts, tokens)
+            text = summary.render() if summary else ""
+            self._rendered = (summary, text, self.counter.count_text(text))
         return self._rendered[1], self._rendered[2]
 
     def estimate(
@@ -97,14 +94,13 @@ def assemble(
     est: RequestEstimate,
     *,
     budget: int | None,
-    summary: Sequence[str],
+    summary: str,
     first_user: bool,
     counter: MessageCounter,
     all_live: bool = False,
 ) -> Request:
-    """The request: the system prompt and ``summary``'s first part, then a system message for each of its
-    chapters (or the whole summary before the first user message, ``first_user``), then the newest turns
-    of ``history`` that fit ``budget``; all of it, unfitted, when
+    """The request: the system prompt and ``summary`` (or the summary before the first user message,
+    ``first_user``), then the newest turns of ``history`` that fit ``budget``; all of it, unfitted, when
     ``budget`` is ``None``. Raises :class:`BudgetExceededError` when not even the newest turn fits, and with
     ``all_live`` (what ``build`` asks: a live message leaves the request only by leaving the context, archived
     and summarised) when not all of it fits. Only whole tool pairs are sent
@@ -125,22 +121,20 @@ def assemble(
         except BudgetExceededError as exc:
             raise BudgetExceededError(exc.needed + fixed_tokens, est.context_window, "this request") from exc
         messages = messages[cut:]
-    parts = list(summary)
-    if first_user and parts:
+    if first_user and summary:
         idx = next((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), None)
         if idx is not None:
-            first, text = messages[idx], "\n\n".join(parts)
+            first = messages[idx]
             assert isinstance(first, UserMessage)
             content = (
-                f"{text}\n\n{first.content}"
+                f"{summary}\n\n{first.content}"
                 if isinstance(first.content, str)
-                else (TextPart(text), *first.content)
+                else (TextPart(summary), *first.content)
             )
             messages[idx] = UserMessage(content, name=first.name, extra=first.extra)
-            parts = []
-    system_text = "\n\n".join(p for p in (fixed.system_prompt, *parts[:1]) if p)
+            summary = ""
+    system_text = "\n\n".join(p for p in (fixed.system_prompt, summary) if p)
     out: list[Message] = [SystemMessage(system_text)] if system_text else []
-    out.extend(SystemMessage(p) for p in parts[1:])
     out.extend(messages)
     sent = sum(counter.count_messages(messages))
     estimate = RequestEstimate(
@@ -162,16 +156,14 @@ def shared_prefix(previous: Request | None, request: Request, history: CountedHi
     """
     if previous is None or previous.tools != request.tools:
         return request
-    est, counter = request.estimate, history.counter
-    head = next(
-        (i for i, m in enumerate(request.messages) if not isinstance(m, SystemMessage)), len(request.messages)
-    )
+    est = request.estimate
+    head = 1 if request.messages and isinstance(request.messages[0], SystemMessage) else 0
     sent = request.messages[head:]
     if len(sent) == len(history.messages) and all(map(operator.is_, sent, history.messages)):
         counts: Sequence[int] = history.counts
     else:  # a pair held back, or the summary in the first user message
-        counts = counter.count_messages(sent)
-    tokens = [*counter.count_messages(request.messages[:head]), *counts]
+        counts = history.counter.count_messages(sent)
+    tokens = [est.system + est.summary] * head + list(counts)
     shared = est.tool_defs
     for old, new, n in zip(previous.messages, request.messages, tokens, strict=False):
         if old is not new and old != new:

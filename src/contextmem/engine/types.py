@@ -192,27 +192,21 @@ class VerifyReport:
 
 
 def summary_to_json(summary: Summary | None) -> str | None:
-    return None if summary is None else json.dumps(_summary_data(summary), ensure_ascii=False)
-
-
-def _summary_data(summary: Summary) -> dict[str, Any]:
+    if summary is None:
+        return None
     data = asdict(summary)
     data["ledger"] = {
         "max_entries": summary.ledger.max_entries,
         "entries": [[e.value, e.kind, e.from_user] for e in summary.ledger.entries],
     }
-    data["chapters"] = [_summary_data(c) for c in summary.chapters]
-    return data
+    return json.dumps(data, ensure_ascii=False)
 
 
 def summary_from_json(text: str | None) -> Summary | None:
-    return _summary_of(json.loads(text)) if text else None
-
-
-def _summary_of(data: dict[str, Any]) -> Summary:
-    """A summary from :func:`_summary_data`'s dict (one written before chapters existed has none)."""
+    if not text:
+        return None
+    data = json.loads(text)
     ledger = data.pop("ledger")
     entries = tuple(LedgerEntry(v, k, bool(u)) for v, k, u in ledger["entries"])
     data["archive_refs"] = tuple(data.get("archive_refs", ()))
-    data["chapters"] = tuple(_summary_of(c) for c in data.get("chapters", ()))
     return Summary(ledger=Ledger(entries, ledger["max_entries"]), **data)

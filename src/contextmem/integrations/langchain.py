@@ -163,12 +163,10 @@ class ContextMemMiddleware(AgentMiddleware):
         engine = await self._caught_up(session_id, request.messages)
         built = await engine.build(request.system_prompt or "", _tool_specs(request.tools))
         messages = list(built.messages)
-        systems = []  # the system prompt with the summary, then the summary's chapters: one system message
-        while messages and isinstance(messages[0], SystemMessage):
-            systems.append(text_of(messages.pop(0).content))
+        system = messages.pop(0) if messages and isinstance(messages[0], SystemMessage) else None
         return request.override(
             messages=to_langchain(messages),
-            system_message=LCSystemMessage("\n\n".join(systems)) if systems else None,
+            system_message=LCSystemMessage(text_of(system.content)) if system else None,
         )
 
     async def _finished(self, session_id: str, messages: Sequence[AnyMessage]) -> None:

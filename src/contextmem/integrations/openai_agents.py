@@ -217,10 +217,8 @@ def _summary_and_history(engine: ContextEngine, request: Request) -> tuple[str, 
     history's first user message.
     """
     messages = list(request.messages)
+    if messages and isinstance(messages[0], SystemMessage):
+        messages.pop(0)
     summary = engine.summary
     in_system = summary is not None and engine.settings.summary_injection == "system"
-    ours = 1 + (len(summary.chapters) if summary is not None and in_system else 0)  # + a message a chapter
-    while ours and messages and isinstance(messages[0], SystemMessage):
-        messages.pop(0)
-        ours -= 1
     return (summary.render() if summary is not None and in_system else ""), messages

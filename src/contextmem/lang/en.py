@@ -359,7 +359,6 @@ Stay under {budget} tokens.""",
             "six sections:",
         },
         title="Summary of the earlier conversation:",
-        continued="Summary, continued:",
         archive="Archive of the summarised messages (read the full text with read_file(path)):",
         ledger_title="Identifiers (verbatim):",
         ledger_labels={

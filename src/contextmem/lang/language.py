@@ -214,8 +214,6 @@ class SummaryText:
     """The summary prompt's labels: new, ledger, draft, empty, extra, fill."""
     title: str
     """The title of the summary block in the context."""
-    continued: str
-    """The title of a chapter: a later part of the summary, appended at a compaction."""
     archive: str
     """The line that introduces the archive of the summarised messages."""
     ledger_title: str

@@ -233,7 +233,6 @@ CHINESE = Language(
             "把每个 ... 替换为来自草稿、并按新对话修订过的要点，六个部分都要写：",
         },
         title="早期对话摘要：",
-        continued="摘要（续）：",
         archive="已归档的原始消息（可用 read_file(path) 读取全文）：",
         ledger_title="关键标识（原样保留）：",
         ledger_labels={

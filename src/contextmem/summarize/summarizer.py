@@ -28,7 +28,6 @@ Order of work, and why:
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -63,11 +62,6 @@ FRESH_SHARE, FRESH_MIN = 1 / 3, 200
 """The model corrects the new messages' facts (and the previous ones they may make stale) in this share of
 the summary's text budget, at least ``FRESH_MIN`` tokens; the other previous facts are merged in without
 it."""
-CHAPTER_SHARE = 0.1
-"""Most of the summary's budget one chapter takes (:meth:`Summarizer.extend`)."""
-REWRITE_SHARE = 0.7
-"""What a summary written whole at a compaction fills of its budget, so that the chapters of the next
-compactions fit beside it: each appends, and the parts before it stay a prefix the provider cached."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,23 +79,11 @@ class Summary:
     messages_covered: int = 0
     lang: Lang = "en"
     fallback_reason: str | None = None
-    chapters: tuple[Summary, ...] = ()
-    """Later parts, each the summary of what one compaction took out of the context, appended since the
-    summary was last written whole (:meth:`Summarizer.extend`); a chapter has none of its own."""
 
     def render(self) -> str:
-        """The block injected into the prompt: summary, identifiers, and where the full messages are; then
-        each chapter the same way (:meth:`parts`, joined)."""
-        return "\n\n".join(self.parts())
-
-    def parts(self) -> tuple[str, ...]:
-        """The summary, then each chapter, rendered: a request carries each as its own system message, so
-        a compaction that appends a chapter leaves the parts before it a prefix a provider has cached."""
-        return (self._block(), *(c._block(continued=True) for c in self.chapters))
-
-    def _block(self, *, continued: bool = False) -> str:
+        """The block injected into the prompt: summary, identifiers, and where the full messages are."""
         words = summary_text(self.lang)
-        blocks = [words.continued if continued else words.title]
+        blocks = [words.title]
         if self.text.strip():
             blocks[0] += "\n" + self.text.strip()
         ledger = self.ledger.render(self.lang)
@@ -110,18 +92,6 @@ class Summary:
         if self.archive_refs:
             blocks.append("\n".join([words.archive, *(f"- {ref}" for ref in self.archive_refs)]))
         return "\n\n".join(blocks)
-
-    def folded(self) -> Summary:
-        """One summary of the same facts, with no chapters: their texts follow this one's, their
-        identifiers are seen after its own, their archive refs merge with its (what a rewrite reads)."""
-        if not self.chapters:
-            return self
-        text, ledger, refs = self.text.strip(), self.ledger, self.archive_refs
-        for chapter in self.chapters:
-            text = "\n\n".join(t for t in (text, chapter.text.strip()) if t)
-            ledger = ledger.merge(chapter.ledger)
-            refs = merge_archive_refs(refs, chapter.archive_refs)
-        return replace(self, text=text, ledger=ledger, archive_refs=refs, chapters=())
 
 
 _LINES_REF = re.compile(r"^(?P<path>.+?) lines (?P<start>\d+)-(?P<end>\d+)$")
@@ -233,7 +203,6 @@ class Summarizer:
 
         The passes over ``messages`` (redaction, ledger, draft, revision) run in a worker thread when their
         text is large (:func:`~contextmem.offloop.off_loop`): only the model call is awaited here."""
-        previous = previous.folded() if previous is not None else None
         size = texts_bytes(messages)
         frame = await off_loop(size, self._frame, previous, messages, archive_refs, instruction or "")
         if not messages and instruction is None and previous is not None:
@@ -253,40 +222,8 @@ class Summarizer:
         archive_refs: Sequence[str] = (),
     ) -> Summary:
         """The extractive summary alone, with no model call (the draft :meth:`summarize` starts from)."""
-        previous = previous.folded() if previous is not None else None
         frame = self._frame(previous, messages, archive_refs)
         return self._finish(self._draft(previous, messages, frame), frame, "extractive", "requested")
-
-    def extend(
-        self,
-        previous: Summary | None,
-        messages: Sequence[Message],
-        *,
-        archive_refs: Sequence[str] = (),
-    ) -> Summary:
-        """The extractive summary after a compaction took ``messages`` out of the context: their summary
-        (in :data:`CHAPTER_SHARE` of ``max_tokens``) appended to ``previous`` as a chapter while the whole
-        fits ``max_tokens``, so every part the model saw before stays as it was and the provider's cached
-        prefix with it; otherwise ``previous`` and ``messages`` written whole again, in
-        :data:`REWRITE_SHARE` of it (one break of the prefix, and room for the next chapters). No model
-        call; a chapter keeps the identifiers and archive refs of its own messages."""
-        if previous is None or not messages:
-            return self._within(REWRITE_SHARE).extract(previous, messages, archive_refs=archive_refs)
-        chapter = self._within(CHAPTER_SHARE).extract(None, messages, archive_refs=archive_refs)
-        grown = replace(
-            previous,
-            chapters=(*previous.chapters, chapter),
-            messages_covered=previous.messages_covered + len(messages),
-        )
-        if self.counter.count_text(grown.render()) <= self.max_tokens:
-            return grown
-        return self._within(REWRITE_SHARE).extract(previous, messages, archive_refs=archive_refs)
-
-    def _within(self, share: float) -> Summarizer:
-        """This summariser with ``share`` of its budget (at least :data:`MIN_SUMMARY_TOKENS`)."""
-        sized = copy.copy(self)
-        sized.max_tokens = max(MIN_SUMMARY_TOKENS, int(self.max_tokens * share))
-        return sized
 
     # --- steps ---
 
@@ -310,10 +247,10 @@ class Summarizer:
         ledger = ledger.fit(self.counter, int(self.max_tokens * self.ledger_share), lang)
         archive_budget = int(self.max_tokens * self.archive_share)
         kept: list[str] = []
-        for ref in reversed(refs):  # the newest refs are kept when the guide must shrink, the newest always
+        for ref in reversed(refs):  # the newest refs are kept when the guide must shrink
             candidate = [ref, *kept]
             block = "\n".join([summary_text(lang).archive, *(f"- {r}" for r in candidate)])
-            if kept and count(block) > archive_budget:
+            if count(block) > archive_budget:
                 break
             kept = candidate
         empty = Summary("x", ledger, tuple(kept), lang=lang).render()
