@@ -14,7 +14,8 @@ tokens of the o200k counter):
   (window - output reserve - tool definitions - reply priming);
 * **full history**: every message, never compacted.
 
-Reported per strategy: calls, mean prompt tokens, cache ratio (shared prefix / prompt tokens),
+Reported per strategy: calls, mean prompt tokens, first-sent tokens per call (no cache serves them),
+cache ratio (shared prefix / prompt tokens),
 billed-equivalent per call (misses + 0.1 x hits), breaks (the share of calls whose request is not the
 previous one plus new messages, and their reasons), requests over the window
 (prompt + output reserve > window), and facts: in the final request's context for all; for contextmem also
@@ -73,12 +74,31 @@ def _workspace_text(root: Path) -> str:
     return "\n".join(parts)
 
 
-def _row(name: str, calls: list[CallCache], window: int, reserve: int, **extra: Any) -> dict[str, Any]:
+def first_sent(requests: Sequence[WireRequest]) -> int:
+    """Tokens of messages each request sent for the first time (not in the request before it): what no
+    cache can serve, whatever a strategy keeps (a new tool result, a cut form of an older one, a new
+    summary)."""
+    total, seen = 0, set[str]()
+    for request in requests:
+        total += sum(t for k, t in zip(request.keys, request.message_tokens, strict=True) if k not in seen)
+        seen = set(request.keys)
+    return total
+
+
+def _row(
+    name: str,
+    calls: list[CallCache],
+    window: int,
+    reserve: int,
+    first: int,
+    **extra: Any,
+) -> dict[str, Any]:
     t = tally(calls)
     return {
         "strategy": name,
         "calls": t.calls,
         "mean_prompt": t.prompt / t.calls if t.calls else 0.0,
+        "first_sent_per_call": first / t.calls if t.calls else 0.0,
         "cache_ratio": t.cache_ratio,
         "billed_per_call": t.billed_per_call,
         "breaks": dict(t.breaks),
@@ -87,9 +107,9 @@ def _row(name: str, calls: list[CallCache], window: int, reserve: int, **extra: 
     }
 
 
-async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str]:
+async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str, int]:
     """The transcript replayed through ``ContextMem`` (no model: extractive summaries) in a fresh workspace;
-    the report, the final request's text and every text file the workspace kept."""
+    the report, the final request's text, every text file the workspace kept, and :func:`first_sent`."""
     system, transcript = load_transcript(path)
     tools = load_tools(agent_transcript.sidecars(path)[1])
     requests: list[WireRequest] = []
@@ -109,17 +129,18 @@ async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str]:
         finally:
             await mem.close()
         final = _request_text(requests[-1].to_json()["messages"])
-        return report, final, final + "\n" + _workspace_text(ws)
+        return report, final, final + "\n" + _workspace_text(ws), first_sent(requests)
 
 
 def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict[str, Any]:
     """The engine's replay of ``path`` (as ``contextmem replay`` runs it); the row plus ``max_tokens``."""
-    report, final, kept = asyncio.run(_replay(path, window))
+    report, final, kept, first = asyncio.run(_replay(path, window))
     return _row(
         "contextmem",
         report.calls,
         window,
         report.max_tokens,
+        first,
         lost=report.lost,
         facts_context=sum(f["needle"] in final for f in facts),
         facts_reachable=sum(f["needle"] in kept for f in facts),
@@ -143,6 +164,7 @@ def _peer(
     head = [SystemMessage(system)] if system else []
     previous: WireRequest | None = None
     calls: list[CallCache] = []
+    requests: list[WireRequest] = []
     missing_newest = 0
     for i, m in enumerate(transcript):
         if not isinstance(m, AssistantMessage):
@@ -151,6 +173,7 @@ def _peer(
         missing_newest += not history or history[-1] is not transcript[i - 1]
         request = wire_request([*head, *history], tools, counter)
         calls.append(compare(previous, request))
+        requests.append(request)
         previous = request
     assert previous is not None
     final = _request_text(previous.to_json()["messages"])
@@ -159,6 +182,7 @@ def _peer(
         calls,
         window,
         reserve,
+        first_sent(requests),
         facts_context=sum(f["needle"] in final for f in facts),
         missing_newest=missing_newest,
     )
@@ -210,13 +234,16 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: floa
         f"`python bench/bench_cache.py --turns {args.turns} --seeds {args.seeds} --window {args.window}`: "
         "generated agent transcripts (evals/datasets/agent_transcript.py), each request compared with the "
         "previous one as sent (tools, then OpenAI-form messages; message granularity; o200k tokens). "
-        "Billed-equivalent = misses + 0.1 × prefix hits. Over window = prompt + output reserve > window. "
+        "Billed-equivalent = misses + 0.1 × prefix hits. First sent = tokens of the messages a request "
+        "carries that the request before it did not (new tool results, a cut form, a new summary): no cache "
+        "serves them, so billed-eq / call is at least 0.9 × first sent + 0.1 × mean prompt. "
+        "Over window = prompt + output reserve > window. "
         f"Facts: of {n_facts} planted in turns 1–30; 'context' = in the final request, 'reachable' adds "
         "the dialog archive, offloaded results and memory files.",
         "",
-        "| seed | strategy | calls | mean prompt | cache ratio | billed-eq / call "
+        "| seed | strategy | calls | mean prompt | first sent / call | cache ratio | billed-eq / call "
         "| calls breaking the prefix | over window | lost | facts context / reachable |",
-        "|---|---|--:|--:|--:|--:|---|--:|--:|--:|",
+        "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|",
     ]
     body = []
     for r in rows:
@@ -227,6 +254,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: floa
             over += f" ({r['missing_newest']} without the newest message)"
         body.append(
             f"| {r['seed']} | {r['strategy']} | {r['calls']} | {r['mean_prompt']:,.0f} | "
+            f"{r['first_sent_per_call']:,.0f} | "
             f"{r['cache_ratio']:.1%} | {r['billed_per_call']:,.0f} | {_breaks(r['breaks'], r['calls'])} | "
             f"{over} | {lost} | {facts} |"
         )

@@ -161,3 +161,20 @@ def test_the_text_report_shows_the_cache_per_turn_and_in_total(transcript, tmp_p
     for row in ("prefix shared (cache ratio)", "billed-equivalent per call", "prefix breaks (by reason)"):
         assert row in out
     assert out.strip().endswith("lost: 0")
+
+
+def test_first_sent_counts_each_message_a_request_carries_that_the_one_before_did_not():
+    from bench.bench_cache import first_sent
+
+    first = wire(SYSTEM, U1, ASK, RESULT)
+    appended = wire(SYSTEM, U1, ASK, RESULT, REPLY, U2)
+    cut = ToolMessage("c1", "def a():\n[... offloaded to tool_results/c1.txt ...]")
+    rewritten = wire(SYSTEM, U1, ASK, cut, REPLY, U2, U3)
+    tokens = dict(zip(rewritten.keys + appended.keys, rewritten.message_tokens + appended.message_tokens))
+    expected = sum(first.message_tokens) + tokens[appended.keys[4]] + tokens[appended.keys[5]]
+    expected += tokens[rewritten.keys[3]] + tokens[rewritten.keys[6]]  # the cut form is sent anew
+    assert first_sent([first, appended, rewritten]) == expected
+    # a message sent two requests ago and dropped from the one before counts again: no cache holds it
+    assert first_sent([first, wire(SYSTEM, U1), first]) == sum(first.message_tokens) * 2 - sum(
+        wire(SYSTEM, U1).message_tokens
+    )
