@@ -170,7 +170,9 @@ def test_first_sent_counts_each_message_a_request_carries_that_the_one_before_di
     appended = wire(SYSTEM, U1, ASK, RESULT, REPLY, U2)
     cut = ToolMessage("c1", "def a():\n[... offloaded to tool_results/c1.txt ...]")
     rewritten = wire(SYSTEM, U1, ASK, cut, REPLY, U2, U3)
-    tokens = dict(zip(rewritten.keys + appended.keys, rewritten.message_tokens + appended.message_tokens))
+    tokens = dict(
+        zip(rewritten.keys + appended.keys, rewritten.message_tokens + appended.message_tokens, strict=True)
+    )
     expected = sum(first.message_tokens) + tokens[appended.keys[4]] + tokens[appended.keys[5]]
     expected += tokens[rewritten.keys[3]] + tokens[rewritten.keys[6]]  # the cut form is sent anew
     assert first_sent([first, appended, rewritten]) == expected
