@@ -285,14 +285,15 @@ async def load(base: str, args: argparse.Namespace, sampler: ProcessSampler) -> 
     }
 
 
-def rss_summary(sampler: ProcessSampler, start: float, end: float) -> dict[str, float]:
+def rss_summary(sampler: ProcessSampler, start: float, end: float) -> dict[str, Any]:
     """RSS at the end of the warm-up (first quarter), at the end, its most, and the growth in between."""
     points = sampler.between(start, end)
     if len(points) < 4:
-        return {"warm": 0.0, "end": 0.0, "max": 0.0, "growth_pct": 0.0}
+        return {"series": "", "warm": 0.0, "end": 0.0, "max": 0.0, "growth_pct": 0.0}
     warm = points[len(points) // 4]
     last = points[-1]
     return {
+        "series": " ".join(f"{mb:.0f}" for mb in points[::5]),
         "warm": round(warm, 1),
         "end": round(last, 1),
         "max": round(max(points), 1),
@@ -309,7 +310,7 @@ def tool_rows(samples: Sequence[Sample]) -> list[tuple[str, dict[str, float], in
 
 
 def markdown(
-    args: argparse.Namespace, embedder: str, result: dict[str, Any], rss: dict[str, float], loads: str
+    args: argparse.Namespace, embedder: str, result: dict[str, Any], rss: dict[str, Any], loads: str
 ) -> str:
     main: Run = result["main"]
     start, end = result["span"]
@@ -334,7 +335,8 @@ def markdown(
         f"{result['cpu']:.1f} s of CPU ({result['cpu'] / seconds:.2f} cores).",
         "",
         f"Server memory (VmRSS, every second): {rss['warm']} MB after the warm-up (first quarter), "
-        f"{rss['end']} MB at the end, {rss['max']} MB at most: **growth {rss['growth_pct']:+.1f}%**.",
+        f"{rss['end']} MB at the end, {rss['max']} MB at most: **growth {rss['growth_pct']:+.1f}%** "
+        f"(every 5 s: {rss['series']} MB).",
     ]
     if main.errors:
         lines += ["", "Errors:", ""] + [f"- {n} × {e}" for e, n in main.errors.most_common(10)]
