@@ -55,6 +55,16 @@ def mcp_http_server(
     env: Mapping[str, str], args: Sequence[str], *, host: str = "127.0.0.1", stderr: Path
 ) -> Iterator[tuple[str, int, str]]:
     """``(host, port, startup line)`` of a running server bound to ``host`` (extra CLI ``args``)."""
+    with mcp_http_process(env, args, host=host, stderr=stderr) as (_, port, line):
+        yield host, port, line
+
+
+@contextmanager
+def mcp_http_process(
+    env: Mapping[str, str], args: Sequence[str], *, host: str = "127.0.0.1", stderr: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]:
+    """:func:`mcp_http_server`'s server as ``(its process, port, startup line)``: for a bench that samples
+    the process (its memory, its CPU time)."""
     port = free_port()
     argv = ["--transport", "http", "--host", host, "--port", str(port), "--embedder", "hash", "--no-llm"]
     with stderr.open("wb") as err:
@@ -71,7 +81,7 @@ def mcp_http_server(
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the MCP HTTP server did not start: {stderr.read_text(encoding='utf-8')}")
             time.sleep(0.1)
-        yield host, port, stderr.read_text(encoding="utf-8").splitlines()[0]
+        yield proc, port, stderr.read_text(encoding="utf-8").splitlines()[0]
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from contextmem.memory.embedders import HashEmbedder
-from contextmem.memory.query_encoding import QueryEncoder, mix
+from contextmem.memory.query_encoding import QUERY_CACHE, QueryEncoder, mix
 from contextmem.memory.sparse import dots, pack, sparse_encoder
 
 DIM = 16
@@ -76,3 +76,21 @@ def test_a_named_query_encodes_each_reading_once_and_an_unnamed_or_blank_one_onl
     for unnamed, weight in (("What has Tim read?", 0.3), ("  ", 0.3), ("What has read?", 0.0)):
         same = queries.encode_named("What has Tim read?", unnamed, weight, True)
         assert np.array_equal(same[0], asked[0]) and same[1] == asked[1]
+
+
+def test_the_query_cache_is_bounded_across_encoders_and_each_finds_only_its_own() -> None:
+    """Every index (an MCP server: one per tenant) shares one bounded LRU: the process keeps at most
+    QUERY_CACHE encodings whatever the number of tenants, and a tenant's repeated query still skips the
+    model, while another tenant's same query does not hit it (no cross-tenant timing signal)."""
+    embedder = _Recording()
+    tenants = [QueryEncoder(embedder, sparse_encoder(embedder)) for _ in range(8)]
+    for i, tenant in enumerate(tenants):
+        for n in range(QUERY_CACHE // 4):
+            tenant.encode(f"tenant {i} query {n}", True)
+    assert len(QueryEncoder._cache) <= QUERY_CACHE  # 8 tenants x 256 queries: 2048 kept before
+    asked = len(embedder.queries)
+    last = tenants[-1]
+    last.encode(f"tenant {len(tenants) - 1} query 0", True)
+    assert len(embedder.queries) == asked  # its own, recent: from the cache
+    tenants[0].encode(f"tenant {len(tenants) - 1} query 0", True)
+    assert len(embedder.queries) == asked + 1  # the same text from another tenant: the model

@@ -18,9 +18,22 @@ from contextmem.messages import (
     tool_call,
     user,
 )
-from contextmem.tokens import Calibration, HeuristicCounter, MessageCounter, TiktokenCounter, get_counter
+from contextmem.tokens import (
+    Calibration,
+    HeuristicCounter,
+    MessageCounter,
+    TiktokenCounter,
+    get_counter,
+    tiktoken_backend,
+)
 from contextmem.tokens.counter import MESSAGE_OVERHEAD
-from contextmem.tokens.tiktoken_backend import LINEAR_ABOVE_CHARS, count_linear, load_encoding
+from contextmem.tokens.tiktoken_backend import (
+    CORE_PIECE_CHARS,
+    LINEAR_ABOVE_CHARS,
+    core_pieces,
+    count_linear,
+    load_encoding,
+)
 from tests.security.doors import hostile_text, huge
 
 SAMPLES = [
@@ -212,3 +225,64 @@ def test_tiktoken_never_sees_a_text_past_the_bound(monkeypatch):
     assert counter.count_text("a" * 3_000_000) == 375_000  # "aaaaaaaa" is one o200k token
     assert counter.count_text("ok") == 1
     assert seen and max(seen) <= LINEAR_ABOVE_CHARS
+
+
+# --- long text reaches the Rust core a piece at a time (it holds the GIL while it counts) -----------------
+
+# Characters around the places core_pieces cuts: spaces, line ends, letters, digits, marks, look-alikes.
+NEAR_CUTS = [" ", "\n", "\r", "\t", "\u00a0", "\u3000", "\u2028", "\x1c", "a", "Z", "5", "\u00b2", "_",
+             "'", "s", ".", "/", "\u0301", "\u4e2d", "\ud800", "\udc00", "\U0001f389"]  # fmt: skip
+
+
+# Pinned at 200 in every profile: each example is counted by both engines, in two encodings.
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(st.text(st.sampled_from(NEAR_CUTS), max_size=12), hostile_text(max_size=12)), max_size=10
+    ).map("".join),
+    size=st.integers(min_value=1, max_value=12),
+)
+def test_the_pieces_of_a_text_count_as_the_whole(tiktoken_own, encoding, text, size):
+    """core_pieces cuts only where the pre-tokeniser ends a piece anyway: the counts of the parts add up
+    to tiktoken's count of the whole, on any text, cut as finely as it may be."""
+    parts = core_pieces(text, size)
+    assert "".join(parts) == text and all(parts[:-1])
+    assert sum(count_linear(encoding, p) for p in parts) == len(tiktoken_own[encoding].encode_ordinary(text))
+
+
+def test_the_rust_core_counts_a_big_result_a_piece_at_a_time(monkeypatch):
+    """A 2 MB tool result of log lines reaches the Rust core (which holds the GIL while it counts) in
+    pieces of about CORE_PIECE_CHARS, not in one call; the count is the one of the whole."""
+    line = "2026-11-29T02:00:00Z worker-7 GET /api/v2/invoices?page=%d 200 12ms trace=%08x\n"
+    text = "".join(line % (n, n * 2654435761 % 2**32) for n in range(26_000))
+    whole = count_linear("o200k_base", text)
+    real = tiktoken_backend._linear_core("o200k_base")
+    seen: list[int] = []
+
+    class Spy:
+        def count(self, piece: str) -> int:
+            seen.append(len(piece))
+            return int(real.count(piece))
+
+    monkeypatch.setattr(tiktoken_backend, "_linear_core", lambda name: Spy())
+    assert count_linear("o200k_base", text) == whole == real.count(text)
+    assert len(text) > 2_000_000 and len(seen) > 20
+    assert max(seen) <= CORE_PIECE_CHARS + len(line)
+
+
+def test_one_long_word_is_not_scanned_for_a_cut_to_its_end(monkeypatch):
+    """Past a window with no place to cut, the search jumps to the next space or newline (str.find),
+    instead of running the pattern over the whole word (0.3 s over 9 MB: four times the count itself)."""
+    real = tiktoken_backend._CUT
+    scanned: list[int] = []
+
+    class Spy:
+        def search(self, text: str, pos: int, endpos: int = 2**62) -> object:
+            scanned.append(min(endpos, len(text)) - pos)
+            return real.search(text, pos, endpos)
+
+    monkeypatch.setattr(tiktoken_backend, "_CUT", Spy())
+    text = "k" * (6 * CORE_PIECE_CHARS) + " tail"
+    assert core_pieces(text) == [text[: 6 * CORE_PIECE_CHARS], " tail"]
+    assert sum(scanned) <= 2 * CORE_PIECE_CHARS

