@@ -195,9 +195,15 @@ async def test_summary_calls_are_counted_and_go_to_the_summary_model(tmp_path: P
     assert f"summaries: {len(models)} calls to openai:gpt-4o-mini" in context_report(stats)
 
 
-def test_summary_model_is_checked_when_set() -> None:
+def test_summary_model_is_checked_when_set(tmp_path: Path) -> None:
+    from contextmem.cli.config import save_setting
     from contextmem.errors import ConfigError
+    from contextmem.llm.registry import summary_llm
 
-    with pytest.raises(ConfigError, match="summary_model"):
-        Settings(summary_model="nonsense")
-    assert Settings(summary_model="none").summary_model == "none"
+    with pytest.raises(ConfigError, match="summary_model"):  # where the runtime builds it
+        summary_llm(Settings(summary_model="nonsense"), None)
+    with pytest.raises(ConfigError, match="summary_model"):  # and when it is set
+        save_setting(tmp_path / "config.json", "summary_model", "nonsense")
+    assert not (tmp_path / "config.json").exists()
+    assert Settings(summary_model=" none ").summary_model == "none"
+    assert summary_llm(Settings(summary_model="none"), None) is None

@@ -499,7 +499,7 @@ def test_bash_completion_offers_setting_keys_after_config_set(capsys):
     assert main(["completion", "bash"]) == 0
     script = capsys.readouterr().out
     probe = script + "".join(
-        f"COMP_WORDS=(contextmem config {verb} summary_m); COMP_CWORD=3; _contextmem_complete; "
+        f"COMP_WORDS=(contextmem config {verb} summary_ma); COMP_CWORD=3; _contextmem_complete; "
         'echo "${COMPREPLY[*]}";'
         for verb in ("set", "unset", "get")
     )

@@ -308,15 +308,10 @@ class Settings(BaseModel):
 
     @field_validator("summary_model")
     @classmethod
-    def _check_summary_model(cls, value: str | None) -> str | None:
-        """A spec the registry knows, checked when set (not at the first summary, in the background)."""
-        if value is not None:
-            from .llm.registry import NO_MODEL, check_spec  # the registry imports settings
-
-            if value.strip() != NO_MODEL:
-                check_spec(value.strip())
-            return value.strip()
-        return value
+    def _strip_summary_model(cls, value: str | None) -> str | None:
+        """Stripped; the spec itself is checked where models are known (``config set``, and when the runtime
+        opens: :func:`~contextmem.llm.registry.summary_llm`), as ``model`` is."""
+        return value.strip() if value is not None else value
 
     @field_validator("namespace")
     @classmethod

@@ -65,8 +65,9 @@ def save_setting(path: Path, key: str, value: str) -> Settings:
     """Validate ``key = value`` and persist it in the settings file at ``path`` (only that file's values)."""
     current = Settings.load(path if path.exists() else None, env={})
     updated = current.with_value(key, value, f"file:{path}")
-    if key == "model" and updated.model != NO_MODEL:
-        check_spec(updated.model)  # what loads the model checks it, so nothing saved fails only at use
+    spec = getattr(updated, key) if key in ("model", "summary_model") else None
+    if spec is not None and spec != NO_MODEL:
+        check_spec(spec, key)  # what loads the model checks it, so nothing saved fails only at use
     updated.save(path)
     return updated
 

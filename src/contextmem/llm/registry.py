@@ -199,23 +199,27 @@ def _import(target: str) -> Any:
     return getattr(module, attr)
 
 
-def check_spec(spec: str) -> tuple[str, Provider, str | None]:
+def check_spec(spec: str, setting: str = "model") -> tuple[str, Provider, str | None]:
     """``(prefix, provider, model)`` of a spec that names a provider, with a model where the provider
     needs one and none where it takes none; else a :class:`ConfigError`. :func:`load_llm` and ``config
     set model`` both check with it, so a spec saved is a spec that loads (a missing file aside).
-    :data:`NO_MODEL` is not a provider: :func:`llm_from_settings` answers it before asking here."""
+    :data:`NO_MODEL` is not a provider: :func:`llm_from_settings` answers it before asking here.
+    ``setting`` names where the spec came from in the error (``model``, ``summary_model``)."""
     prefix, model = _parse(spec)
     provider = PROVIDERS.get(prefix)
+    where = "" if setting == "model" else f" ({setting})"
     if provider is None:
         valid = ", ".join(f"'{p}:MODEL'" if e.model else f"'{p}'" for p, e in PROVIDERS.items())
         raise ConfigError(
-            f"unknown LLM spec {brief(spec)}: prefix {brief(prefix)} is not a provider. "
+            f"unknown LLM spec {brief(spec)}{where}: prefix {brief(prefix)} is not a provider. "
             f"Fix: use one of {valid}, 'none', or a path to a .gguf file."
         )
     if provider.model and model is None:
-        raise ConfigError(f"LLM spec {brief(spec)} names no model. Fix: write it as '{prefix}:MODEL'.")
+        raise ConfigError(f"LLM spec {brief(spec)}{where} names no model. Fix: write it as '{prefix}:MODEL'.")
     if not provider.model and not provider.whole_spec and model is not None:
-        raise ConfigError(f"LLM spec {brief(spec)}: {prefix!r} takes no model. Fix: write just '{prefix}'.")
+        raise ConfigError(
+            f"LLM spec {brief(spec)}{where}: {prefix!r} takes no model. Fix: write just '{prefix}'."
+        )
     return prefix, provider, model
 
 
@@ -295,5 +299,7 @@ def summary_llm(settings: Settings, llm: LLM | None) -> LLM | None:
     wraps (``local:...``), so the decision reads ``llm.name``."""
     named = settings.summary_model
     if named is not None:  # a model of its own, often a cheaper one: built like the agent's
+        if named != NO_MODEL:
+            check_spec(named, "summary_model")  # its error names the setting, not the agent's model
         return llm_from_settings(settings, named)
     return llm if llm is not None and writes_summaries(settings, llm.name) else None

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError, ContextmemError, MemoryConflictError, PathEscapeError
+from ..errors import ConfigError, ContextmemError, MemoryConflictError, NotFoundError, PathEscapeError
 from ..logs import get_logger
 from ..memory_docs import (
     MAX_DOC_BYTES,
@@ -82,8 +82,11 @@ class DocumentSource:
 
     def read(self, relative: str) -> tuple[bytes, os.stat_result]:
         doc = self.docs.get(relative)
-        if doc is None or doc.deleted:
-            raise FileNotFoundError(relative)
+        if doc is None or doc.deleted:  # a FileNotFoundError too, as a file read raises it
+            raise NotFoundError(
+                f"memory document {relative!r} is not in the shared store (deleted meanwhile). "
+                "Fix: search again; the next sync no longer lists it"
+            )
         return doc.content, _stat(doc.mtime_ns, len(doc.content))
 
 
