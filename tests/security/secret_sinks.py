@@ -70,7 +70,7 @@ async def sinks(
     files = [core, *sorted(runtime.workspace.daily_dir.glob("*.md"))]
     got = [tools.memory_get(f.relative_to(runtime.workspace.root).as_posix(), 1, 100_000) for f in files]
     state = await runtime.store.open_session(settings.namespace, "secrets")
-    index_rows = index_text(runtime.memory)
+    index_rows, documents = index_text(runtime.memory)
     await runtime.close()
     assert hits and engine.summary is not None and state.summary  # every sink was reached
     daily = "\n".join(f.read_text(encoding="utf-8") for f in sorted(runtime.workspace.daily_dir.glob("*.md")))
@@ -79,7 +79,8 @@ async def sinks(
         "stored summary": state.summary,
         "daily memory and memory_write files": daily
         + "\n".join(written)
-        + core.read_text(encoding="utf-8").replace(hand_typed, ""),
+        + core.read_text(encoding="utf-8").replace(hand_typed, "")
+        + documents.replace(hand_typed, ""),  # a shared store's copy of the files, checked as they are
         "index rows": index_rows,
         "search snippets": "\n".join(h.snippet for h in hits) + "\n".join(searched),
         "memory_get": "\n".join(got),
@@ -88,11 +89,13 @@ async def sinks(
     }
 
 
-def index_text(index: Any) -> str:
-    """All the index keeps: the SQLite file's bytes, or every row of PostgreSQL's memory tables."""
+def index_text(index: Any) -> tuple[str, str]:
+    """All the index keeps (the SQLite file's bytes, or every row of PostgreSQL's memory tables but the
+    documents), and the memory documents a shared store keeps: the memory files themselves, where what a
+    person typed by hand stays as typed, as in the file."""
     if hasattr(index, "db_path"):
         index.close()  # its pages written out
-        return Path(index.db_path).read_bytes().decode("utf-8", "replace")
+        return Path(index.db_path).read_bytes().decode("utf-8", "replace"), ""
     import psycopg
 
     with psycopg.connect(index.dsn) as conn:
@@ -104,7 +107,16 @@ def index_text(index: Any) -> str:
             )
         ]
         assert tables, "the memory tables were not found"
-        return "\n".join(str(row) for t in tables for row in conn.execute(f"SELECT * FROM {t}"))
+        documents = [t for t in tables if t.endswith(".cm_memory_docs")]
+        rows = "\n".join(
+            str(row) for t in tables if t not in documents for row in conn.execute(f"SELECT * FROM {t}")
+        )
+        texts = [
+            f"{path} {bytes(content).decode('utf-8', 'replace')}"
+            for t in documents
+            for path, content in conn.execute(f"SELECT path, content FROM {t}")
+        ]
+        return rows, "\n".join(texts)
 
 
 def leaks(texts: dict[str, str], samples: Sequence[Sample]) -> list[str]:

@@ -64,7 +64,9 @@ Tools = Callable[..., MemoryTools]
 @pytest.fixture(params=["sqlite", "postgres"])
 def tools_for(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tools]:
     """``tools_for(namespace="default", embedder=None, clock=...)``: MemoryTools over the backend under test,
-    on the workspace ``tmp_path / "ws"``."""
+    on the workspace ``tmp_path / "ws"``. On PostgreSQL the workspace's files are the truth here, as on
+    SQLite (these attacks are on files); with shared documents the same links are
+    :func:`test_with_shared_documents_no_link_in_a_working_copy_reaches_outside`'s."""
     dsn = request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
     opened: list[Any] = []
 
@@ -79,7 +81,7 @@ def tools_for(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tools]
         else:
             from contextmem.memory.pg_index import PgMemoryIndex
 
-            index = PgMemoryIndex(ws, emb, dsn)
+            index = PgMemoryIndex(ws, emb, dsn, shared=False)
         opened.append(index)
         return MemoryTools(index, clock=clock)
 
@@ -213,6 +215,39 @@ def test_a_hard_link_to_an_outside_file_is_neither_read_nor_written(tools_for: T
     assert _searched(tools, "quokka owner host hard-linked daily") == "[]"
     _refused(tools.call("memory_get", {"path": "MEMORY.md"}), "hard link")
     _refused(tools.call("memory_get", {"path": "memory/2026-03-08.md"}), "hard link")
+
+
+def test_with_shared_documents_no_link_in_a_working_copy_reaches_outside(pg_dsn: str, tmp_path: Path) -> None:
+    """With a shared store the memory documents are rows, and the files a working copy a sync writes and
+    reads back: a symlink or a hard link placed in that copy is never written through, and what it points
+    at is never indexed, whatever ``memory_write`` answers."""
+    from contextmem.memory.pg_index import PgMemoryIndex
+
+    keys = _outside(tmp_path)
+    daily_target = tmp_path / "home" / "notes.md"
+    daily_target.write_text("quokka hard-linked daily\n")
+    ws = Workspace(tmp_path / "ws", "default")
+    ws.ensure()
+    index = PgMemoryIndex(ws, HashEmbedder(DIM), pg_dsn)  # shared documents, the default on PostgreSQL
+    try:
+        tools = MemoryTools(index, clock=lambda: DAY)
+        assert tools.call("memory_write", {"text": "alpha fact about llamas", "target": "core"}).startswith(
+            "saved"
+        )
+        ws.core_file.unlink()
+        ws.core_file.symlink_to(keys)  # MEMORY.md -> ~/.ssh/authorized_keys
+        os.link(daily_target, ws.daily_file(DAY.date()))
+        tools.call("memory_write", {"text": "ssh-rsa AAAAB3NzaC1yc2E attacker@evil", "target": "core"})
+        tools.call("memory_write", {"text": "daily via hard link", "target": "daily"})
+        index.sync()
+        index.sync()
+        assert keys.read_bytes() == AUTHORIZED_KEYS
+        assert daily_target.read_text() == "quokka hard-linked daily\n"
+        for query in ("quokka-outside owner host ssh-ed25519", "quokka hard-linked daily"):
+            assert "quokka" not in _searched(tools, query)
+        assert "quokka" not in tools.call("memory_get", {"path": "MEMORY.md"})
+    finally:
+        index.close()
 
 
 def test_read_file_follows_no_link_and_reads_no_hard_link(tmp_path: Path) -> None:
