@@ -217,7 +217,10 @@ def test_a_hard_link_to_an_outside_file_is_neither_read_nor_written(tools_for: T
     _refused(tools.call("memory_get", {"path": "memory/2026-03-08.md"}), "hard link")
 
 
-def test_with_shared_documents_no_link_in_a_working_copy_reaches_outside(pg_dsn: str, tmp_path: Path) -> None:
+def test_with_shared_documents_no_link_in_a_working_copy_reaches_outside(
+    pg_dsn: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """With a shared store the memory documents are rows, and the files a working copy a sync writes and
     reads back: a symlink or a hard link placed in that copy is never written through, and what it points
     at is never indexed, whatever ``memory_write`` answers."""
