@@ -20,7 +20,6 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, Unpack
 
 from ..archive import DialogArchive
@@ -43,6 +42,7 @@ from .background import NoLLM, summarize_plan
 from .door import check_call_ids, read_input
 from .files import cleanup_offloads, resolve_files
 from .inspect import context_stats, verify_session
+from .overflow_proof import raised_calibration, stated_window
 from .removal import pop_newest
 from .request import Fixed, Regions, assemble, history_budget, shared_prefix
 from .rounds import SummaryRounds
@@ -50,12 +50,11 @@ from .session import LiveSession
 from .types import CompactResult, ContextStats, EngineEvent, EngineParts, EventKind, Request, VerifyReport
 from .writer import BUSY_TIMEOUT, Lease, append_after_tail
 
-__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "OVERFLOW_MARGIN", "ContextEngine", "Listener"]
+__all__ = ["BUILD_ATTEMPTS", "MAX_EMERGENCY_STAGE", "ContextEngine", "Listener"]
 
 logger = get_logger("contextmem.engine")
 Listener = Callable[[EngineEvent], None]
 MAX_EMERGENCY_STAGE = 3
-OVERFLOW_MARGIN = 1.125  # an overflow holds the calibration this far above the ratio it proved
 BUILD_ATTEMPTS = 8  # a build whose compaction lost a race to another writer plans again, this many times
 
 
@@ -417,32 +416,20 @@ class ContextEngine:
         ) from error
 
     def _raise_calibration(self, counted: int) -> None:
-        """An overflow proves the provider counted more than ``window - max_tokens`` for the request we
-        counted ``counted`` (the live history as sent: ``build`` sends all of it). The calibration is held
-        at least :data:`OVERFLOW_MARGIN` times that proven ratio from now on (:meth:`Calibration.at_least`),
-        so a provider under-reporting ``prompt_tokens`` cannot pull it back to the floor where the same
-        overflow returns a few turns later. The margin is one overflow's cost against 1/8 of the history:
-        the first overflow comes with the turn that crossed the window, so the proven ratio is within a
-        turn of the true one, and the margin covers that turn and the regions the ratio does not scale."""
-        room = self.window.context_window - self.window.max_tokens
-        live, proven = self._live, room / (counted + REPLY_PRIMING)
-        if counted <= 0 or proven * OVERFLOW_MARGIN <= live.calibration.low:
-            return
-        live.calibration = live.calibration.at_least(proven * OVERFLOW_MARGIN)
-        self._emit("calibration_raised", ratio=round(live.calibration.ratio, 4), counted=counted)
+        """An overflow proves a calibration floor (:func:`~.overflow_proof.raised_calibration`); hold it."""
+        if (raised := raised_calibration(self._live.calibration, self.window, counted)) is not None:
+            self._live.calibration = raised
+            self._emit("calibration_raised", ratio=round(raised.ratio, 4), counted=counted)
 
     def _learn_window(self, error: BaseException) -> None:
-        """A provider that states its window in an overflow (llama.cpp's ``n_ctx``, Anthropic's maximum)
-        is planned against from now on, so the next turn does not overflow again: this session refits to
-        it (:func:`~contextmem.budget.fit_window`, ``proven``: window, output reserve and summary sizes),
-        and an LLM that can learn it (:class:`~contextmem.llm.base.LearnsWindow`) states it to every
-        session fitted to it later. A limit that is not smaller than the window says nothing new."""
-        limit, now = getattr(error, "limit", None), self.window
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < now.context_window:
+        """A window the overflow states (:func:`~.overflow_proof.stated_window`) is planned against from
+        now on, by this session (refitted, ``proven``) and by a :class:`~contextmem.llm.base.LearnsWindow`
+        LLM."""
+        if (limit := stated_window(error, self.window)) is None:
             return
         if isinstance(self.llm, LearnsWindow):
             self.llm.learn_window(limit)
-        self._use(fit_window(self.settings, limit, now.max_tokens, proven=True))
+        self._use(fit_window(self.settings, limit, self.window.max_tokens, proven=True))
         self._emit("window_learned", context_window=limit, max_tokens=self.window.max_tokens)
 
     async def clear(self) -> int:
@@ -495,14 +482,8 @@ class ContextEngine:
 
     def stats(self, system_prompt: str = "", tools: Sequence[ToolInput] = ()) -> ContextStats:
         """What ``/context`` shows; ``archive_error`` is the last archive failure until a write succeeds."""
-        failure = self._applier.archive_error
-        stats = context_stats(
-            self._live, self.estimate(system_prompt, tools), None if failure is None else str(failure)
-        )
-        writer = self.summarizer
-        if writer is None:
-            return stats
-        return replace(stats, summary_calls=writer.model_calls, summary_model=writer.llm.name)
+        failure = None if self._applier.archive_error is None else str(self._applier.archive_error)
+        return context_stats(self._live, self.estimate(system_prompt, tools), failure, self.summarizer)
 
     async def verify(self) -> VerifyReport:
         """Prove nothing was lost: every appended message is live, or archived *and* in the archive: the

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..archive import ArchiveProblem, DialogArchive
 from ..budget import RequestEstimate, turn_starts
+from ..llm.base import CallTotals
 from ..messages import text_of
+from ..summarize import Summarizer
 from .session import LiveSession
 from .types import ContextStats, VerifyReport
 
@@ -12,8 +14,13 @@ __all__ = ["context_stats", "verify_session"]
 
 
 def context_stats(
-    live: LiveSession, estimate: RequestEstimate, archive_error: str | None = None
+    live: LiveSession,
+    estimate: RequestEstimate,
+    archive_error: str | None = None,
+    writer: Summarizer | None = None,
 ) -> ContextStats:
+    """What ``/context`` shows; ``writer`` (the session's summariser, ``None``: extractive summaries only)
+    says which model writes the summaries and the calls it made."""
     msgs = live.history.messages
     roles: dict[str, int] = {}
     for m in msgs:
@@ -28,6 +35,8 @@ def context_stats(
         summary_source=live.summary.source if live.summary else None,
         usage=live.usage,
         archive_error=archive_error,
+        summary_calls=CallTotals() if writer is None else writer.model_calls,
+        summary_model=None if writer is None else writer.llm.name,
     )
 
 

@@ -20,8 +20,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any, Self
 
-import numpy as np
-
 from ..errors import ConfigError
 from ..lang import is_question
 from ..lang.dates import day_mentions
@@ -39,8 +37,8 @@ from .ranking import (
     follow_questions,
     fuse,
     in_context_keyword_scores,
-    in_context_vector_scores,
     mmr,
+    read_in_context,
 )
 from .singled_out import row_cues
 from .sparse import SparseEncoder, dots, sparse_encoder
@@ -361,25 +359,8 @@ class BaseMemoryIndex(ABC):
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
-            around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
-            matrix = self._chunk_vectors(borrowers + around_ids)
-            row_of = {cid: i for i, cid in enumerate(around_ids, start=len(borrowers))}
-            none = matrix.shape[0]  # a zero row stands for "no neighbour on this side"
-            matrix = np.vstack([matrix, np.zeros((1, matrix.shape[1]), dtype=matrix.dtype)])
-            sides = np.array(
-                [
-                    [
-                        row_of.get(n, none) if n is not None else none
-                        for n in neighbours.get(cid, (None, None))
-                    ]
-                    for cid in borrowers
-                ],
-                dtype=np.intp,
-            ).reshape(len(borrowers), 2)
-            around = matrix[sides[:, 0]] + matrix[sides[:, 1]]
-            row_weights = np.fromiter((weights[cid] for cid in borrowers), np.float32, count=len(borrowers))
-            scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
-            vec_scores = {**vec_scores, **dict(zip(borrowers, scores.tolist(), strict=True))}
+            in_context = read_in_context(query, borrowers, neighbours, weights, self._chunk_vectors)
+            vec_scores = {**vec_scores, **in_context}
         return vec_scores, kw_scores, neighbours
 
     async def asearch(self, query: str, k: int = 5, **options: Any) -> list[MemoryHit]:

@@ -43,7 +43,7 @@ a question is placed right after it.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import NotRequired, TypedDict, Unpack
@@ -66,6 +66,7 @@ __all__ = [
     "in_file_scores",
     "mmr",
     "passes_min_score",
+    "read_in_context",
     "top_k_indices",
 ]
 
@@ -262,6 +263,34 @@ def in_context_vector_scores(
     norms = np.linalg.norm(blend, axis=1)
     norms[norms == 0] = 1.0
     return np.asarray((blend @ query) / norms, dtype=np.float32)
+
+
+def read_in_context(
+    query: NDArray[np.float32],
+    borrowers: Sequence[int],
+    neighbours: Neighbours,
+    weights: Mapping[int, float],
+    vectors_of: Callable[[list[int]], NDArray[np.float32]],
+) -> dict[int, float]:
+    """The vector score of each of ``borrowers`` read with its neighbours in its file
+    (:func:`in_context_vector_scores`): ``vectors_of(ids)`` gives the stored vectors of ``ids``, in order,
+    read once for the borrowers and every neighbour."""
+    around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
+    matrix = vectors_of([*borrowers, *around_ids])
+    row_of = {cid: i for i, cid in enumerate(around_ids, start=len(borrowers))}
+    none = matrix.shape[0]  # a zero row stands for "no neighbour on this side"
+    matrix = np.vstack([matrix, np.zeros((1, matrix.shape[1]), dtype=matrix.dtype)])
+    sides = np.array(
+        [
+            [none if n is None else row_of.get(n, none) for n in neighbours.get(cid, (None, None))]
+            for cid in borrowers
+        ],
+        dtype=np.intp,
+    ).reshape(len(borrowers), 2)
+    around = matrix[sides[:, 0]] + matrix[sides[:, 1]]
+    row_weights = np.fromiter((weights[cid] for cid in borrowers), np.float32, count=len(borrowers))
+    scores = in_context_vector_scores(query, matrix[: len(borrowers)], around, row_weights)
+    return dict(zip(borrowers, scores.tolist(), strict=True))
 
 
 def in_context_keyword_scores(
