@@ -14,7 +14,7 @@ import json
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError, MemoryConflictError, PathEscapeError
-from contextmem.memory import HashEmbedder, MemoryTools
-from contextmem.memory.embedders import EmbedKind, Vectors
+from contextmem.memory import MemoryTools
 from contextmem.memory_docs import Base, DocState, daily_blocks, decide, new_daily_entries
 from contextmem.memory_files import note_text, read_note_item
 from contextmem.redaction import redact_secrets
@@ -33,26 +32,11 @@ from contextmem.textlines import lines
 from contextmem.workspace import Workspace
 from tests.pg import pg_dsn  # noqa: F401  (fixture)
 from tests.security.doors import assert_one_line_error, hostile_text, raw_exception
+from tests.test_memory_contract import CountingEmbedder
 
 DIM = 384
 DAY = datetime(2026, 11, 28, 10, 15)
 DAILY = "memory/2026-11-28.md"
-
-
-class CountingEmbedder:
-    """A 384-d HashEmbedder that counts the passages it embeds."""
-
-    name = "counting-hash-384"
-    dim = DIM
-
-    def __init__(self) -> None:
-        self.inner = HashEmbedder(DIM)
-        self.passages: list[str] = []
-
-    def embed(self, texts: Sequence[str], kind: EmbedKind) -> Vectors:
-        if kind == "passage":
-            self.passages.extend(texts)
-        return self.inner.embed(texts, kind)
 
 
 class Host:
