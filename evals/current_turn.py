@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.bench_cache import with_settings
 from bench.report import stamp
 from contextmem.compaction import offload
 from contextmem.engine import ContextEngine, EngineEvent, Request
@@ -166,11 +167,13 @@ def rule(name: str) -> Iterator[None]:
 # --- one run -------------------------------------------------------------------------------------
 
 
-def settings_for(window: int) -> Settings:
-    """The default settings at ``window``; 8,192 is the local model's window and reply (1,024) as
+def settings_for(window: int, overrides: Sequence[str] = ()) -> Settings:
+    """The default settings at ``window`` (``overrides``: ``KEY=VALUE`` changes, checked as ``config set``
+    checks them); 8,192 is the local model's window and reply (1,024) as
     :func:`contextmem.budget.fit_window` fits them."""
     extra: dict[str, Any] = {"max_tokens": 1024} if window <= 8192 else {}
-    return Settings(context_window=window, agent_max_context_tokens=max(window, 50_000), **extra)
+    settings = Settings(context_window=window, agent_max_context_tokens=max(window, 50_000), **extra)
+    return with_settings(settings, overrides)
 
 
 MAX_READS = 30
@@ -226,7 +229,11 @@ class Run:
 
 
 async def run(
-    window: int, rule_name: str, steps: list[list[Message]], answers: list[Answer]
+    window: int,
+    rule_name: str,
+    steps: list[list[Message]],
+    answers: list[Answer],
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     tools = load_tools(_tools_file())
     by_call = {a.call_id: a for a in answers}
@@ -242,7 +249,7 @@ async def run(
 
     with tempfile.TemporaryDirectory(prefix="bench-turn-") as tmp, rule(rule_name):
         engine = await ContextEngine.open(
-            "s", store=InMemorySessionStore(), settings=settings_for(window), workspace_dir=tmp
+            "s", store=InMemorySessionStore(), settings=settings_for(window, overrides), workspace_dir=tmp
         )
         engine.subscribe(listen)
         agent = Run(engine, Path(tmp), tools)
@@ -338,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", default="8192,16000,32000,50000,128000")
     parser.add_argument("--rules", default=",".join(RULES))
     parser.add_argument("--out", default=str(RESULTS), help="the JSON file to write ('' = none)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a setting changed from its default"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -346,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             per_seed = []
             for seed in (int(s) for s in args.seeds.split(",")):
                 steps, answers = conversation(args.turns, seed)
-                per_seed.append(asyncio.run(run(window, name, steps, answers)))
+                per_seed.append(asyncio.run(run(window, name, steps, answers, args.set)))
             rows.append(_merge(per_seed))
             print(f"{window} {name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     doc = {**stamp(time.perf_counter() - started), "turns": args.turns, "seeds": args.seeds, "rows": rows}

@@ -43,6 +43,15 @@ SOURCES: dict[str, tuple[str, ...]] = {
         "evals/datasets/agent_transcript.py",
     ),
     "bench/results/compaction.md": (*ENGINE, "bench/bench_compaction.py"),
+    "bench/results/cost_tradeoff.md": (
+        *ENGINE,
+        f"{PKG}/eval/prompt_cache.py",
+        f"{PKG}/eval/replay.py",
+        "bench/bench_cache.py",
+        "bench/bench_cost_tradeoff.py",
+        "evals/current_turn.py",
+        "evals/datasets/agent_transcript.py",
+    ),
     "bench/results/hosts.json": (f"{PKG}/store", f"{PKG}/engine", "bench/bench_hosts.py"),
     "bench/results/mcp_load.md": (
         f"{PKG}/mcp",
