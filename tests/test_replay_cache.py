@@ -180,3 +180,21 @@ def test_first_sent_counts_each_message_a_request_carries_that_the_one_before_di
     assert first_sent([first, wire(SYSTEM, U1), first]) == sum(first.message_tokens) * 2 - sum(
         wire(SYSTEM, U1).message_tokens
     )
+
+
+def test_the_cost_harnesses_take_a_setting_checked_as_config_set_checks_it():
+    from bench.bench_cache import with_settings
+
+    from contextmem.settings import Settings
+
+    base = Settings(context_window=16_000)
+    assert with_settings(base, ["pruning_recent_msg_max_bytes = 4000"]).pruning_recent_msg_max_bytes == 4000
+    assert with_settings(base, []) == base
+    for bad, said in (
+        ("nonsense=1", "unknown setting"),
+        ("tokenizer", "not KEY=VALUE"),
+        ("max_tokens=-1", "--set"),
+    ):
+        with pytest.raises(SystemExit) as caught:
+            with_settings(base, [bad])
+        assert said in str(caught.value) and "Fix:" in str(caught.value)
