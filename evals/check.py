@@ -7,7 +7,8 @@ stated noise fails, naming the figure, the committed value and the new one.
 
 * **cache**: ``bench/bench_cache.py --turns 300 --seeds 1,2 --window 16000`` (the seeds the engine was
   tuned on; the same rows as ``bench/results/cache.md``): contextmem's cache ratio and billed-equivalent
-  tokens per call, requests over the window, facts reachable.
+  tokens per call, requests over the window, facts reachable; and the same with the cost-first settings
+  (``bench/bench_cost_tradeoff.py``'s ``COST_FIRST``, which the README quotes).
 * **current turn**: ``evals/current_turn.py``'s shipped rule (``fit``) at windows 8,192 / 16,000 / 32,000,
   24 turns, seeds 1 and 2 (rows of ``evals/results/current_turn.json``): answers in the next request,
   billed-equivalent, requests over the window.
@@ -73,19 +74,22 @@ COUNT = Noise(higher_is_better=True)
 
 
 def _cache() -> dict[str, tuple[float, Noise]]:
+    from bench.bench_cost_tradeoff import COST_FIRST
+
     cmd = [sys.executable, "bench/bench_cache.py", "--turns", "300", "--seeds", "1,2", "--window", "16000"]
-    out = subprocess.run(
-        [*cmd, "--out", "", "--json"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
     figures: dict[str, tuple[float, Noise]] = {}
-    for row in json.loads(out):
-        if row["strategy"] != "contextmem":
-            continue
-        seed = f"cache seed {row['seed']}"
-        figures[f"{seed}: cache ratio %"] = (round(100 * row["cache_ratio"], 2), PERCENT)
-        figures[f"{seed}: billed-equivalent per call"] = (round(row["billed_per_call"], 1), COST)
-        figures[f"{seed}: requests over the window"] = (row["over_window"], ZERO)
-        figures[f"{seed}: facts reachable"] = (row["facts_reachable"], COUNT)
+    for name, extra in (("", []), (" cost-first", [f"--set={o}" for o in COST_FIRST.split(",")])):
+        out = subprocess.run(
+            [*cmd, *extra, "--out", "", "--json"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        for row in json.loads(out):
+            if row["strategy"] != "contextmem":
+                continue
+            seed = f"cache seed {row['seed']}{name}"
+            figures[f"{seed}: cache ratio %"] = (round(100 * row["cache_ratio"], 2), PERCENT)
+            figures[f"{seed}: billed-equivalent per call"] = (round(row["billed_per_call"], 1), COST)
+            figures[f"{seed}: requests over the window"] = (row["over_window"], ZERO)
+            figures[f"{seed}: facts reachable"] = (row["facts_reachable"], COUNT)
     return figures
 
 
