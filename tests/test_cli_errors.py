@@ -271,6 +271,7 @@ def test_ask_with_no_model_gives_the_command_line_s_advice(tmp_path, capsys, mon
         (["count", "t.jsonl", "--jsn"], "'--json'", "contextmem count"),
         (["memory", "search", "--mdoe=keyword", "x"], "'--mode'", "contextmem memory search"),
         (["config", "st", "model", "local"], "'set'", "contextmem config"),
+        (["ask", "--modle", "none", "hi"], "'--model'", "contextmem ask"),
     ],
 )
 def test_a_mistyped_command_or_option_gets_the_closest(tmp_path, capsys, argv, meant, prog):
@@ -279,6 +280,25 @@ def test_a_mistyped_command_or_option_gets_the_closest(tmp_path, capsys, argv, m
     code, err = _run(tmp_path, capsys, *argv)
     assert failure_problem(code, err) is None and code == 2, err
     assert err.startswith(f"{prog}: ") and f"Fix: did you mean {meant}? Or see `{prog} --help`" in err
+
+
+def test_a_mistyped_option_before_the_command_is_named_not_the_word_after_it(tmp_path, capsys):
+    code, err = _run(tmp_path, capsys, "--modle", "none", "ask", "hi")
+    assert failure_problem(code, err) is None and code == 2, err
+    assert "invalid choice: 'none'" in err
+    assert "Fix: '--modle' is not an option: did you mean '--model'?" in err
+
+
+def test_the_global_options_work_after_the_command_too(tmp_path, capsys):
+    code, err = _run(tmp_path, capsys, "ask", "--model", "none", "hi")
+    assert code == 2 and "model is 'none' (set by --model)" in err, err  # taken, not "unrecognized arguments"
+    for argv, where in (
+        (["config", "path", "--workspace", str(tmp_path / "b")], "b"),
+        (["--workspace", str(tmp_path / "a"), "config", "path"], "a"),  # not undone by the command's copy
+        (["--workspace", str(tmp_path / "a"), "config", "path", "--workspace", str(tmp_path / "b")], "b"),
+    ):
+        assert main(argv) == 0
+        assert capsys.readouterr().out.strip() == str(tmp_path / where / "config.json")
 
 
 def test_nothing_close_suggests_nothing(tmp_path, capsys):

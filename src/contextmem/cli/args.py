@@ -12,6 +12,7 @@ import ast
 import contextlib
 import difflib
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -32,6 +33,7 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]  # the same call; the unknown ones are refused here
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._typed = list(sys.argv[1:] if args is None else args)
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
@@ -46,6 +48,12 @@ class Parser(argparse.ArgumentParser):
         words: list[str] = []
         candidates: list[str] = []
         if found := re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message):
+            # an unknown option before the command took its value for the command: name the option
+            typed = [w.split("=", 1)[0] for w in getattr(self, "_typed", ()) if w.startswith("--")]
+            options = [o for a in self._actions for o in a.option_strings]
+            for word in (w for w in typed if w not in options):
+                if close := difflib.get_close_matches(word, options, n=1, cutoff=0.6):
+                    return f"{word!r} is not an option: did you mean {close[0]!r}? Or "
             with contextlib.suppress(ValueError, SyntaxError):
                 words = [str(ast.literal_eval(found.group(1)))]
             candidates = [str(c) for a in self._actions if a.choices for c in a.choices]

