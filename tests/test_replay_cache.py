@@ -184,7 +184,6 @@ def test_first_sent_counts_each_message_a_request_carries_that_the_one_before_di
 
 def test_the_cost_harnesses_take_a_setting_checked_as_config_set_checks_it():
     from bench.bench_cache import with_settings
-
     from contextmem.settings import Settings
 
     base = Settings(context_window=16_000)
