@@ -81,7 +81,7 @@ def turn_rows(windows: list[int], overrides: list[str]) -> dict[int, dict[str, A
         for seed in CT_SEEDS:
             steps, answers = current_turn.conversation(CT_TURNS, seed)
             per_seed.append(asyncio.run(current_turn.run(window, "fit", steps, answers, overrides)))
-        rows[window] = current_turn._merge(per_seed)
+        rows[window] = current_turn.merge(per_seed)
     return rows
 
 

@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in (int(s) for s in args.seeds.split(",")):
                 steps, answers = conversation(args.turns, seed)
                 per_seed.append(asyncio.run(run(window, name, steps, answers, args.set)))
-            rows.append(_merge(per_seed))
+            rows.append(merge(per_seed))
             print(f"{window} {name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     doc = {**stamp(time.perf_counter() - started), "turns": args.turns, "seeds": args.seeds, "rows": rows}
     if args.out:
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Seeds summed (ratios weighted by prompt tokens, the median of medians)."""
     first = rows[0]
     sent = sum(r["prompt_tokens_sent"] for r in rows)
