@@ -14,6 +14,7 @@ import json
 import tempfile
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -162,6 +163,47 @@ def test_alternating_syncs_embed_nothing_new_after_the_first(hosts: tuple[Host, 
     a.index.sync()
     b.index.sync()
     assert len(a.embedder.passages) == 1 and b.embedder.passages == []
+
+
+def _round_trips(host: Host) -> Counter[str]:
+    """What ``host``'s index asks the database from now on, by what it says it does (one entry a round
+    trip through its link)."""
+    asked: Counter[str] = Counter()
+    link = host.index._db
+    real = link.run
+
+    def run(what: str, *args: Any, **kwargs: Any) -> Any:
+        asked[what.split(" of ", maxsplit=1)[0]] += 1
+        return real(what, *args, **kwargs)
+
+    link.run = run  # type: ignore[method-assign]
+    return asked
+
+
+def test_a_search_asks_the_database_only_what_it_needs(hosts: tuple[Host, Host]) -> None:
+    """Issue 53's load run: a search under 100 MCP clients made 14 round trips, each a thread hop and a
+    wait for a core, and the sync before it half of them: the documents listed twice, the stored vectors
+    and sparse terms read twice, the chunks counted for a report nobody read, a daily file written within
+    the last 2 s (always, under load) read again to learn it was unchanged, the generation read again
+    right after the sync had. Each is asked once now, or not at all; what the search finds is unchanged."""
+    a, b = hosts
+    a.tools.call("memory_write", {"text": "The kafka upgrade is owned by Ines"})
+    after_write = _round_trips(a)
+    assert "Ines" in json.dumps(a.search("who owns the kafka upgrade"))
+    assert after_write["listing the memory documents"] == 1
+    assert after_write["reading stored vectors"] == 1 and after_write["reading stored sparse terms"] <= 1
+    assert after_write["counting"] == 0
+    idle = _round_trips(a)
+    assert "Ines" in json.dumps(a.search("who owns the kafka upgrade"))  # within 2 s of the write
+    assert idle["listing the memory documents"] == 1
+    assert idle["reading a memory document"] == 0  # its listed hash is the one indexed: not read
+    assert idle["reading the generation"] == 0  # the sync just read it
+    assert sum(idle.values()) <= 8, idle
+    # another host's write is still found at once: the listing says the document changed
+    b.tools.call("memory_write", {"text": "The staging runner is owned by Oskar"})
+    assert "Oskar" in json.dumps(a.search("who owns the staging runner"))
+    a.tools.call("memory_write", {"text": "The invoice job is owned by Pia"})
+    assert a.index.sync().chunks_total > 0  # sync() itself still counts
 
 
 def test_two_hosts_appending_to_todays_file_at_once_lose_no_entry(hosts: tuple[Host, Host]) -> None:

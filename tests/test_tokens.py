@@ -1,6 +1,7 @@
 import gzip
 import hashlib
 import importlib.resources
+from collections import OrderedDict
 
 import pytest
 import tiktoken
@@ -266,9 +267,70 @@ def test_the_rust_core_counts_a_big_result_a_piece_at_a_time(monkeypatch):
             return int(real.count(piece))
 
     monkeypatch.setattr(tiktoken_backend, "_linear_core", lambda name: Spy())
+    monkeypatch.setattr(tiktoken_backend, "_big_counts", OrderedDict())  # counted afresh, not remembered
     assert count_linear("o200k_base", text) == whole == real.count(text)
     assert len(text) > 2_000_000 and len(seen) > 20
     assert max(seen) <= CORE_PIECE_CHARS + len(line)
+
+
+def _spy_core(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The Rust core's calls from now on (the lengths of the pieces it is handed), with an empty memo."""
+    real = tiktoken_backend._linear_core("o200k_base")
+    seen: list[int] = []
+
+    class Spy:
+        def count(self, piece: str) -> int:
+            seen.append(len(piece))
+            return int(real.count(piece))
+
+    monkeypatch.setattr(tiktoken_backend, "_linear_core", lambda name: Spy())
+    monkeypatch.setattr(tiktoken_backend, "_big_counts", OrderedDict())
+    return seen
+
+
+def test_a_big_text_counted_before_is_not_counted_again(monkeypatch):
+    """A stored session is counted anew each time it is loaded (an MCP server's context_stats loads it on
+    every call): a big text the process counted before is found by its digest, not handed to the core
+    again; a text that differs by one character is counted."""
+    seen = _spy_core(monkeypatch)
+    line = "2026-11-29T02:00:00Z worker-7 GET /api/v2/invoices?page=%d 200 12ms\n"
+    text = "".join(line % n for n in range(3000))
+    assert len(text) > LINEAR_ABOVE_CHARS
+    first = count_linear("o200k_base", text)
+    calls = len(seen)
+    assert calls > 0
+    assert TiktokenCounter("o200k_base").count_text(text) == first
+    assert len(seen) == calls  # remembered
+    count_linear("cl100k_base", text)
+    assert len(seen) > calls  # another encoding: counted, not given o200k_base's count
+    calls = len(seen)
+    other = text[:-2] + "9\n"
+    assert count_linear("o200k_base", other) == len(load_encoding("o200k_base").encode_ordinary(other))
+    assert len(seen) > calls
+
+
+def test_the_count_memo_is_bounded(monkeypatch):
+    """The memo keeps BIG_COUNTS entries at most (the least recently used leave first), digests, not texts."""
+    _spy_core(monkeypatch)
+    monkeypatch.setattr(tiktoken_backend, "BIG_COUNTS", 3)
+    texts = [f"{i} " + "ab " * (LINEAR_ABOVE_CHARS // 3 + 1) for i in range(5)]
+    for text in texts:
+        count_linear("o200k_base", text)
+    memo = tiktoken_backend._big_counts
+    assert len(memo) == 3
+    assert all(len(key[2]) == 16 and isinstance(key[2], bytes) for key in memo)  # 128-bit digests
+
+
+# Pinned at 10 in every profile: each example counts two texts past 65,536 characters with tiktoken too.
+@settings(max_examples=10, deadline=None)
+@given(first=hostile_text(max_size=40), second=hostile_text(max_size=40))
+def test_the_count_memo_never_gives_a_text_anothers_count(tiktoken_own, first, second):
+    """Two big texts that differ only in a hostile part (surrogates, controls, look-alikes), counted one
+    after the other: each gets its own exact count, whichever was remembered first."""
+    tiktoken_backend._big_counts.clear()
+    filler = "word " * (LINEAR_ABOVE_CHARS // 5 + 1)
+    for text in (filler + first, filler + second, filler + first):
+        assert count_linear("o200k_base", text) == len(tiktoken_own["o200k_base"].encode_ordinary(text))
 
 
 def test_one_long_word_is_not_scanned_for_a_cut_to_its_end(monkeypatch):

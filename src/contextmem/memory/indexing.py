@@ -43,7 +43,16 @@ from .ranking import (
 from .singled_out import row_cues
 from .sparse import SparseEncoder, dots, sparse_encoder
 from .speakers import named_speakers, without_names
-from .sync import FileState, IndexState, Source, SyncPlan, check_file_chunks, embed_missing, plan_sync
+from .sync import (
+    FileState,
+    IndexState,
+    Source,
+    SyncPlan,
+    check_file_chunks,
+    embed_missing,
+    held_by,
+    plan_sync,
+)
 from .text import (
     KEYWORD_SCHEME,
     Chunk,
@@ -167,9 +176,11 @@ class BaseMemoryIndex(ABC):
         it returns the edits it refused (one-line errors with their Fix) and the files it skipped."""
         return [], []
 
-    def _sync(self, progress: Progress | None, *, rebuild: bool = False) -> SyncReport:
+    def _sync(self, progress: Progress | None, *, rebuild: bool = False, totals: bool = True) -> SyncReport:
+        """``totals=False`` (a search's: nobody reads its report) leaves ``chunks_total`` 0, uncounted."""
         with self._lock:
             conflicts, skipped = self._before_sync()
+            source = self._source()  # first: it takes what the step above listed, even if the next fails
             plan = plan_sync(
                 self.workspace,
                 self._load_state(),
@@ -177,7 +188,7 @@ class BaseMemoryIndex(ABC):
                 keywords=self._keywords,
                 chunk_chars=self.chunk_chars,
                 rebuild=rebuild,
-                source=self._source(),
+                source=source,
             )
             plan.report.conflicts = conflicts
             plan.report.skipped = sorted({*plan.report.skipped, *skipped})
@@ -202,23 +213,24 @@ class BaseMemoryIndex(ABC):
 
             # Each part is committed on its own: an interrupted sync keeps what it committed, and the next
             # sync plans (and embeds) only the rest.
-            for part in plan.parts(covered):
+            for n, part in enumerate(plan.parts(covered)):
                 part_hashes = list(part.texts())
-                have: dict[str, Vector | None] = {}
+                # The first part takes what was just read (nothing written since: a round trip or two less
+                # on PostgreSQL); a later one reads again what the parts before it stored.
+                have: dict[str, Vector | None] = dict(held_by(part_hashes, stored, self._stored_vectors, n))
+                have.update((h, held[h]) for h in part_hashes if h in held)
                 have_terms: dict[str, bytes | None] = {}
-                if part_hashes:
-                    have.update(self._stored_vectors(part_hashes))
-                    have.update((h, held[h]) for h in part_hashes if h in held)
-                    if self.sparse is not None:
-                        have_terms.update(self._stored_terms(part_hashes))
-                        have_terms.update((h, held_terms[h]) for h in part_hashes if h in held_terms)
+                if self.sparse is not None:
+                    have_terms.update(held_by(part_hashes, stored_terms, self._stored_terms, n))
+                    have_terms.update((h, held_terms[h]) for h in part_hashes if h in held_terms)
                 fresh, fresh_terms = embed_missing(
                     self.embedder, part, have, report, sparse=self.sparse, have_terms=have_terms
                 )
                 done += part.report.chunks_embedded
                 self._write(part, {**have, **fresh}, {**have_terms, **fresh_terms})
             plan.report.chunks_embedded = done
-            plan.report.chunks_total = self._stats()["chunks"]
+            if totals:
+                plan.report.chunks_total = self._stats()["chunks"]
             return plan.report
 
     # --- search -------------------------------------------------------------------------------
@@ -251,7 +263,7 @@ class BaseMemoryIndex(ABC):
         if k <= 0 or not query.strip():
             return []
         if sync:
-            self.sync()
+            self._sync(None, totals=False)
         pool = candidates or max(50, 4 * k)
         # The sparse head is the embedder's own reading of the text, so vector mode (everything the
         # embedder says) scores it as hybrid does; keyword mode is BM25 alone.

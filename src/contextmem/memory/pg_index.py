@@ -63,6 +63,8 @@ from .working_copy import DocumentSource, WorkingCopy, WriteThrough
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
+    from ..memory_docs import DocState
+
 __all__ = ["DIM", "MIGRATION_COMPONENT", "PgMemoryIndex", "migrate_memory", "register_vector_type"]
 
 T = TypeVar("T")
@@ -168,6 +170,10 @@ class PgMemoryIndex(BaseMemoryIndex):
         # hnsw.ef_search each connection is set to (a session setting: one round trip less per search)
         self._ef_search: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = weakref.WeakKeyDictionary()
         self._names: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, the speakers' names)
+        # What the last sync read, taken once by what needs it right after (a round trip less each): the
+        # generation (None once written) for the search's speakers, the documents' listing for the plan.
+        self._generation: int | None = None
+        self._listing: dict[str, DocState] | None = None
         self._db = PgLink(
             dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
         )
@@ -219,12 +225,14 @@ class PgMemoryIndex(BaseMemoryIndex):
     # --- sync ---------------------------------------------------------------------------------
 
     def _source(self) -> DocumentSource | None:
-        return None if self._copy is None else DocumentSource(self._copy.docs)
+        listing, self._listing = self._listing, None
+        return None if self._copy is None else DocumentSource(self._copy.docs, listing)
 
     def _before_sync(self) -> tuple[list[str], list[str]]:
         if self._copy is None:
             return [], []
         done = self._copy.sync()
+        self._listing = done.listing
         return done.conflicts, done.skipped
 
     def _load_state(self) -> IndexState:
@@ -236,9 +244,11 @@ class PgMemoryIndex(BaseMemoryIndex):
             )
             files = {r[0]: FileState(r[1], r[2], r[3]) for r in await cur.fetchall()}
             cur = await conn.execute(
-                "SELECT embedder, keywords FROM cm_memory_namespaces WHERE namespace = %s", (ns,)
+                "SELECT embedder, keywords, generation FROM cm_memory_namespaces WHERE namespace = %s", (ns,)
             )
-            return IndexState(files, *(await cur.fetchone() or (None, None)))
+            embedder, keywords, generation = await cur.fetchone() or (None, None, 0)
+            self._generation = int(generation)
+            return IndexState(files, embedder, keywords)
 
         return self._run("reading the memory index", load, transaction=False)
 
@@ -289,6 +299,8 @@ class PgMemoryIndex(BaseMemoryIndex):
                 head,
                 terms[c.hash] if head is not None else None,
             )
+
+        self._generation = None  # this write moves it
 
         async def write(conn: AsyncConnection[Any]) -> None:  # the same again after an outage: idempotent
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(ns),))
@@ -408,12 +420,14 @@ class PgMemoryIndex(BaseMemoryIndex):
         }
 
     def _speaker_names(self) -> frozenset[str]:
-        found = self._rows(
-            "reading the generation",
-            "SELECT generation FROM cm_memory_namespaces WHERE namespace = %s",
-            (self.namespace,),
-        )
-        generation = int(found[0][0]) if found else 0
+        generation, self._generation = self._generation, None
+        if generation is None:  # no sync since the last search, or it wrote: read it
+            found = self._rows(
+                "reading the generation",
+                "SELECT generation FROM cm_memory_namespaces WHERE namespace = %s",
+                (self.namespace,),
+            )
+            generation = int(found[0][0]) if found else 0
         if self._names[0] != generation:  # all of them: hosts' inserts may commit out of id order
             rows = self._rows(
                 "reading speakers",

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +48,7 @@ __all__ = [
     "check_file_chunks",
     "chunk_key",
     "embed_missing",
+    "held_by",
     "plan_sync",
     "read_memory_file",
     "stored_row",
@@ -76,6 +77,11 @@ class Source(Protocol):
         """The document's bytes and their ``stat``; ``FileNotFoundError`` when it went meanwhile."""
         ...
 
+    def listed_hash(self, relative: str) -> str | None:
+        """The content hash of the document as the last :meth:`scan` listed it, when the source knows it
+        without reading (shared documents: a row's hash), else ``None``."""
+        ...
+
 
 class FileSource:
     """The workspace's files, through its gate (:meth:`Workspace.scan_memory_files`)."""
@@ -88,6 +94,9 @@ class FileSource:
 
     def read(self, relative: str) -> tuple[bytes, os.stat_result]:
         return read_memory_file(self.workspace, relative)
+
+    def listed_hash(self, relative: str) -> str | None:
+        return None  # a file's bytes are its only truth (an mtime may hide an edit): read it
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +272,9 @@ def plan_sync(
         if not rebuild and old is not None and (old.mtime_ns, old.size) == (seen.st_mtime_ns, seen.st_size):
             on_disk.add(rel)  # unchanged since indexed: not even opened
             continue
+        if not rebuild and old is not None and docs.listed_hash(rel) == old.hash:
+            on_disk.add(rel)  # a shared document listed with the content indexed (however recent its mtime)
+            continue
         try:
             data, st = docs.read(rel)
         except FileNotFoundError:
@@ -283,6 +295,22 @@ def plan_sync(
     report.removed = sorted(set(known) - on_disk)
     report.skipped = sorted(set(skipped))
     return plan
+
+
+V = TypeVar("V")
+
+
+def held_by(
+    hashes: list[str], read_before: Mapping[str, V], read: Callable[[list[str]], Mapping[str, V]], part: int
+) -> Mapping[str, V]:
+    """What the index holds of ``hashes`` for the sync's ``part``-th part (from 0): the first finds it in
+    ``read_before`` (read by the sync before any part was written), a later one ``read``s it again (the
+    parts before it may have stored or deleted some)."""
+    if not hashes:
+        return {}
+    if part:
+        return read(hashes)
+    return {h: read_before[h] for h in hashes if h in read_before}
 
 
 def embed_missing(

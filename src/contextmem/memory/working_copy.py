@@ -59,6 +59,9 @@ class Reconciled:
     pulled: list[str] = field(default_factory=list)  # taken from the shared store (or deleted here)
     conflicts: list[str] = field(default_factory=list)  # refused edits: one-line errors with their Fix
     skipped: list[str] = field(default_factory=list)  # links and the like: never read nor written
+    # The shared documents as this sync listed them, when it wrote none of them (else ``None``): what the
+    # index reads next (:class:`DocumentSource`), without listing them again.
+    listing: dict[str, DocState] | None = None
 
     @property
     def changed(self) -> bool:
@@ -70,15 +73,23 @@ class DocumentSource:
     working copy holds, the index is built from these, once per content. A document's ``stat`` is its
     mtime and size; a deleted one is not listed."""
 
-    def __init__(self, docs: SharedDocuments) -> None:
+    def __init__(self, docs: SharedDocuments, listing: dict[str, DocState] | None = None) -> None:
         self.docs = docs
+        self._listing = listing  # the documents as just listed (:attr:`Reconciled.listing`), used once
+        self._hashes: dict[str, str] = {}  # the content hashes the last scan listed
 
     def scan(self) -> WalkResult:
         found = WalkResult()
-        for rel, state in sorted(self.docs.states().items()):
+        listing, self._listing = self._listing, None
+        listed = listing if listing is not None else self.docs.states()
+        self._hashes = {rel: state.hash for rel, state in listed.items() if not state.deleted}
+        for rel, state in sorted(listed.items()):
             if not state.deleted:
                 found.files.append((rel, _stat(state.mtime_ns, state.size)))
         return found
+
+    def listed_hash(self, relative: str) -> str | None:
+        return self._hashes.get(relative)
 
     def read(self, relative: str) -> tuple[bytes, os.stat_result]:
         doc = self.docs.get(relative)
@@ -171,6 +182,8 @@ class WorkingCopy:
                     done.skipped.append(rel)  # became a link, or vanished, while we looked
             if bases != before:  # a search syncs first: an idle sync writes nothing
                 self._save(bases)
+            if not (done.pushed or done.merged):
+                done.listing = shared
         for problem in done.conflicts:
             if problem not in self._warned:
                 self._warned.add(problem)
