@@ -143,6 +143,53 @@ def test_a_compactions_daily_entry_reaches_the_other_host(pg_dsn: str, tmp_path:
         b.index.close()
 
 
+def test_the_daily_summary_on_every_host_lands_once_and_every_host_finds_it(
+    pg_dsn: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A shared store keeps no dialog/ file, so the 23:55 job read nothing and wrote nothing; now it reads
+    the day's messages in the store, and the two hosts running it at once write one entry."""
+    import asyncio
+
+    from contextmem.messages import assistant, user
+    from contextmem.runtime import ContextMem
+    from contextmem.settings import Settings
+
+    async def scenario() -> None:
+        hosts = [
+            await ContextMem.open(
+                Settings(workspace=tmp_path / name, store=pg_dsn, context_window=20_000),
+                llm=None,
+                embedder=CountingEmbedder(),
+            )
+            for name in ("hostA", "hostB")
+        ]
+        try:
+            engine = await hosts[0].session("chat")
+            await engine.add(user("The data-centre move is led by Ingrid Halvorsen."), assistant("Noted."))
+            now = datetime.now()
+            written = await asyncio.gather(*(h.daily_summary_job().run_once(now) for h in hosts))
+            assert all(written), written
+            daily = f"memory/{now:%Y-%m-%d}.md"
+            shared = hosts[1].shared_documents
+            assert shared is not None
+            document = shared.get(daily)
+            assert document is not None
+            assert document.content.count(b" daily summary\n") == 1, document.content  # one heading
+            for host in reversed(hosts):  # each finds it, the host that did not talk first
+                hits = json.loads(
+                    host.tools.call("memory_search", {"query": "who leads the data-centre move"})
+                )
+                assert any("Ingrid Halvorsen" in hit["snippet"] for hit in hits), hits
+            again = await hosts[1].daily_summary_job().run_once(now)  # the same day again: nothing new
+            assert again is None or shared.get(daily) == document
+        finally:
+            for host in hosts:
+                await host.close()
+
+    asyncio.run(scenario())
+
+
 def test_alternating_syncs_embed_nothing_new_after_the_first(hosts: tuple[Host, Host]) -> None:
     a, b = hosts
     for n in range(3):

@@ -40,6 +40,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
 from time import time_ns
 
@@ -89,14 +90,22 @@ def _entry(text: str, heading: str | None) -> bytes:
 
 
 def _append(
-    workspace: Workspace, shared: SharedDocuments | None, relative: str, make: Callable[[str], str]
+    workspace: Workspace,
+    shared: SharedDocuments | None,
+    relative: str,
+    make: Callable[[str], str],
+    *,
+    once: bytes | None = None,
 ) -> None:
     """Append ``make(tail)`` (``tail``: the last :data:`TAIL_BYTES` of the file, decoded) to ``relative``:
     the file under its lock, or — with ``shared`` — the shared document under its row lock (the working
-    copy takes it on its next sync). Either way concurrent appends all land, whole."""
+    copy takes it on its next sync). Either way concurrent appends all land, whole. With ``shared`` and
+    ``once``, nothing is appended when the document already holds ``once`` (checked under the lock)."""
     if shared is not None:
 
         def add(current: bytes) -> bytes:
+            if once is not None and once in current:
+                return b""
             return make(current[-TAIL_BYTES:].decode("utf-8", "replace")).encode("utf-8")
 
         shared.append(relative, add, time_ns())
@@ -114,15 +123,18 @@ def append_daily(
     *,
     title: str = "",
     shared: SharedDocuments | None = None,
+    once: str | None = None,
 ) -> Path:
     """Append an entry headed ``## HH:MM [title]`` to ``memory/YYYY-MM-DD.md`` of ``when`` (local time).
     The heading is one line: a line end in ``title`` (it holds a session id) is written as a space.
-    With ``shared`` the entry goes to the shared document (see :func:`_append`)."""
+    With ``shared`` the entry goes to the shared document (see :func:`_append`); with ``once`` too (a
+    line the entry ends with), not when the document already holds that line."""
     moment = when or datetime.now()
     heading = f"{moment:%H:%M} {' '.join(lines(title))}".strip()
     relative = daily_relative(moment.date())
-    entry = _entry(text, heading).decode("utf-8")
-    _append(workspace, shared, relative, lambda tail: ("\n" if tail else "") + entry)
+    entry = _entry(f"{text}\n\n{once}" if once else text, heading).decode("utf-8")
+    mark = once.encode("utf-8") if once else None
+    _append(workspace, shared, relative, lambda tail: ("\n" if tail else "") + entry, once=mark)
     return workspace.dir / relative
 
 
@@ -228,8 +240,11 @@ def _dialog_material(workspace: Workspace, day: date) -> str:
 class DailySummaryJob:
     """Writes the day's summary to the daily file at ``at`` (local ``HH:MM``, default 23:55).
 
-    The material (by default the day's dialog archive ``dialog/YYYY-MM-DD.jsonl``) is hashed; when the
-    hash equals the last summarised one the run is skipped, so a quiet day or a restart costs nothing.
+    The material (by default the day's dialog archive ``dialog/YYYY-MM-DD.jsonl``; with a shared store,
+    which keeps no such file, the day's messages in the store: ``material`` may be async) is hashed; when
+    the hash equals the last summarised one the run is skipped, so a quiet day or a restart costs nothing.
+    With ``shared`` every host runs the job on the same material, so the entry ends with a comment naming
+    the material's hash, and a host that finds it in the shared document already appends nothing.
     The summariser is injected (sync or async ``material -> summary``); it runs in a worker thread when
     synchronous so it never blocks the event loop. The last hash is kept in ``memory/.daily-summary.json``
     (replaced atomically, 0600, through the gate; the dialog archive is read through it too).
@@ -241,7 +256,7 @@ class DailySummaryJob:
         summarize: Summarizer,
         *,
         at: str = "23:55",
-        material: Callable[[Workspace, date], str] = _dialog_material,
+        material: Callable[[Workspace, date], str | Awaitable[str]] = _dialog_material,
         shared: SharedDocuments | None = None,
     ) -> None:
         try:
@@ -274,7 +289,11 @@ class DailySummaryJob:
     async def run_once(self, now: datetime | None = None) -> Path | None:
         """Summarise ``now``'s day unless nothing changed; returns the daily file written, else ``None``."""
         moment = now or datetime.now()
-        material = await asyncio.to_thread(self.material, self.workspace, moment.date())
+        if inspect.iscoroutinefunction(self.material):
+            material = await self.material(self.workspace, moment.date())
+        else:
+            material = await asyncio.to_thread(self.material, self.workspace, moment.date())
+        assert isinstance(material, str)
         if not material.strip():
             return None
         digest = hashlib.sha256(material.encode("utf-8")).hexdigest()
@@ -289,8 +308,13 @@ class DailySummaryJob:
         summary = await result if inspect.isawaitable(result) else result
         if not isinstance(summary, str) or not summary.strip():
             return None
+        # Every host of a shared store runs the job on the same material: the first one's entry stands.
+        once = f"<!-- daily summary of {digest[:16]} -->" if self.shared is not None else None
         path = await asyncio.to_thread(
-            append_daily, self.workspace, summary, moment, title="daily summary", shared=self.shared
+            partial(append_daily, title="daily summary", shared=self.shared, once=once),
+            self.workspace,
+            summary,
+            moment,
         )
         await asyncio.to_thread(self._save_hash, digest, moment.date())
         return path

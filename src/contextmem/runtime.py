@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from .engine import ContextEngine, EngineEvent
@@ -27,6 +27,7 @@ from .messages import Message, UserMessage, text_of
 from .settings import Settings
 from .store.base import SessionStore
 from .store.open import open_store
+from .textlines import indent_after, lines
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -240,18 +241,43 @@ class ContextMem:
         summary = await Summarizer(writer, counter).summarize(None, text)
         return summary.render()
 
-    def start_jobs(self) -> None:
-        """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
-        job = DailySummaryJob(
+    def daily_summary_job(self) -> DailySummaryJob:
+        """The daily memory summary (M2) of this namespace: the day's dialog archive, or with a shared
+        store the day's messages in it (:meth:`day_in_store`), summarised into today's daily memory."""
+        return DailySummaryJob(
             self.workspace,
             self.summarize_text,
             at=self.settings.daily_summary_time,
             shared=self.shared_documents,
+            **({"material": self.day_in_store} if self.store.shared else {}),
         )
+
+    def start_jobs(self) -> None:
+        """Start the long-running jobs: the daily memory summary (M2) and idle-session cleanup (S1)."""
+        job = self.daily_summary_job()
         stop = asyncio.Event()
         self._stop = stop
         self._jobs.append(asyncio.create_task(job.run_forever(stop)))
         self._jobs.append(asyncio.create_task(self._cleanup_forever(stop)))
+
+    async def day_in_store(self, _workspace: Workspace, day: date) -> str:
+        """The daily job's material with a shared store, whose rows are the archive (no ``dialog/`` file):
+        every message of the namespace's sessions created on ``day`` (local time), live or archived, a
+        ``[session] role: text`` line each (continuation lines indented), sessions and seqs in order."""
+        start = datetime.combine(day, time.min).timestamp()
+        end = datetime.combine(day + timedelta(days=1), time.min).timestamp()
+        namespace = self.settings.namespace
+        out: list[str] = []
+        for info in sorted(await self.store.list_sessions(namespace), key=lambda i: i.session_id):
+            if info.updated_at < start or info.created_at >= end:
+                continue
+            for stored in await self.store.messages(namespace, info.session_id, state="all"):
+                text = text_of(stored.message.content).strip()
+                if start <= stored.created_at < end and text:
+                    said = indent_after(text, "  ")
+                    role = type(stored.message).__name__.removesuffix("Message").lower()
+                    out.append(f"[{' '.join(lines(info.session_id))}] {role}: {said}")
+        return "\n".join(out)
 
     async def cleanup_sessions(self) -> list[tuple[str, str]]:
         """Remove this namespace's sessions idle longer than ``session_retention_days`` (archives stay).

@@ -100,9 +100,12 @@ class PgDocuments:
         return self._db.run(f"{what} of {ns!r}", body)
 
     def append(self, path: str, make: Callable[[bytes], bytes], mtime_ns: int) -> Document:
-        def change(now: Document) -> tuple[bytes, bool, int]:
+        def change(now: Document) -> tuple[bytes, bool, int] | None:
             current = b"" if now.deleted else now.content
-            content = current + make(current)
+            added = make(current)
+            if not added:  # nothing to append (an entry another host already wrote): no new version
+                return None
+            content = current + added
             if len(content) > MAX_DOC_BYTES:
                 raise too_large(path, len(content))
             return content, False, mtime_ns
