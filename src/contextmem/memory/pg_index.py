@@ -58,12 +58,9 @@ from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
 from .sync import STORED_COLUMNS, FileState, IndexState, SyncPlan, stored_row
 from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
-from .working_copy import DocumentSource, WorkingCopy, WriteThrough
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-
-    from ..memory_docs import DocState
 
 __all__ = ["DIM", "MIGRATION_COMPONENT", "PgMemoryIndex", "migrate_memory", "register_vector_type"]
 
@@ -170,16 +167,14 @@ class PgMemoryIndex(BaseMemoryIndex):
         # hnsw.ef_search each connection is set to (a session setting: one round trip less per search)
         self._ef_search: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = weakref.WeakKeyDictionary()
         self._names: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, the speakers' names)
-        # What the last sync read, taken once by what needs it right after (a round trip less each): the
-        # generation (None once written) for the search's speakers, the documents' listing for the plan.
+        # The generation the last sync read (None once written), taken once by the search's speakers right
+        # after (a round trip less).
         self._generation: int | None = None
-        self._listing: dict[str, DocState] | None = None
         self._db = PgLink(
             dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
         )
-        # The memory documents live in the database too, and the workspace's files are a working copy.
-        self._copy = WorkingCopy(workspace, PgDocuments(self._db, self.namespace)) if shared else None
-        self.documents = WriteThrough(self._copy.docs, self._copy) if self._copy is not None else None
+        if shared:  # the memory documents live in the database too, the workspace's files a working copy
+            self._share(PgDocuments(self._db, self.namespace))
         # Closed by close(), or when the index is dropped or the process exits: the pool's tasks end cleanly.
         self._finalizer = weakref.finalize(self, self._db.close)
         try:
@@ -217,23 +212,7 @@ class PgMemoryIndex(BaseMemoryIndex):
     def _close(self) -> None:
         self._finalizer()
 
-    @property
-    def working_copy(self) -> WorkingCopy | None:
-        """The workspace's files as a working copy of :attr:`documents` (``None`` unless ``shared``)."""
-        return self._copy
-
     # --- sync ---------------------------------------------------------------------------------
-
-    def _source(self) -> DocumentSource | None:
-        listing, self._listing = self._listing, None
-        return None if self._copy is None else DocumentSource(self._copy.docs, listing)
-
-    def _before_sync(self) -> tuple[list[str], list[str]]:
-        if self._copy is None:
-            return [], []
-        done = self._copy.sync()
-        self._listing = done.listing
-        return done.conflicts, done.skipped
 
     def _load_state(self) -> IndexState:
         ns = self.namespace
