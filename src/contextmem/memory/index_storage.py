@@ -4,23 +4,81 @@
 checks) and calls these methods, each with the index's lock held; a backend (:mod:`.sqlite_index`,
 :mod:`.pg_index`) subclasses it and only stores and retrieves. They are kept apart from the algorithm so a
 new backend's author reads here the whole of what it must provide, each method with its contract.
+
+A search's reads are written as a flow (:data:`Flow`, sans-I/O): a generator that yields each read it needs
+(:class:`Read`, naming the hook) and is sent the answer. :meth:`IndexStorage._drive` answers each by calling
+the hook; a backend whose every call costs a thread hop (:mod:`.pg_index`) runs the whole flow as one job
+instead, answering the reads from its own coroutines (:mod:`.pg_reads`). Same reads, same answers, in the
+same order: the ranking cannot tell the two apart.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping
 from datetime import date
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .index_options import StoredChunk, Vector
 from .ranking import Neighbours
 from .sync import FileState, IndexState, SyncPlan
 
-__all__ = ["IndexStorage"]
+__all__ = ["Flow", "IndexStorage", "Read", "adrive", "drive"]
+
+T = TypeVar("T")
+
+SearchHook = Literal[
+    "keyword_scores",
+    "vector_scores",
+    "chunks_of_days",
+    "chunk_rows",
+    "chunk_terms",
+    "chunk_neighbours",
+    "chunk_vectors",
+]
+
+
+class Read(NamedTuple):
+    """One read a search's flow needs: the storage hook ``_<hook>`` called with ``args``."""
+
+    hook: SearchHook
+    args: tuple[Any, ...]
+
+
+Flow = Generator[Read, Any, T]
+
+
+def drive(flow: Flow[T], answer: Callable[[Read], Any]) -> T:
+    """Run ``flow`` to its end, sending it ``answer(read)`` for each read it yields; its result."""
+    reply = None
+    while True:
+        try:
+            read = flow.send(reply)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        reply = answer(read)
+
+
+async def adrive(flow: Flow[T], answer: Callable[[Read], Awaitable[Any]]) -> T:
+    """:func:`drive` for a backend whose reads are coroutines: the same steps, each answer awaited."""
+    reply = None
+    while True:
+        try:
+            read = flow.send(reply)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        reply = await answer(read)
 
 
 class IndexStorage(ABC):
     """The storage hooks of a memory index (see the module docstring); every one is abstract."""
+
+    def _drive(self, flow: Callable[[], Flow[T]]) -> T:
+        """The result of a flow ``flow()`` makes, each of its reads answered by its hook. A backend may
+        run it otherwise (all of it as one job) if each read gets the answer its hook would give."""
+        return drive(flow(), lambda read: getattr(self, f"_{read.hook}")(*read.args))
 
     @abstractmethod
     def _load_state(self) -> IndexState:

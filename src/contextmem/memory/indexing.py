@@ -29,12 +29,13 @@ from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
-from .index_storage import IndexStorage
+from .index_storage import Flow, IndexStorage, Read
 from .query_encoding import QueryEncoder
 from .ranking import (
     REPLY_AFTER,
     Candidate,
     Neighbours,
+    context_ids,
     context_weight,
     follow_questions,
     fuse,
@@ -296,21 +297,27 @@ class BaseMemoryIndex(IndexStorage):
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
         named |= query_month_days(query)  # a named month: each of its days
-        with self._lock:
+
+        def flow() -> Flow[tuple[list[Candidate], dict[int, StoredChunk]]]:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
-            kw_scores = self._keyword_scores(query, pool) if mode != "vector" else {}
+            kw_scores = (yield Read("keyword_scores", (query, pool))) if mode != "vector" else {}
             days = sorted(named)
-            dated = self._chunks_of_days([daily_relative(d) for d in days], days, pool) if named else set()
+            paths = [daily_relative(d) for d in days]
+            dated = (yield Read("chunks_of_days", (paths, days, pool))) if named else set()
             also = kw_scores.keys() | dated
-            vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
-            rows = self._chunk_rows(vec_scores.keys() | also)
+            vec_scores = (
+                (yield Read("vector_scores", (query_vec, pool, also))) if query_vec is not None else {}
+            )
+            rows = yield Read("chunk_rows", (vec_scores.keys() | also,))
             known: Neighbours = {}  # the neighbours read so far, by chunk id
             if self.neighbour_weight > 0 and rows:
-                vec_scores, kw_scores, known = self._in_context(query_vec, vec_scores, kw_scores, rows)
+                vec_scores, kw_scores, known = yield from self._in_context(
+                    query_vec, vec_scores, kw_scores, rows
+                )
             sparse: dict[int, float] = {}
             if q_terms:
-                blobs = self._chunk_terms(list(rows))
+                blobs = yield Read("chunk_terms", (list(rows),))
                 sparse = dict(zip(blobs, dots(q_terms, list(blobs.values())), strict=True))
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
@@ -338,19 +345,25 @@ class BaseMemoryIndex(IndexStorage):
                     files=self.file_weight > 0,
                 ),
             )
-            replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)
+            replies, more = yield from self._replies(ranked[:REPLY_AFTER], rows, known)
             if replies:
                 rows = {**rows, **more}
                 ranked = follow_questions(ranked, replies)
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
-                ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
+                ranked = mmr(
+                    head, (yield Read("chunk_vectors", ([c.chunk_id for c in head],))), k, mmr_lambda
+                )
+            return ranked, rows
+
+        with self._lock:  # the reads and what is made of them: one job, on a backend where a read is a hop
+            ranked, rows = self._drive(flow)
         terms = set(query_terms(query, self.cjk))
         return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
 
     def _replies(
         self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk], known: Neighbours
-    ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
+    ) -> Flow[tuple[dict[int, int], dict[int, StoredChunk]]]:
         """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
         note's or transcript's chunk that ends with a question (:func:`contextmem.lang.is_question`), and
         the chunk after it in its file (from ``known``, the neighbours :meth:`_in_context` read, else
@@ -359,9 +372,10 @@ class BaseMemoryIndex(IndexStorage):
         asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None]
         asking = [cid for cid in asking if is_question(rows[cid].text)]
         unread = [cid for cid in asking if cid not in known]
-        neighbours = {**known, **self._chunk_neighbours(unread)} if unread else known
+        neighbours = {**known, **(yield Read("chunk_neighbours", (unread,)))} if unread else known
         replies = {q: r for q in asking for r in [neighbours.get(q, (None, None))[1]] if r is not None}
-        more = self._chunk_rows([cid for cid in replies.values() if cid not in rows]) if replies else {}
+        unrowed = [cid for cid in replies.values() if cid not in rows]
+        more = (yield Read("chunk_rows", (unrowed,))) if replies else {}
         return {q: r for q, r in replies.items() if r in rows or r in more}, more
 
     def _in_context(
@@ -370,7 +384,7 @@ class BaseMemoryIndex(IndexStorage):
         vec_scores: dict[int, float],
         kw_scores: dict[int, float],
         rows: Mapping[int, StoredChunk],
-    ) -> tuple[dict[int, float], dict[int, float], Neighbours]:
+    ) -> Flow[tuple[dict[int, float], dict[int, float], Neighbours]]:
         """The candidates' vector and keyword scores when each is read with its neighbours in its file, and
         the neighbours read.
 
@@ -385,11 +399,12 @@ class BaseMemoryIndex(IndexStorage):
         borrowers = [cid for cid, weight in weights.items() if weight > 0]
         if not borrowers:
             return vec_scores, kw_scores, {}
-        neighbours = self._chunk_neighbours(borrowers)
+        neighbours = yield Read("chunk_neighbours", (borrowers,))
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
-            in_context = read_in_context(query, borrowers, neighbours, weights, self._chunk_vectors)
+            matrix = yield Read("chunk_vectors", (context_ids(borrowers, neighbours),))
+            in_context = read_in_context(query, borrowers, neighbours, weights, matrix)
             vec_scores = {**vec_scores, **in_context}
         return vec_scores, kw_scores, neighbours
 
