@@ -245,12 +245,41 @@ def test_a_search_asks_the_database_only_what_it_needs(hosts: tuple[Host, Host])
     assert idle["listing the memory documents"] == 1
     assert idle["reading a memory document"] == 0  # its listed hash is the one indexed: not read
     assert idle["reading the generation"] == 0  # the sync just read it
-    assert sum(idle.values()) <= 8, idle
+    assert sum(idle.values()) <= 3, idle  # the listing, the index's files, and the search's reads at once
     # another host's write is still found at once: the listing says the document changed
     b.tools.call("memory_write", {"text": "The staging runner is owned by Oskar"})
     assert "Oskar" in json.dumps(a.search("who owns the staging runner"))
     a.tools.call("memory_write", {"text": "The invoice job is owned by Pia"})
     assert a.index.sync().chunks_total > 0  # sync() itself still counts
+
+
+def test_a_search_reads_what_it_needs_in_one_job(hosts: tuple[Host, Host]) -> None:
+    """Issue 53's load run: each read of a search (keywords, vectors, rows, neighbours, their vectors) was a
+    hop to the index's loop thread and a wait for a core. A note's chunks are read in context, so a search
+    there reads the most; all of it is one job now, and what it finds is the same as each read alone."""
+    from contextmem.memory.index_storage import IndexStorage
+
+    a, _ = hosts
+    sections = [
+        f"## Step {n}\n\n" + f"The {word} stage of the release train is checked by the duty engineer. " * 12
+        for n, word in enumerate(["freeze", "branch", "canary", "rollout", "cleanup"])
+    ]
+    (a.workspace.dir / "memory" / "runbook.md").write_text("\n\n".join(sections) + "\n")
+    query = "who checks the canary stage of the release train"
+    a.index.search(query)  # the sync that indexes the note, and the speakers' names read once after it
+    hops = _round_trips(a)
+    hits = a.index.search(query, 5, mmr_lambda=0.5)
+    asked = dict(hops)
+    # each read alone, as a backend without a driver of its own answers them
+    a.index._drive = lambda flow: IndexStorage._drive(a.index, flow)  # type: ignore[method-assign]
+    one_by_one = a.index.search(query, 5, mmr_lambda=0.5)
+    assert hits == one_by_one and any("runbook" in h.path for h in hits)
+    assert asked == {
+        "listing the memory documents": 1,
+        "reading the memory index": 1,
+        "searching the memory index": 1,
+    }, asked
+    assert hops["reading vectors"] == 2  # read alone: the in-context vectors, then the MMR's
 
 
 def test_two_hosts_appending_to_todays_file_at_once_lose_no_entry(hosts: tuple[Host, Host]) -> None:

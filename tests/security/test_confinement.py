@@ -28,7 +28,7 @@ import pytest
 
 from contextmem.memory import HashEmbedder, MemoryTools, SqliteMemoryIndex
 from contextmem.memory.embedders import EmbedKind, Vectors
-from contextmem.memory.pg_index import tsquery_text
+from contextmem.memory.pg_reads import tsquery_text
 from contextmem.memory.text import MAX_QUERY_CHARS, MAX_QUERY_TERMS, chunk_markdown, query_terms
 from contextmem.memory.tools import MAX_WRITE_CHARS
 from contextmem.memory_files import DailySummaryJob

@@ -7,32 +7,35 @@ part to the backend to apply in one transaction, so an interrupted sync keeps th
 committed; it asks the backend for keyword and vector candidates (and their stored sparse terms) and
 ranks them (:mod:`.ranking`); it checks the files against the stored chunks
 (:func:`.sync.check_file_chunks`) and repairs by rebuilding. A backend (:mod:`.sqlite_index`,
-:mod:`.pg_index`) only stores and retrieves: the methods under "storage hooks" below, each run with the
-index's lock held.
+:mod:`.pg_index`) only stores and retrieves: the storage hooks of :class:`.index_storage.IndexStorage`,
+each run with the index's lock held. A backend on a shared store hands the base its
+shared documents (:meth:`BaseMemoryIndex._share`): the workspace's files are then a working copy of them
+(:mod:`.working_copy`), brought in line before each sync, whatever the backend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import date
 from typing import Any, Self
 
 from ..errors import ConfigError
 from ..lang import is_question
 from ..lang.dates import day_mentions
-from ..memory_docs import SharedDocuments
+from ..memory_docs import DocState, SharedDocuments
 from ..workspace import Workspace, daily_relative, memory_kind
 from .base import IntegrityReport, MemoryHit, Progress, SearchMode, SyncReport
 from .embedders import Embedder
 from .index_options import StoredChunk, Vector, check_ranking
+from .index_storage import Flow, IndexStorage, Read
 from .query_encoding import QueryEncoder
 from .ranking import (
     REPLY_AFTER,
     Candidate,
     Neighbours,
+    context_ids,
     context_weight,
     follow_questions,
     fuse,
@@ -44,10 +47,7 @@ from .singled_out import row_cues
 from .sparse import SparseEncoder, dots, sparse_encoder
 from .speakers import named_speakers, without_names
 from .sync import (
-    FileState,
-    IndexState,
     Source,
-    SyncPlan,
     check_file_chunks,
     embed_missing,
     held_by,
@@ -63,13 +63,14 @@ from .text import (
     query_month_days,
     query_terms,
 )
+from .working_copy import DocumentSource, WorkingCopy, WriteThrough
 
 __all__ = ["BaseMemoryIndex"]
 
 _MODES = ("hybrid", "keyword", "vector")
 
 
-class BaseMemoryIndex(ABC):
+class BaseMemoryIndex(IndexStorage):
     """Hybrid (vector + keyword) search over one namespace's ``MEMORY.md`` and ``memory/**/*.md``.
 
     With ``sparse_weight > 0`` and an embedder that has a sparse head (:class:`.sparse.SparseEncoder`,
@@ -91,6 +92,8 @@ class BaseMemoryIndex(ABC):
     """
 
     documents: SharedDocuments | None = None
+    _copy: WorkingCopy | None = None
+    _listing: dict[str, DocState] | None = None  # what the last sync listed, taken by the plan right after
 
     def __init__(
         self,
@@ -167,14 +170,30 @@ class BaseMemoryIndex(ABC):
         """Bring the index in line with the files; cheap (one ``stat`` per file) when nothing changed."""
         return self._sync(progress)
 
+    def _share(self, docs: SharedDocuments) -> None:
+        """Make the workspace's files a working copy of ``docs`` (a backend on a shared store calls it)."""
+        self._copy = WorkingCopy(self.workspace, docs)
+        self.documents = WriteThrough(self._copy.docs, self._copy)
+
+    @property
+    def working_copy(self) -> WorkingCopy | None:
+        """The workspace's files as a working copy of :attr:`documents` (``None``: files are the truth)."""
+        return self._copy
+
     def _source(self) -> Source | None:
-        """Where the documents are read (``None``: the workspace's files)."""
-        return None
+        """Where the documents are read (``None``: the workspace's files); the listing the step below read
+        is taken once (a round trip less on a shared store)."""
+        listing, self._listing = self._listing, None
+        return None if self._copy is None else DocumentSource(self._copy.docs, listing)
 
     def _before_sync(self) -> tuple[list[str], list[str]]:
-        """A backend whose files are a working copy of shared documents brings them in line here, first;
-        it returns the edits it refused (one-line errors with their Fix) and the files it skipped."""
-        return [], []
+        """With a working copy, bring it in line with the shared documents, first; return the edits it
+        refused (one-line errors with their Fix) and the files it skipped."""
+        if self._copy is None:
+            return [], []
+        done = self._copy.sync()
+        self._listing = done.listing
+        return done.conflicts, done.skipped
 
     def _sync(self, progress: Progress | None, *, rebuild: bool = False, totals: bool = True) -> SyncReport:
         """``totals=False`` (a search's: nobody reads its report) leaves ``chunks_total`` 0, uncounted."""
@@ -278,21 +297,27 @@ class BaseMemoryIndex(ABC):
         named = query_days(query, today)
         mentions = day_mentions(named)  # chunks that write a named day rank with its daily file
         named |= query_month_days(query)  # a named month: each of its days
-        with self._lock:
+
+        def flow() -> Flow[tuple[list[Candidate], dict[int, StoredChunk]]]:
             # Keywords first: FTS5 runs single-threaded, and right after a large matrix-vector product
             # OpenBLAS's worker threads still spin on the other core for a while.
-            kw_scores = self._keyword_scores(query, pool) if mode != "vector" else {}
+            kw_scores = (yield Read("keyword_scores", (query, pool))) if mode != "vector" else {}
             days = sorted(named)
-            dated = self._chunks_of_days([daily_relative(d) for d in days], days, pool) if named else set()
+            paths = [daily_relative(d) for d in days]
+            dated = (yield Read("chunks_of_days", (paths, days, pool))) if named else set()
             also = kw_scores.keys() | dated
-            vec_scores = self._vector_scores(query_vec, pool, also) if query_vec is not None else {}
-            rows = self._chunk_rows(vec_scores.keys() | also)
+            vec_scores = (
+                (yield Read("vector_scores", (query_vec, pool, also))) if query_vec is not None else {}
+            )
+            rows = yield Read("chunk_rows", (vec_scores.keys() | also,))
             known: Neighbours = {}  # the neighbours read so far, by chunk id
             if self.neighbour_weight > 0 and rows:
-                vec_scores, kw_scores, known = self._in_context(query_vec, vec_scores, kw_scores, rows)
+                vec_scores, kw_scores, known = yield from self._in_context(
+                    query_vec, vec_scores, kw_scores, rows
+                )
             sparse: dict[int, float] = {}
             if q_terms:
-                blobs = self._chunk_terms(list(rows))
+                blobs = yield Read("chunk_terms", (list(rows),))
                 sparse = dict(zip(blobs, dots(q_terms, list(blobs.values())), strict=True))
             ranked = fuse(
                 {cid: row.day for cid, row in rows.items()},
@@ -320,19 +345,25 @@ class BaseMemoryIndex(ABC):
                     files=self.file_weight > 0,
                 ),
             )
-            replies, more = self._replies(ranked[:REPLY_AFTER], rows, known)
+            replies, more = yield from self._replies(ranked[:REPLY_AFTER], rows, known)
             if replies:
                 rows = {**rows, **more}
                 ranked = follow_questions(ranked, replies)
             if mmr_lambda is not None and ranked:
                 head = ranked[: max(pool, k)]
-                ranked = mmr(head, self._chunk_vectors([c.chunk_id for c in head]), k, mmr_lambda)
+                ranked = mmr(
+                    head, (yield Read("chunk_vectors", ([c.chunk_id for c in head],))), k, mmr_lambda
+                )
+            return ranked, rows
+
+        with self._lock:  # the reads and what is made of them: one job, on a backend where a read is a hop
+            ranked, rows = self._drive(flow)
         terms = set(query_terms(query, self.cjk))
         return [self._hit(c, rows[c.chunk_id], terms) for c in ranked[:k]]
 
     def _replies(
         self, best: Sequence[Candidate], rows: Mapping[int, StoredChunk], known: Neighbours
-    ) -> tuple[dict[int, int], dict[int, StoredChunk]]:
+    ) -> Flow[tuple[dict[int, int], dict[int, StoredChunk]]]:
         """The reply to each question among the ``best`` candidates (:func:`ranking.follow_questions`): a
         note's or transcript's chunk that ends with a question (:func:`contextmem.lang.is_question`), and
         the chunk after it in its file (from ``known``, the neighbours :meth:`_in_context` read, else
@@ -341,9 +372,10 @@ class BaseMemoryIndex(ABC):
         asking = [c.chunk_id for c in best if rows[c.chunk_id].day is None]
         asking = [cid for cid in asking if is_question(rows[cid].text)]
         unread = [cid for cid in asking if cid not in known]
-        neighbours = {**known, **self._chunk_neighbours(unread)} if unread else known
+        neighbours = {**known, **(yield Read("chunk_neighbours", (unread,)))} if unread else known
         replies = {q: r for q in asking for r in [neighbours.get(q, (None, None))[1]] if r is not None}
-        more = self._chunk_rows([cid for cid in replies.values() if cid not in rows]) if replies else {}
+        unrowed = [cid for cid in replies.values() if cid not in rows]
+        more = (yield Read("chunk_rows", (unrowed,))) if replies else {}
         return {q: r for q, r in replies.items() if r in rows or r in more}, more
 
     def _in_context(
@@ -352,7 +384,7 @@ class BaseMemoryIndex(ABC):
         vec_scores: dict[int, float],
         kw_scores: dict[int, float],
         rows: Mapping[int, StoredChunk],
-    ) -> tuple[dict[int, float], dict[int, float], Neighbours]:
+    ) -> Flow[tuple[dict[int, float], dict[int, float], Neighbours]]:
         """The candidates' vector and keyword scores when each is read with its neighbours in its file, and
         the neighbours read.
 
@@ -367,11 +399,12 @@ class BaseMemoryIndex(ABC):
         borrowers = [cid for cid, weight in weights.items() if weight > 0]
         if not borrowers:
             return vec_scores, kw_scores, {}
-        neighbours = self._chunk_neighbours(borrowers)
+        neighbours = yield Read("chunk_neighbours", (borrowers,))
         if kw_scores:
             kw_scores = in_context_keyword_scores(kw_scores, neighbours, weights)
         if query is not None:
-            in_context = read_in_context(query, borrowers, neighbours, weights, self._chunk_vectors)
+            matrix = yield Read("chunk_vectors", (context_ids(borrowers, neighbours),))
+            in_context = read_in_context(query, borrowers, neighbours, weights, matrix)
             vec_scores = {**vec_scores, **in_context}
         return vec_scores, kw_scores, neighbours
 
@@ -413,94 +446,3 @@ class BaseMemoryIndex(ABC):
     def stats(self) -> dict[str, int]:
         with self._lock:
             return self._stats()
-
-    # --- storage hooks ------------------------------------------------------------------------
-
-    @abstractmethod
-    def _load_state(self) -> IndexState:
-        """The namespace's indexed files and the embedder and keyword scheme recorded for it."""
-
-    @abstractmethod
-    def _stored_vectors(self, hashes: list[str]) -> Mapping[str, Vector | None]:
-        """Of ``hashes`` (chunk texts), those with a vector for this embedder the backend can reuse.
-
-        The value is the vector, or ``None`` when the backend keeps vectors by text hash itself.
-        """
-
-    @abstractmethod
-    def _stored_terms(self, hashes: list[str]) -> Mapping[str, bytes | None]:
-        """Of ``hashes``, those with stored sparse terms for ``self.sparse.sparse_name`` (only called when
-        there is a sparse head): the :func:`.sparse.pack` blob, or ``None`` when kept by hash."""
-
-    @abstractmethod
-    def _write(
-        self, plan: SyncPlan, vectors: Mapping[str, Vector | None], terms: Mapping[str, bytes | None]
-    ) -> None:
-        """Apply ``plan`` (a whole sync, or one part of it: :meth:`SyncPlan.parts`) in one transaction:
-        with ``plan.rebuild`` drop every chunk and file row of the namespace and insert ``plan.rows()``,
-        else apply :meth:`SyncPlan.write_set` of the chunk rows of ``plan.replaced``, read in the
-        transaction (vector of a chunk: ``vectors[chunk.hash]``; its sparse terms, when there is a sparse
-        head: ``terms[chunk.hash]``); write ``plan.files``; record
-        ``self._encoders`` and ``self._keywords`` for the namespace and move what tells searches the
-        namespace changed. Sparse terms no chunk uses any more are deleted."""
-
-    @abstractmethod
-    def _record_files(self, files: dict[str, FileState]) -> None:
-        """Write the file rows of files whose content did not change (new mtimes), in one transaction."""
-
-    @abstractmethod
-    def _keyword_scores(self, query: str, limit: int) -> dict[int, float]:
-        """The best ``limit`` keyword matches of this namespace: chunk id -> score (higher is better)."""
-
-    @abstractmethod
-    def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
-        """The ``limit`` nearest chunks of this namespace by cosine, plus the cosine of chunks ``also``."""
-
-    @abstractmethod
-    def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
-        """The ids of at most ``limit`` chunks of this namespace (the first by path and line) that are of
-        one of ``days``: in their daily files ``paths``, or under a heading that writes one of them
-        (``heading_day``)."""
-
-    @abstractmethod
-    def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
-        """The chunks of this namespace among ``ids``."""
-
-    @abstractmethod
-    def _speaker_names(self) -> frozenset[str]:
-        """The speaker names this namespace's chunks carry (:func:`.speakers.speakers`), read again when
-        its generation moves. A backend may read only the chunks added since (SQLite: ids are never
-        reused and commits are serial); a name whose chunks were all deleted then stays known until the
-        index is reopened, and only steers how a query that says it is encoded (:mod:`.query_encoding`)."""
-
-    @abstractmethod
-    def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
-        """The stored sparse terms (for ``self.sparse.sparse_name``) of the chunks ``ids`` of this
-        namespace that have them."""
-
-    @abstractmethod
-    def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
-        """For each chunk of ``ids``, the chunks just before and after it in its file (by line)."""
-
-    @abstractmethod
-    def _chunk_vectors(self, ids: list[int]) -> Vector:
-        """The vectors of chunks ``ids`` (all of this namespace), one row each, in order."""
-
-    @abstractmethod
-    def _storage_problems(self) -> list[str]:
-        """What is wrong inside the storage itself (the files are checked by the caller)."""
-
-    @abstractmethod
-    def _indexed_files(self) -> dict[str, str]:
-        """The namespace's indexed files: path -> content hash."""
-
-    @abstractmethod
-    def _chunks_of(self, path: str) -> list[tuple[int, int, str]]:
-        """``(start_line, end_line, text)`` of every stored chunk of ``path`` in this namespace."""
-
-    @abstractmethod
-    def _stats(self) -> dict[str, int]:
-        """``{"files": n, "chunks": m}`` of this namespace."""
-
-    @abstractmethod
-    def _close(self) -> None: ...

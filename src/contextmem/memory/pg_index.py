@@ -21,6 +21,8 @@ checks) as the SQLite index; this module only stores and retrieves. What differs
   candidates, so they need no index of their own.
 * **Shared documents.** The memory documents themselves are rows too (``cm_memory_docs``, :mod:`.pg_docs`)
   and the workspace's files a working copy of them (:mod:`.working_copy`), synced before each index sync.
+* **A search's reads** (:mod:`.pg_reads`) run as one job on the link's loop thread, one connection, one
+  thread hop (:meth:`PgMemoryIndex._drive`): under load each hop was a wait for a core.
 * **Sync** takes a transaction-level advisory lock per namespace, so two processes syncing the same
   namespace serialise instead of both inserting the same chunks.
 * Migrations are the component ``memory`` in ``cm_schema_migrations`` (the same table, runner and lock
@@ -37,13 +39,10 @@ Needs the ``postgres`` extra (psycopg 3) and the pgvector extension on the serve
 from __future__ import annotations
 
 import hashlib
-import math
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from datetime import date
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
-
-import numpy as np
 
 from ..errors import ConfigError
 from ..store.migrations import Migration, discover, migrate_postgres
@@ -51,19 +50,18 @@ from ..store.pg_connect import Patience
 from ..workspace import Workspace
 from .embedders import Embedder
 from .index_options import IndexOptions, StoredChunk, Vector, settings_options
+from .index_storage import Flow, adrive
 from .indexing import BaseMemoryIndex
 from .pg_docs import PgDocuments
 from .pg_link import PgLink, register_vector_type
+from .pg_reads import PgReads
 from .ranking import Neighbours
 from .speakers import join_speakers, split_speakers
 from .sync import STORED_COLUMNS, FileState, IndexState, SyncPlan, stored_row
-from .text import MAX_QUERY_TERMS, Chunk, CjkMode, keyword_tokens, query_terms
-from .working_copy import DocumentSource, WorkingCopy, WriteThrough
+from .text import Chunk, keyword_tokens
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-
-    from ..memory_docs import DocState
 
 __all__ = ["DIM", "MIGRATION_COMPONENT", "PgMemoryIndex", "migrate_memory", "register_vector_type"]
 
@@ -75,23 +73,10 @@ _INSERT_CHUNK = (
     " speakers, says_when, model, embedding, keywords, sparse_model, sparse)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s, %b)"
 )
-_ID_VECTORS = (
-    "SELECT id, embedding FROM cm_memory_chunks WHERE namespace = %s AND model = %s AND id = ANY(%s)"
-)
 _INSERT_FILE = (
     "INSERT INTO cm_memory_files (namespace, path, mtime_ns, size, hash)"
     " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
     " mtime_ns = EXCLUDED.mtime_ns, size = EXCLUDED.size, hash = EXCLUDED.hash"
-)
-
-# The chunks just before and after each of a set of chunks, in the same file (by start line).
-_NEIGHBOURS = (
-    "SELECT c.id,"
-    " (SELECT p.id FROM cm_memory_chunks p WHERE p.namespace = c.namespace AND p.path = c.path"
-    "  AND p.start_line < c.start_line ORDER BY p.start_line DESC LIMIT 1),"
-    " (SELECT n.id FROM cm_memory_chunks n WHERE n.namespace = c.namespace AND n.path = c.path"
-    "  AND n.start_line > c.start_line ORDER BY n.start_line LIMIT 1)"
-    " FROM cm_memory_chunks c WHERE c.namespace = %s AND c.id = ANY(%s)"
 )
 
 
@@ -106,14 +91,6 @@ async def migrate_memory(conn: AsyncConnection[Any]) -> int:
     ``memory``) and its advisory lock, so processes starting together migrate once.
     """
     return await migrate_postgres(conn, MIGRATION_COMPONENT, _migrations())
-
-
-def tsquery_text(query: str, cjk: CjkMode = "bigram", *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
-    """A ``to_tsquery`` input ORing the query's distinct tokens, each quoted (no operator injection)."""
-    terms = query_terms(query, cjk, max_terms=max_terms)
-    if not terms:
-        return None
-    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
 async def _nothing(conn: AsyncConnection[Any]) -> None:
@@ -167,19 +144,24 @@ class PgMemoryIndex(BaseMemoryIndex):
         self.ef_search = ef_search
         self.text_search_config = text_search_config
         self.patience = Patience(connect_timeout, statement_timeout, lock_timeout, retry_seconds)
-        # hnsw.ef_search each connection is set to (a session setting: one round trip less per search)
-        self._ef_search: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = weakref.WeakKeyDictionary()
+        self._reads = PgReads(
+            self.namespace,
+            model=embedder.name,
+            sparse_name=self._sparse_name,
+            text_search_config=text_search_config,
+            cjk=self.cjk,
+            ef_search=ef_search,
+            dim=DIM,
+        )
         self._names: tuple[int, frozenset[str]] = (-1, frozenset())  # (generation, the speakers' names)
-        # What the last sync read, taken once by what needs it right after (a round trip less each): the
-        # generation (None once written) for the search's speakers, the documents' listing for the plan.
+        # The generation the last sync read (None once written), taken once by the search's speakers right
+        # after (a round trip less).
         self._generation: int | None = None
-        self._listing: dict[str, DocState] | None = None
         self._db = PgLink(
             dsn, self.patience, name=f"the memory index of {self.namespace!r}", migrate=migrate_memory
         )
-        # The memory documents live in the database too, and the workspace's files are a working copy.
-        self._copy = WorkingCopy(workspace, PgDocuments(self._db, self.namespace)) if shared else None
-        self.documents = WriteThrough(self._copy.docs, self._copy) if self._copy is not None else None
+        if shared:  # the memory documents live in the database too, the workspace's files a working copy
+            self._share(PgDocuments(self._db, self.namespace))
         # Closed by close(), or when the index is dropped or the process exits: the pool's tasks end cleanly.
         self._finalizer = weakref.finalize(self, self._db.close)
         try:
@@ -211,29 +193,17 @@ class PgMemoryIndex(BaseMemoryIndex):
     def _run(self, what: str, fn: Callable[[AsyncConnection[Any]], Awaitable[T]], **options: bool) -> T:
         return self._db.run(f"{what} of {self.namespace!r}", fn, **options)
 
+    def _read(self, what: str, read: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """One search read alone (:meth:`_drive` runs a whole search's as one job)."""
+        return self._run(what, lambda conn: read(conn, *args), transaction=False)
+
     def _rows(self, what: str, sql: str, params: Any, *, binary: bool = False) -> list[Any]:
         return self._db.rows(f"{what} of {self.namespace!r}", sql, params, binary=binary)
 
     def _close(self) -> None:
         self._finalizer()
 
-    @property
-    def working_copy(self) -> WorkingCopy | None:
-        """The workspace's files as a working copy of :attr:`documents` (``None`` unless ``shared``)."""
-        return self._copy
-
     # --- sync ---------------------------------------------------------------------------------
-
-    def _source(self) -> DocumentSource | None:
-        listing, self._listing = self._listing, None
-        return None if self._copy is None else DocumentSource(self._copy.docs, listing)
-
-    def _before_sync(self) -> tuple[list[str], list[str]]:
-        if self._copy is None:
-            return [], []
-        done = self._copy.sync()
-        self._listing = done.listing
-        return done.conflicts, done.skipped
 
     def _load_state(self) -> IndexState:
         ns = self.namespace
@@ -355,69 +325,16 @@ class PgMemoryIndex(BaseMemoryIndex):
     # --- search -------------------------------------------------------------------------------
 
     def _keyword_scores(self, query: str, limit: int) -> dict[int, float]:
-        expression = tsquery_text(query, self.cjk)
-        if expression is None:
-            return {}
-        found = self._rows(
-            "searching keywords",
-            "SELECT c.id, ts_rank(c.keywords, q) AS score"
-            " FROM cm_memory_chunks c, to_tsquery(%s::regconfig, %s) q"
-            " WHERE c.namespace = %s AND c.keywords @@ q ORDER BY score DESC, c.id LIMIT %s",
-            (self.text_search_config, expression, self.namespace, limit),
-        )
-        return {int(r[0]): float(r[1]) for r in found}
+        return self._read("searching keywords", self._reads.keyword_scores, query, limit)
 
     def _vector_scores(self, query: Vector, limit: int, also: Collection[int]) -> dict[int, float]:
-        ns, model, ef_search = self.namespace, self.embedder.name, max(self.ef_search, min(limit, 1000))
-
-        async def nearest(conn: AsyncConnection[Any]) -> tuple[list[Any], list[Any]]:
-            if self._ef_search.get(conn) != ef_search:  # the pool is this index's own: set once per value
-                await conn.execute(
-                    f"SET hnsw.ef_search = {ef_search}; SET hnsw.iterative_scan = relaxed_order"
-                )
-                self._ef_search[conn] = ef_search
-            cur = await conn.execute(
-                "SELECT id, 1 - (embedding <=> %b) FROM cm_memory_chunks"
-                " WHERE namespace = %s AND model = %s ORDER BY embedding <=> %b LIMIT %s",
-                (query, ns, model, query, limit),
-            )
-            found = await cur.fetchall()
-            extra = list(set(also) - {int(r[0]) for r in found})  # keyword-only candidates
-            if not extra:
-                return found, []
-            cur = await conn.execute(_ID_VECTORS, (ns, model, extra), binary=True)
-            return found, await cur.fetchall()
-
-        found, extra = self._run("searching vectors", nearest, transaction=False)
-        # pgvector's cosine distance from a zero vector (a text with no word the embedder hashes, '- ' or
-        # '0') is NaN: similar to nothing, as the SQLite backend's dot product says; a NaN broke the ranking.
-        scores = {int(r[0]): 0.0 if math.isnan(r[1]) else float(r[1]) for r in found}
-        for cid, vector in extra:
-            scores[int(cid)] = float(np.dot(vector, query))
-        return scores
+        return self._read("searching vectors", self._reads.vector_scores, query, limit, also)
 
     def _chunks_of_days(self, paths: list[str], days: list[date], limit: int) -> set[int]:
-        found = self._rows(
-            "reading chunks",
-            "SELECT id FROM cm_memory_chunks WHERE namespace = %s"
-            " AND (path = ANY(%s) OR heading_day = ANY(%s)) ORDER BY path, start_line LIMIT %s",
-            (self.namespace, paths, days, limit),
-        )
-        return {int(r[0]) for r in found}
+        return self._read("reading chunks", self._reads.chunks_of_days, paths, days, limit)
 
     def _chunk_rows(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
-        wanted = list(ids)
-        if not wanted:
-            return {}
-        return {
-            int(r[0]): StoredChunk(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], split_speakers(r[7]), r[8])
-            for r in self._rows(
-                "reading chunks",
-                "SELECT id, path, start_line, end_line, text, day, heading_day, speakers, says_when"
-                " FROM cm_memory_chunks WHERE namespace = %s AND id = ANY(%s)",
-                (self.namespace, wanted),
-            )
-        }
+        return self._read("reading chunks", self._reads.chunk_rows, ids)
 
     def _speaker_names(self) -> frozenset[str]:
         generation, self._generation = self._generation, None
@@ -438,28 +355,22 @@ class PgMemoryIndex(BaseMemoryIndex):
         return self._names[1]
 
     def _chunk_neighbours(self, ids: list[int]) -> Neighbours:
-        return {
-            int(r[0]): (r[1], r[2]) for r in self._rows("reading chunks", _NEIGHBOURS, (self.namespace, ids))
-        }
+        return self._read("reading chunks", self._reads.chunk_neighbours, ids)
 
     def _chunk_terms(self, ids: list[int]) -> dict[int, bytes]:
-        return {
-            int(r[0]): bytes(r[1])
-            for r in self._rows(
-                "reading sparse terms",
-                "SELECT id, sparse FROM cm_memory_chunks WHERE namespace = %s AND sparse_model = %s"
-                " AND id = ANY(%s)",
-                (self.namespace, self._sparse_name, ids),
-            )
-        }
+        return self._read("reading sparse terms", self._reads.chunk_terms, ids)
 
     def _chunk_vectors(self, ids: list[int]) -> Vector:
-        rows = self._rows(
-            "reading vectors", _ID_VECTORS, (self.namespace, self.embedder.name, ids), binary=True
-        )
-        found = {int(r[0]): r[1] for r in rows}
-        missing = np.zeros(DIM, dtype=np.float32)  # deleted by another process since the search read it
-        return np.vstack([found.get(cid, missing) for cid in ids])
+        return self._read("reading vectors", self._reads.chunk_vectors, ids)
+
+    def _drive(self, flow: Callable[[], Flow[T]]) -> T:
+        """All of a search's reads as one job on the index's loop thread, on one connection: one hop, not
+        one a read. Retried whole after an outage, from a new flow."""
+
+        async def run(conn: AsyncConnection[Any]) -> T:
+            return await adrive(flow(), lambda read: getattr(self._reads, read.hook)(conn, *read.args))
+
+        return self._run("searching the memory index", run, transaction=False)
 
     # --- integrity ----------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ a question is placed right after it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import NotRequired, TypedDict, Unpack
@@ -57,6 +57,7 @@ __all__ = [
     "Neighbours",
     "Ranking",
     "combine",
+    "context_ids",
     "context_weight",
     "decay_factor",
     "follow_questions",
@@ -265,18 +266,26 @@ def in_context_vector_scores(
     return np.asarray((blend @ query) / norms, dtype=np.float32)
 
 
+def _around(neighbours: Neighbours) -> list[int]:
+    return sorted({n for pair in neighbours.values() for n in pair if n is not None})
+
+
+def context_ids(borrowers: Sequence[int], neighbours: Neighbours) -> list[int]:
+    """The chunks whose vectors :func:`read_in_context` reads: the borrowers, then every neighbour once."""
+    return [*borrowers, *_around(neighbours)]
+
+
 def read_in_context(
     query: NDArray[np.float32],
     borrowers: Sequence[int],
     neighbours: Neighbours,
     weights: Mapping[int, float],
-    vectors_of: Callable[[list[int]], NDArray[np.float32]],
+    matrix: NDArray[np.float32],
 ) -> dict[int, float]:
     """The vector score of each of ``borrowers`` read with its neighbours in its file
-    (:func:`in_context_vector_scores`): ``vectors_of(ids)`` gives the stored vectors of ``ids``, in order,
-    read once for the borrowers and every neighbour."""
-    around_ids = sorted({n for pair in neighbours.values() for n in pair if n is not None})
-    matrix = vectors_of([*borrowers, *around_ids])
+    (:func:`in_context_vector_scores`): ``matrix`` holds the stored vectors of
+    :func:`context_ids` ``(borrowers, neighbours)``, one row each, in order."""
+    around_ids = _around(neighbours)
     row_of = {cid: i for i, cid in enumerate(around_ids, start=len(borrowers))}
     none = matrix.shape[0]  # a zero row stands for "no neighbour on this side"
     matrix = np.vstack([matrix, np.zeros((1, matrix.shape[1]), dtype=matrix.dtype)])
