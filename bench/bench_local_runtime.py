@@ -69,9 +69,6 @@ def install(runtime: str, venv: Path) -> dict[str, Any]:
     if venv.exists():
         shutil.rmtree(venv)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    (site / "zz_contextmem_bench.pth").write_text(f"{purelib}\n")  # after the venv's own packages
     env = {**os.environ, "PIP_NO_CACHE_DIR": "1"}
     if runtime == "llama_cpp":
         env["CMAKE_ARGS"] = makefile_cmake_args()
@@ -89,6 +86,13 @@ def install(runtime: str, venv: Path) -> dict[str, Any]:
     took = time.perf_counter() - began
     if done.returncode:
         raise SystemExit(f"installing {requirement} failed: {done.stderr[-2000:]}")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    name = re.split(r"[\[=]", requirement)[0].replace("-", "_")
+    assert list(site.glob(f"{name}-*.dist-info")), f"{requirement} is not in {site}"
+    # Only now (pip would have found it there and installed nothing): this interpreter's packages, after
+    # the venv's own, for contextmem's other dependencies and the model's packages.
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    (site / "zz_contextmem_bench.pth").write_text(f"{purelib}\n")
     return {"requirement": requirement, "seconds": took, "load_before": before, "load_after": load()}
 
 
