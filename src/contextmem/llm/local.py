@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, Callable, Hashable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -110,12 +109,6 @@ def cpu_has_amx() -> bool:
             return any(line.startswith("flags") and " amx_int8" in line for line in f)
     except OSError:
         return False
-
-
-def _model_params(extra_buffers: bool) -> AbstractContextManager[None]:
-    """llama-cpp-python's AMX guard (:func:`.local_llamacpp.model_params`), named as the tests' launcher
-    of its server imports it."""
-    return local_llamacpp.model_params(extra_buffers)
 
 
 def _tool_calls(message: dict[str, Any], names: set[str]) -> tuple[ToolCall, ...]:
