@@ -10,7 +10,8 @@ One run measures, for each runtime, on the packaged default model (Qwen2.5-Coder
   temperature 0) after the load: prompt tokens over the time to the first token, reply tokens over the rest.
 * **the demo's answers**: ``contextmem demo`` (the questions answered by the model from memory hits):
   how many answers hold the expected fact, and the answers themselves.
-* **save requests**: ``evals/save_requests.py``'s twelve requests (does the model call ``memory_write``?).
+* **save requests**: ``evals/save_requests.py``'s twelve requests (does the model call ``memory_write``?),
+  once a round.
 
 Each fresh virtualenv sees this interpreter's site-packages after its own (a ``.pth`` file), so contextmem's
 other dependencies and the model's packages come from there, and the runtime from the new one; the worker
@@ -229,14 +230,18 @@ def median(xs: list[float]) -> float:
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
-def body(installs: dict[str, Any], rounds: list[dict[str, Any]], saves: dict[str, Any]) -> str:
+def body(
+    installs: dict[str, Any], rounds: list[dict[str, Any]], saves: dict[str, list[dict[str, Any]]]
+) -> str:
     names = list(RUNTIMES)
     lines = [
         "Packaged default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), 2 threads, on a machine shared with "
         "other jobs: rounds alternate the runtimes, the load average is given per step. Install: the "
         "runtime alone, `pip install --no-cache-dir` into a new virtualenv, `nice -n 10` "
         "(llama-cpp-python with the Makefile's lean CMake flags). Load: a new process's first call "
-        "(one token). Speed: one streamed ~800-token prompt, 128 reply tokens, temperature 0.",
+        "(one token). Speed: one streamed ~800-token prompt, 128 reply tokens, temperature 0. The demo "
+        "answers at temperature 0; the save requests sample as contextmem's agent does (temperature 0.2, "
+        "no fixed seed), so two runs on one runtime differ too: they run once a round.",
         "",
         "| | " + " | ".join(f"`{n}`" for n in names) + " |",
         "|---|" + "--:|" * len(names),
@@ -268,19 +273,20 @@ def body(installs: dict[str, Any], rounds: list[dict[str, Any]], saves: dict[str
         )
         + " |"
     )
-    if saves:
+    runs = len(saves[names[0]]) if saves else 0
+    if runs:
         for outcome in ("saved", "wrote something else", "claimed, not saved", "answered, not saved"):
             cells = []
             for n in names:
-                got = [o for o in saves[n]["outcomes"] if o["outcome"] == outcome]
-                en = sum(1 for o in got if o["lang"] == "en")
-                cells.append(f"{len(got)}/12 ({en} en, {len(got) - en} zh)")
+                per_run = []
+                for run in saves[n]:
+                    got = [o for o in run["outcomes"] if o["outcome"] == outcome]
+                    en = sum(1 for o in got if o["lang"] == "en")
+                    per_run.append(f"{len(got)}/12 ({en} en, {len(got) - en} zh)")
+                cells.append(", ".join(per_run))
             lines.append(f"| save requests: {outcome} | " + " | ".join(cells) + " |")
-        lines.append(
-            "| save requests: mean s | "
-            + " | ".join(f"{sum(o['s'] for o in saves[n]['outcomes']) / 12:.0f}" for n in names)
-            + " |"
-        )
+        means = [", ".join(f"{sum(o['s'] for o in r['outcomes']) / 12:.0f}" for r in saves[n]) for n in names]
+        lines.append("| save requests: mean s a request | " + " | ".join(means) + " |")
     lines += ["", "## Steps in the order they ran, with the load average (1, 5, 15 min) before → after", ""]
     for n in names:
         i = installs[n]
@@ -294,11 +300,12 @@ def body(installs: dict[str, Any], rounds: list[dict[str, Any]], saves: dict[str
                 f"{s['load_after']}; demo {d['wall']:.0f} s (exit {d['exit']}, model loaded in "
                 f"{d['loaded_s']} s), load {d['load_before']} → {d['load_after']}"
             )
-    for n in names:
-        if n in saves:
-            s = saves[n]
+    for k in range(runs):
+        for n in names if k % 2 == 0 else list(reversed(names)):
+            s = saves[n][k]
             lines.append(
-                f"- save requests `{n}`: {s['wall']:.0f} s, load {s['load_before']} → {s['load_after']}"
+                f"- save requests round {k + 1} `{n}`: {s['wall']:.0f} s, load {s['load_before']} → "
+                f"{s['load_after']}"
             )
     lines += ["", "## The demo's answers (last round)", ""]
     last = rounds[-1]
@@ -308,17 +315,22 @@ def body(installs: dict[str, Any], rounds: list[dict[str, Any]], saves: dict[str
             lines.append(f"- Q{q + 1} `{n}` [{a['mark']} {a['expect']!r}]: {a['answer'][:200]}")
     lines += ["", "## The speed prompt's reply (last round)", ""]
     lines += [f"- `{n}`: {last[n]['speed']['reply']}" for n in names]
-    if saves:
+    if runs:
         lines += [
             "",
-            "## Save requests, one by one",
+            "## Save requests, one by one (each round; the `memory_write` note when it was not saved)",
             "",
             "| # | request | " + " | ".join(names) + " |",
             "|--:|---|" + "---|" * len(names),
         ]
-        for k, o in enumerate(saves[names[0]]["outcomes"]):
-            cells = [saves[n]["outcomes"][k]["outcome"] for n in names]
-            lines.append(f"| {k + 1} | {o['request']} | " + " | ".join(cells) + " |")
+
+        def shown(o: dict[str, Any]) -> str:
+            note = f" ({' · '.join(o['notes'])})" if o["notes"] and o["outcome"] != "saved" else ""
+            return str(o["outcome"]) + note
+
+        for q, o in enumerate(saves[names[0]][0]["outcomes"]):
+            cells = [" / ".join(shown(r["outcomes"][q]) for r in saves[n]) for n in names]
+            lines.append(f"| {q + 1} | {o['request']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -346,12 +358,13 @@ def main() -> None:
             this[n] = {"speed": speed, "demo": run_demo(venvs[n])}
             print(n, json.dumps(this[n], ensure_ascii=False)[:600], flush=True)
         rounds.append(this)
-    saves: dict[str, Any] = {}
-    if not args.no_save_requests:
-        for n in RUNTIMES:
-            saves[n] = run_worker(venvs[n], "save", 3600)
-            assert saves[n]["runtime"] == n
-            print(n, json.dumps(saves[n], ensure_ascii=False)[:600], flush=True)
+    saves: dict[str, list[dict[str, Any]]] = {n: [] for n in RUNTIMES}
+    for k in range(0 if args.no_save_requests else args.rounds):
+        for n in list(RUNTIMES) if k % 2 == 0 else list(reversed(RUNTIMES)):
+            saved = run_worker(venvs[n], "save", 3600)
+            assert saved["runtime"] == n
+            saves[n].append(saved)
+            print(n, json.dumps(saved, ensure_ascii=False), flush=True)
     report.write(
         "local_runtime",
         "The local model's runtimes: xllamacpp against llama-cpp-python",
