@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -47,6 +48,11 @@ def check() -> None:
 
 
 def _import() -> Any:
+    # Its wheels run llama.cpp's threads with OpenMP, whose threads spin while they wait for each other:
+    # beside other work on 2 cores, generation fell to 1-5 tokens/s, against 11-20 with passive waiting
+    # (alternated runs, load 5-9; bench/results/local_runtime.md). Read once, when OpenMP starts: before
+    # the import. A value the user set is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return importlib.import_module(MODULE)
     except ImportError:
