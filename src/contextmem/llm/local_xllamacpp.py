@@ -36,8 +36,8 @@ QUIET = -1  # llama.cpp's log threshold: below every level, so the server logs n
 def installed() -> bool:
     """Whether xllamacpp imports (a missing or broken install is ``False``)."""
     try:
-        importlib.import_module(MODULE)
-    except ImportError:
+        _import()
+    except MissingExtraError:
         return False
     return True
 
@@ -48,10 +48,15 @@ def check() -> None:
 
 
 def _import() -> Any:
-    # Its wheels run llama.cpp's threads with OpenMP, whose threads spin while they wait for each other:
-    # beside other work on 2 cores, generation fell to 1-5 tokens/s, against 11-20 with passive waiting
-    # (alternated runs, load 5-9; bench/results/local_runtime.md). Read once, when OpenMP starts: before
-    # the import. A value the user set is kept.
+    """The module, imported with OpenMP told to wait passively: every import of it goes through here.
+
+    Its wheels run llama.cpp's threads with OpenMP (libgomp), whose threads spin while they wait for each
+    other: beside other work on 2 cores, generation fell to 1-5 tokens/s, against 11-20 with passive
+    waiting (alternated runs, load 5-9; bench/results/local_runtime.md). libgomp reads the variable once,
+    when the import loads it, so it is set first; a value the user set is kept. (``installed()``, which
+    ``LocalLLM`` calls first when no runtime is named, imported the module without it: the default path
+    never waited passively.)
+    """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return importlib.import_module(MODULE)
