@@ -542,11 +542,14 @@ class ScriptedEngine:
     def __init__(self, reply: dict[str, Any], chunks: list[dict[str, Any]]) -> None:
         self.lock = threading.Lock()
         self.reply, self.chunks = reply, chunks
+        self.calls: list[dict[str, Any]] = []
 
     def chat(self, call: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(call)
         return self.reply
 
     def stream(self, call: dict[str, Any], emit: Any, stop: threading.Event) -> None:
+        self.calls.append(call)
         for chunk in self.chunks:
             emit(chunk)
 
@@ -614,6 +617,24 @@ async def test_tool_calls_the_runtime_parsed_are_read_as_calls(
     streamed = events[-1].response
     assert streamed is not None and streamed.message.tool_calls[0].arguments == write["arguments"]
     assert streamed.usage.completion_tokens == 9
+
+
+async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two runtimes' defaults for what a call leaves out are their versions' own: each call names the
+    whole sampler, so both runtimes sample the same way, streamed or not."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    reply = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+    engine = ScriptedEngine(reply, [{"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}])
+    llm = LocalLLM(str(path), temperature=0.3, repeat_penalty=1.2)
+    monkeypatch.setattr(llm, "_engine", lambda: engine)
+    await llm.complete([user("Hi.")])
+    _ = [e async for e in llm.stream([user("Hi.")], temperature=0.0)]
+    sampler = [{k: v for k, v in c.items() if k not in ("messages", "max_tokens")} for c in engine.calls]
+    assert sampler == [
+        {"temperature": 0.3, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+        {"temperature": 0.0, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+    ]
 
 
 # --- a real generation ----------------------------------------------------------------------------

@@ -59,6 +59,10 @@ DEFAULT_N_CTX = 8192  # room for a summary prompt (previous summary + a chunk of
 DEFAULT_N_THREADS = 2
 DEFAULT_MAX_TOKENS = 512
 MAX_TOOL_CALLS = 16  # a reply naming more is read as its first 16: a small model looping on calls
+# The sampler, sent with every call so that both runtimes sample alike whatever their versions default
+# to (llama.cpp's own defaults today, in both): the rest of the chain (penalty window 64 tokens, no
+# typical-p, DRY or XTC) is the same default in both.
+SAMPLING: dict[str, float | int] = {"top_k": 40, "top_p": 0.95, "min_p": 0.05}
 
 
 class Engine(Protocol):
@@ -68,7 +72,8 @@ class Engine(Protocol):
     takes_tools: bool  # whether ``tools`` reach the model through its template (else: listed as text)
 
     def chat(self, call: dict[str, Any]) -> dict[str, Any]:
-        """A ``chat.completion`` for ``call`` (messages, tools, max_tokens, temperature, repeat_penalty)."""
+        """A ``chat.completion`` for ``call`` (messages, tools, max_tokens, temperature, repeat_penalty and
+        :data:`SAMPLING`)."""
         ...
 
     def stream(
@@ -206,6 +211,7 @@ class LocalLLM(BaseLLM):
             "max_tokens": call.max_tokens if call.max_tokens is not None else self.max_tokens,
             "temperature": call.temperature if call.temperature is not None else self.temperature,
             "repeat_penalty": self.repeat_penalty,
+            **SAMPLING,
         }
 
     @staticmethod
