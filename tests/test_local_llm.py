@@ -790,3 +790,8 @@ async def test_the_llama_cpp_runtime_answers_and_calls_tools_too() -> None:
     assert reply is not None and reply.usage.prompt_tokens > 10
     [call] = reply.message.tool_calls
     assert call.name == "memory_write" and "BLUEHERON" in call.arguments
+    # its stream reports no usage, so the prompt is counted here: the tools the template renders too, as
+    # llama-cpp-python counts a completion's prompt (calibration reads these counts)
+    asked = [user("Remember that my code word is BLUEHERON.")]
+    counted = await llm.complete(asked, tools=[spec], max_tokens=1, temperature=0.0)
+    assert reply.usage.prompt_tokens == counted.usage.prompt_tokens

@@ -117,10 +117,11 @@ class LlamaCppEngine:
                 emit(chunk)
         except (ValueError, RuntimeError) as exc:
             raise _translate(exc, self.n_ctx) from exc
-        emit({"choices": [], "usage": self._usage(call["messages"], "".join(parts))})
+        emit({"choices": [], "usage": self._usage(call["messages"], call.get("tools"), "".join(parts))})
 
-    def _usage(self, messages: list[dict[str, str]], reply: str) -> dict[str, int]:
-        """The rendered prompt and the reply, counted with the model's tokenizer."""
+    def _usage(self, messages: list[dict[str, str]], tools: Any, reply: str) -> dict[str, int]:
+        """The rendered prompt (the tools the template renders included) and the reply, counted with the
+        model's tokenizer."""
         llama = self.llama
         chat_format = importlib.import_module("llama_cpp.llama_chat_format")
         template = llama.metadata.get("tokenizer.chat_template", "")
@@ -131,7 +132,9 @@ class LlamaCppEngine:
             bos_token=llama.detokenize([bos], special=True).decode() if bos != -1 else "",
         )
         prompt = (
-            formatter(messages=messages).prompt if template else "\n".join(m["content"] for m in messages)
+            formatter(messages=messages, tools=tools).prompt
+            if template
+            else "\n".join(m["content"] for m in messages)
         )
         prompt_tokens = llama.tokenize(prompt.encode(), add_bos=True, special=True)
         reply_tokens = llama.tokenize(reply.encode(), add_bos=False, special=False) if reply else []
