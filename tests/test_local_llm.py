@@ -621,7 +621,7 @@ async def test_tool_calls_the_runtime_parsed_are_read_as_calls(
 
 async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The two runtimes' defaults for what a call leaves out are their versions' own: each call names the
-    whole sampler, so both runtimes sample the same way, streamed or not."""
+    whole sampler, its seed included, so both runtimes sample the same way, streamed or not."""
     path = tmp_path / "m.gguf"
     path.write_bytes(FAKE_GGUF)
     reply = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
@@ -630,11 +630,20 @@ async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(llm, "_engine", lambda: engine)
     await llm.complete([user("Hi.")])
     _ = [e async for e in llm.stream([user("Hi.")], temperature=0.0)]
+    await llm.complete([user("Hi.")])
     sampler = [{k: v for k, v in c.items() if k not in ("messages", "max_tokens")} for c in engine.calls]
+    seeds = [s.pop("seed") for s in sampler]
     assert sampler == [
         {"temperature": 0.3, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
         {"temperature": 0.0, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+        {"temperature": 0.3, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
     ]
+    # a new seed for each call (llama-cpp-python alone replays one fixed chain of seeds in every process)
+    assert len(set(seeds)) == 3 and all(isinstance(s, int) and 0 <= s < 2**31 for s in seeds)
+    fixed = LocalLLM(str(path), seed=7)
+    monkeypatch.setattr(fixed, "_engine", lambda: engine)
+    await fixed.complete([user("Hi.")])
+    assert engine.calls[-1]["seed"] == 7
 
 
 # --- a real generation ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ generation (a non-streamed completion has no stop hook in either runtime): the n
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 from collections.abc import AsyncGenerator, Callable, Hashable
 from pathlib import Path
@@ -72,8 +73,8 @@ class Engine(Protocol):
     takes_tools: bool  # whether ``tools`` reach the model through its template (else: listed as text)
 
     def chat(self, call: dict[str, Any]) -> dict[str, Any]:
-        """A ``chat.completion`` for ``call`` (messages, tools, max_tokens, temperature, repeat_penalty and
-        :data:`SAMPLING`)."""
+        """A ``chat.completion`` for ``call`` (messages, tools, max_tokens, temperature, repeat_penalty,
+        :data:`SAMPLING` and seed)."""
         ...
 
     def stream(
@@ -161,7 +162,10 @@ class LocalLLM(BaseLLM):
     installed. ``max_tokens`` is the default reply budget; ``repeat_penalty`` keeps small models from
     looping, which they otherwise do on long summaries. ``extra_buffers`` turns llama.cpp's repacked weight
     layouts on or off; by default they are off on AMX CPUs, where llama-cpp-python crashes (see
-    :func:`.local_llamacpp.model_params`).
+    :func:`.local_llamacpp.model_params`). ``seed`` fixes the sampler's seed for every call; by default each
+    call draws a new one, in both runtimes: llama-cpp-python, left to itself, derives its seeds from one fixed
+    seed, so each process replayed the same draws (a sampled evaluation then showed one draw as a rate),
+    where llama.cpp's server draws at random.
     """
 
     def __init__(
@@ -176,6 +180,7 @@ class LocalLLM(BaseLLM):
         extra_buffers: bool | None = None,
         cache_dir: Path | None = None,
         runtime: str | None = None,
+        seed: int | None = None,
     ) -> None:
         # the runtime first: without one, the error names the extra to install, not a missing model part
         self._runtime = _runtime(runtime)
@@ -187,6 +192,7 @@ class LocalLLM(BaseLLM):
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
+        self.seed = seed
         self.extra_buffers = not cpu_has_amx() if extra_buffers is None else extra_buffers
 
     @property
@@ -212,6 +218,7 @@ class LocalLLM(BaseLLM):
             "temperature": call.temperature if call.temperature is not None else self.temperature,
             "repeat_penalty": self.repeat_penalty,
             **SAMPLING,
+            "seed": self.seed if self.seed is not None else secrets.randbits(31),
         }
 
     @staticmethod
