@@ -644,6 +644,10 @@ async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(fixed, "_engine", lambda: engine)
     await fixed.complete([user("Hi.")])
     assert engine.calls[-1]["seed"] == 7
+    # a call offering tools is not penalised for repeating: llama.cpp's server would count the user's
+    # own words (the prompt's tail) against a memory_write quoting them
+    await llm.complete([user("记住，我对花生过敏。")], tools=[ToolSpec("memory_write", "Save a fact.")])
+    assert engine.calls[-1]["repeat_penalty"] == 1.0
 
 
 # --- a real generation ----------------------------------------------------------------------------
