@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError, ContextOverflowError, LLMError, MissingExtraError
 from contextmem.formats.llama import render_tools, to_llama_messages
@@ -617,6 +618,27 @@ async def test_tool_calls_the_runtime_parsed_are_read_as_calls(
     streamed = events[-1].response
     assert streamed is not None and streamed.message.tool_calls[0].arguments == write["arguments"]
     assert streamed.usage.completion_tokens == 9
+
+
+@pytest.fixture(scope="module")
+def fake_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    return path
+
+
+@given(seed=st.one_of(st.integers(), st.floats(), st.booleans(), hostile_text()))
+def test_a_seed_is_sent_as_given_or_refused_in_one_line(fake_gguf: Path, seed: object) -> None:
+    """``seed`` reaches the runtime's sampler (a 32-bit seed in both): an integer in range is kept as it is,
+    anything else is one line with a Fix, at construction."""
+    path = fake_gguf
+    if type(seed) is int and 0 <= seed < 2**32:
+        assert LocalLLM(str(path), seed=seed).seed == seed
+        return
+    with pytest.raises(ConfigError) as caught:
+        LocalLLM(str(path), seed=seed)  # type: ignore[arg-type]
+    assert_one_line_error(caught.value)
+    assert "Fix:" in str(caught.value)
 
 
 async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

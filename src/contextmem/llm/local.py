@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, brief
 from ..formats.llama import render_tools, to_llama_messages, with_tools_listed
 from ..messages import AssistantMessage, ToolCall, text_of
 from . import local_llamacpp, local_xllamacpp
@@ -197,6 +197,11 @@ class LocalLLM(BaseLLM):
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
+        if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
+            raise ConfigError(
+                f"local model seed {brief(seed)} is not an integer from 0 to 2**32 - 1. "
+                "Fix: pass such an integer, or None for a new seed each call."
+            )
         self.seed = seed
         self.extra_buffers = not cpu_has_amx() if extra_buffers is None else extra_buffers
 
