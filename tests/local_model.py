@@ -1,7 +1,8 @@
 """The one rule for the tests of the real local model: when they skip, and when they fail.
 
-* Only a missing optional extra skips: a module the test needs (``llama_cpp``, its server's ``fastapi``)
-  or a package of the model not installed (``pip install 'contextmem[local]'`` installs them).
+* Only a missing optional extra skips: a module the test needs (the default runtime :data:`RUNTIME`;
+  ``llama_cpp`` and its server's ``fastapi`` for the tests of llama-cpp-python's server) or a package of
+  the model not installed (``pip install 'contextmem[local]'`` installs them).
 * ``CONTEXTMEM_REQUIRE_LOCAL_LLM`` set (CI sets it, as it sets ``CONTEXTMEM_REQUIRE_PG``): that too fails,
   so CI can never go green with the default model's tests silently skipped.
 * Anything else fails, with or without the flag: a model file that misses its pinned sha256, a model
@@ -36,6 +37,9 @@ from contextmem.llm.local_files import (
 # (38.7 s alone at 2). The conftest passes it to every process the tests start (``local_threads``).
 THREADS = 1
 
+# The runtime ``contextmem[local]`` installs, which LocalLLM picks first (contextmem.llm.local.RUNTIMES).
+RUNTIME = "xllamacpp"
+
 REQUIRE = "CONTEXTMEM_REQUIRE_LOCAL_LLM"
 SKIP = "CONTEXTMEM_SKIP_LOCAL_LLM"
 INSTALL = "pip install 'contextmem[local]'"
@@ -66,13 +70,13 @@ def local_model(
     env: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> Path:
-    """The verified file of ``model`` (the packaged default), once ``modules`` (``llama_cpp``) import.
+    """The verified file of ``model`` (the packaged default), once ``modules`` (:data:`RUNTIME`) import.
 
     Skips (``pytest.skip``) or fails (``pytest.fail``) by the module's rule; any other error (a sha256
     mismatch: :class:`~contextmem.errors.LLMError`; an import error) propagates, so the test fails.
     """
     env = os.environ if env is None else env
-    modules = modules or ("llama_cpp",)
+    modules = modules or (RUNTIME,)
     model = model or PACKAGED_MODELS[DEFAULT_LOCAL_MODEL]
     required = _on(env, REQUIRE)
     if _on(env, SKIP):

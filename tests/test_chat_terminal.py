@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .local_model import local_model
+from .local_model import RUNTIME, local_model
 
 if TYPE_CHECKING:
     import pexpect
@@ -45,7 +45,7 @@ class Screen:
 
 
 def test_chat_in_a_terminal_with_the_local_model(tmp_path: Path) -> None:
-    local_model("llama_cpp", "pexpect")  # skip or fail: tests/local_model.py
+    local_model(RUNTIME, "pexpect")  # skip or fail: tests/local_model.py
     import pexpect
 
     argv = ["-m", "contextmem.cli.main", "--workspace", str(tmp_path), "--max-tokens", "24", "chat"]

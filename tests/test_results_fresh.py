@@ -62,6 +62,13 @@ SOURCES: dict[str, tuple[str, ...]] = {
         "bench/bench_mcp_load.py",
         "tests/mcp_server.py",
     ),
+    "bench/results/local_runtime.md": (
+        f"{PKG}/llm/local.py",
+        f"{PKG}/llm/local_llamacpp.py",
+        f"{PKG}/llm/local_xllamacpp.py",
+        f"{PKG}/llm/local_tools.py",
+        "bench/bench_local_runtime.py",
+    ),
     "bench/results/memory_latency.md": (*MEMORY, "bench/bench_memory_latency.py"),
     "bench/results/redaction.md": (*REDACTION, "bench/bench_redaction.py", "tests/security/test_secrets.py"),
     "bench/results/tokens.md": (f"{PKG}/tokens", "bench/bench_tokens.py"),
@@ -104,6 +111,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "evals/results/memory_madial.md": (*MEMORY, "evals/memory_madial.py"),
     "evals/results/save_requests.md": (
         f"{PKG}/llm/local.py",
+        f"{PKG}/llm/local_llamacpp.py",
+        f"{PKG}/llm/local_xllamacpp.py",
         f"{PKG}/llm/local_files.py",
         f"{PKG}/llm/local_tools.py",
         f"{PKG}/agent",

