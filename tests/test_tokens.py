@@ -259,15 +259,7 @@ def test_the_rust_core_counts_a_big_result_a_piece_at_a_time(monkeypatch):
     text = "".join(line % (n, n * 2654435761 % 2**32) for n in range(26_000))
     whole = count_linear("o200k_base", text)
     real = tiktoken_backend._linear_core("o200k_base")
-    seen: list[int] = []
-
-    class Spy:
-        def count(self, piece: str) -> int:
-            seen.append(len(piece))
-            return int(real.count(piece))
-
-    monkeypatch.setattr(tiktoken_backend, "_linear_core", lambda name: Spy())
-    monkeypatch.setattr(tiktoken_backend, "_big_counts", OrderedDict())  # counted afresh, not remembered
+    seen = _spy_core(monkeypatch)  # counted afresh, not remembered
     assert count_linear("o200k_base", text) == whole == real.count(text)
     assert len(text) > 2_000_000 and len(seen) > 20
     assert max(seen) <= CORE_PIECE_CHARS + len(line)
