@@ -17,6 +17,7 @@ PUBLIC = [
     "AssistantMessage",
     "AuthenticationError",
     "BadRequestError",
+    "BrokenExtraError",
     "BudgetExceededError",
     "Calibration",
     "ChatResponse",
