@@ -94,6 +94,12 @@ def install(runtime: str, venv: Path) -> dict[str, Any]:
     # the venv's own, for contextmem's other dependencies and the model's packages.
     purelib = Path(sysconfig.get_paths()["purelib"])
     (site / "zz_contextmem_bench.pth").write_text(f"{purelib}\n")
+    # This interpreter may have the other runtime too (make setup installs both): in this venv it is
+    # shadowed by a module that does not import, so contextmem, which takes the first runtime that does,
+    # runs this one in the worker and in the demo alike.
+    for other in (r for r in RUNTIMES if r != runtime):
+        (site / other).mkdir()
+        (site / other / "__init__.py").write_text(f'raise ImportError("{other} is hidden in this venv")\n')
     return {"requirement": requirement, "seconds": took, "load_before": before, "load_after": load()}
 
 
