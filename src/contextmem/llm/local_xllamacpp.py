@@ -13,9 +13,6 @@ stops with it (a SIGKILL included: no orphan, no port left open); on a normal ex
 
 from __future__ import annotations
 
-import atexit
-import importlib
-import importlib.util
 import os
 import secrets
 import threading
@@ -23,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BrokenExtraError, ContextOverflowError, LLMError, MissingExtraError, one_line
+from ..errors import ContextOverflowError, LLMError, one_line
 from .local_files import PROVIDER
+from .local_runtime import Loaded, import_runtime, importable
 
 __all__ = ["NAME", "XllamacppEngine", "check", "installed", "load"]
 
@@ -36,11 +34,7 @@ QUIET = -1  # llama.cpp's log threshold: below every level, so the server logs n
 
 def installed() -> bool:
     """Whether xllamacpp imports (a missing or broken install is ``False``)."""
-    try:
-        _import()
-    except MissingExtraError:
-        return False
-    return True
+    return importable(_import)
 
 
 def check() -> None:
@@ -59,19 +53,7 @@ def _import() -> Any:
     never waited passively.)
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        return importlib.import_module(MODULE)
-    except ImportError as exc:
-        if importlib.util.find_spec(MODULE) is None:
-            raise MissingExtraError(MODULE, "local") from None
-        # installed, but its native library did not load: the wheel links the system's libgomp.so.1
-        fix = (
-            "install the OpenMP runtime it links (Debian/Ubuntu: apt install libgomp1; Fedora: dnf install "
-            "libgomp), or use llama-cpp-python: pip install 'contextmem[local-llamacpp]'"
-            if "libgomp" in str(exc)
-            else "reinstall it: pip install --force-reinstall 'contextmem[local]'"
-        )
-        raise BrokenExtraError(MODULE, str(exc), fix) from None
+    return import_runtime(MODULE, "local")
 
 
 def _error(reply: dict[str, Any], n_ctx: int) -> LLMError:
@@ -147,16 +129,7 @@ class XllamacppEngine:
         self.server = None  # the server's destructor stops its threads and closes its port
 
 
-_LOADED: dict[tuple[Path, int, int, bool], XllamacppEngine] = {}
-_LOADED_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_servers() -> None:
-    with _LOADED_LOCK:
-        for engine in _LOADED.values():
-            engine.close()
-        _LOADED.clear()
+_LOADED: Loaded[XllamacppEngine] = Loaded()
 
 
 def _params(xllamacpp: Any, path: Path, n_ctx: int, n_threads: int, extra_buffers: bool) -> Any:
@@ -186,26 +159,25 @@ def _params(xllamacpp: Any, path: Path, n_ctx: int, n_threads: int, extra_buffer
 
 def load(path: Path, n_ctx: int, n_threads: int, extra_buffers: bool) -> XllamacppEngine:
     """The engine for this file and these settings, loaded once per process."""
-    key = (path.resolve(), n_ctx, n_threads, extra_buffers)
-    with _LOADED_LOCK:
-        engine = _LOADED.get(key)
-        if engine is None:
-            xllamacpp = _import()
-            try:
-                server = xllamacpp.Server(_params(xllamacpp, path, n_ctx, n_threads, extra_buffers))
-            except (ValueError, RuntimeError) as exc:
-                raise LLMError(
-                    f"llama.cpp could not load {str(path)!r}: {one_line(str(exc))}. Fix: check that it is a "
-                    "complete GGUF model supported by llama.cpp, or use 'local' for the packaged default.",
-                    provider=PROVIDER,
-                ) from exc
-            address = str(server.listening_address or "")
-            if not address.startswith(f"http://{LOOPBACK}:"):
-                server = None  # stops it before the error leaves (the traceback keeps this frame)
-                raise LLMError(
-                    f"xllamacpp listens on {one_line(address, 80)!r}, not on {LOOPBACK}. "
-                    "Fix: install the xllamacpp version contextmem[local] pins.",
-                    provider=PROVIDER,
-                )
-            engine = _LOADED[key] = XllamacppEngine(server, n_ctx)
-        return engine
+
+    def make() -> XllamacppEngine:
+        xllamacpp = _import()
+        try:
+            server = xllamacpp.Server(_params(xllamacpp, path, n_ctx, n_threads, extra_buffers))
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(
+                f"llama.cpp could not load {str(path)!r}: {one_line(str(exc))}. Fix: check that it is a "
+                "complete GGUF model supported by llama.cpp, or use 'local' for the packaged default.",
+                provider=PROVIDER,
+            ) from exc
+        address = str(server.listening_address or "")
+        if not address.startswith(f"http://{LOOPBACK}:"):
+            server = None  # stops it before the error leaves (the traceback keeps this frame)
+            raise LLMError(
+                f"xllamacpp listens on {one_line(address, 80)!r}, not on {LOOPBACK}. "
+                "Fix: install the xllamacpp version contextmem[local] pins.",
+                provider=PROVIDER,
+            )
+        return XllamacppEngine(server, n_ctx)
+
+    return _LOADED.get((path.resolve(), n_ctx, n_threads, extra_buffers), make)
