@@ -51,6 +51,36 @@ def test_write_then_search_then_get(tmp_path: Path) -> None:
     assert got == "[memory/2026-03-08.md lines 3-3 of 3]\n- Shipped release 2.4 today."
 
 
+class _Counting(HashEmbedder):
+    """Counts the characters of the passages it embeds (what a model's passes cost grows with)."""
+
+    def __init__(self) -> None:
+        super().__init__(128)
+        self.chars = 0
+
+    def embed(self, texts, kind):  # type: ignore[no-untyped-def]
+        if kind == "passage":
+            self.chars += sum(map(len, texts))
+        return super().embed(texts, kind)
+
+
+def test_notes_saved_in_one_minute_are_each_embedded_once_and_each_found(tmp_path: Path) -> None:
+    """A note used to join its minute's list, one chunk of up to 1,200 characters that the index embedded
+    again after every note: 30 notes in a minute cost ~10 times their own length in model passes."""
+    embedder = _Counting()
+    index = SqliteMemoryIndex(Workspace(tmp_path), embedder)
+    index.workspace.ensure()
+    tools = MemoryTools(index, clock=lambda: datetime(2026, 3, 8, 14, 30))
+    notes = [f"Service {n} is owned by the team of person {n % 7}, on call weekly." for n in range(30)]
+    for note in notes:
+        tools.call("memory_write", {"text": note})
+        index.sync()
+    assert embedder.chars <= 2 * sum(len(n) for n in notes)  # each note once, with its heading
+    for n in (0, 17, 29):
+        hits = json.loads(tools.call("memory_search", {"query": f"Service {n} owned", "k": 1}))
+        assert hits[0]["snippet"].endswith(f"- {notes[n]}"), hits
+
+
 def test_memory_write_notes_are_list_items_of_their_section(tmp_path: Path) -> None:
     """Issue 31: a note was a paragraph after a blank line; now each is one list item of the list it joins."""
     tools = _tools(tmp_path)
@@ -73,8 +103,9 @@ def test_memory_write_notes_are_list_items_of_their_section(tmp_path: Path) -> N
     tools.clock = lambda: datetime(2026, 3, 8, 14, 31)
     tools.call("memory_write", {"text": "Release 2.4.1 is out."})
     daily = ws.daily_file(date(2026, 3, 8)).read_text(encoding="utf-8")
-    assert daily == (
-        "## 14:30\n\n- Shipped release 2.4.\n- Rolled back 2.4.\n\n## 14:31\n\n- Release 2.4.1 is out.\n"
+    assert daily == (  # each note an entry of its own: it is indexed alone, not with the minute's list
+        "## 14:30\n\n- Shipped release 2.4.\n\n## 14:30\n\n- Rolled back 2.4.\n\n"
+        "## 14:31\n\n- Release 2.4.1 is out.\n"
     )
     # What memory_search and memory_get give back: the item, its continuation lines with it.
     hits = json.loads(tools.call("memory_search", {"query": "three steps build ship", "k": 1}))

@@ -20,14 +20,16 @@ Invariants:
   indented too), so a multi-line note stays one item and none of its lines starts at column 0 for any
   reader. Nothing else changes: the line ends are kept as given, and :func:`read_note_item` gives back
   :func:`note_text` of the note, character for character. In ``MEMORY.md`` it joins the list the file
-  ends with (else starts one after a blank line); in the daily file it goes under a ``## HH:MM``
-  heading, joining that minute's list when the file ends with it.
+  ends with (else starts one after a blank line); in the daily file it is an entry of its own, under
+  its ``## HH:MM`` heading. A note joining that minute's list made the index re-embed the list's chunk
+  (up to 1,200 characters) for every note: an agent saving 50 facts in a minute paid ~8 times their
+  embedding; now each note is embedded once, alone, and hosts merge shared daily files note by note.
 * **An entry forges no entry.** The body of an :func:`append_daily` entry (a compaction's digest or
   summary, the 23:55 summary: text derived from what people and tools wrote) is markdown and keeps its
   lines, but a line that only :meth:`str.splitlines` ends (U+2028, ``\\x85``, ``\\v``...) is indented
   as the continuation of the line it interrupts, and a line that would read as an entry's ``## HH:MM``
   heading is escaped (``\\## 23:59``): no reader finds a heading or a list item the body did not write
-  as one, and :func:`append_note` never joins a list under a forged heading.
+  as one.
 """
 
 from __future__ import annotations
@@ -190,10 +192,6 @@ def _ends_in_list(tail: str) -> bool:
     return False
 
 
-def _last_heading(tail: str) -> str | None:
-    return next((line for line in reversed(lines(tail)) if line.startswith("## ")), None)
-
-
 def _gap(tail: str, blank: bool) -> str:
     """What goes between ``tail`` and a new entry: a line end, and a blank line when ``blank``."""
     if not tail:
@@ -222,9 +220,10 @@ def append_note(
     heading = None if target == "core" else f"## {moment:%H:%M}"
 
     def make(tail: str) -> str:
-        joins = _ends_in_list(tail) and (heading is None or _last_heading(tail) == heading)
-        entry = item if joins or heading is None else f"{heading}\n\n{item}"
-        return _gap(tail, blank=not joins) + entry
+        if heading is not None:
+            return _gap(tail, blank=True) + f"{heading}\n\n{item}"
+        joins = _ends_in_list(tail)
+        return _gap(tail, blank=not joins) + item
 
     _append(workspace, shared, relative, make)
     return workspace.dir / relative

@@ -84,7 +84,8 @@ def test_a_note_reads_back_as_written_from_the_file_memory_get_and_search(tools:
     assert [line for line in lines(written) if line.startswith("- ")] == [f"- {note}" for note in NOTES]
     assert items(written) == list(NOTES)
     got = t.call("memory_get", {"path": path})
-    assert got.endswith("- Contract price: 10 - 20 EUR\n- 2 * 3 = 6 replicas"), got
+    between = "\n" if target == "core" else "\n\n## 14:30\n\n"  # a daily note is an entry of its own
+    assert got.endswith(f"- Contract price: 10 - 20 EUR{between}- 2 * 3 = 6 replicas"), got
     for query, note in (("contract price EUR", NOTES[0]), ("replicas", NOTES[1])):
         hits = json.loads(t.call("memory_search", {"query": query}))
         assert hits[0]["path"] == path and f"- {note}" in hits[0]["snippet"], hits
@@ -157,8 +158,8 @@ def _one_line_error(answer: str) -> None:
 @given(hostile=hostile_text(), target=st.sampled_from(["daily", "core"]))
 def test_memory_write_keeps_any_note_exactly_and_forges_nothing(hostile: str, target: str) -> None:
     """Any note (lone surrogates too) is saved as one item that reads back exactly from the file and
-    from memory_get, or refused with one line; the notes after it join the right list under the right
-    heading, and no reader finds a line of it at column 0."""
+    from memory_get, or refused with one line; the notes after it join the right list (core) or come
+    under their own heading (daily), and no reader finds a line of it at column 0."""
     with tempfile.TemporaryDirectory() as root:
         t = _sqlite_tools(Path(root))
         path = "MEMORY.md" if target == "core" else DAILY
@@ -177,7 +178,8 @@ def test_memory_write_keeps_any_note_exactly_and_forges_nothing(hostile: str, ta
         assert items(written) == notes
         expected = [f"- {lines(n)[0]}" for n in notes]
         if target == "daily":
-            expected = ["## 14:30", *expected[:-1], "## 23:59", expected[-1]]
+            headings = ["## 14:30"] * (len(notes) - 1) + ["## 23:59"]
+            expected = [line for pair in zip(headings, expected, strict=True) for line in pair]
         assert column_zero(written) == expected
         assert [line for line in forged_lines(written, hostile) if line not in expected] == []
         assert hidden_line_starts(written) == []
