@@ -9,6 +9,8 @@ the server refuses.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -125,3 +127,21 @@ def test_sse_messages_reads_back_every_message_event(value: Any, indent: int | N
     ]
     body = ("\n\n".join(events) + "\n\n").replace("\n", newline)
     assert sse_messages(body.encode()) == [{"id": 7, "result": value}]
+
+
+@given(body=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=6))
+async def test_a_chunked_body_is_read_whole_then_the_next_answer(body: bytes, cuts: list[int]) -> None:
+    # The body cut into chunks anywhere (CRLF of the framing next to CRLF of the data included), then a
+    # second answer on the same connection: both bodies come back exactly, nothing of one in the other.
+    edges = sorted({0, len(body), *(c for c in cuts if c <= len(body))})
+    pieces = [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
+    chunks = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+    wire = WireClient("http://127.0.0.1:1/mcp")
+    reader = asyncio.StreamReader()
+    reader.feed_data(chunks + b"0\r\nx-trailer: 1\r\n\r\n")
+    reader.feed_data(b"HTTP/1.1 202 Accepted\r\ncontent-length: 2\r\n\r\nok")
+    reader.feed_eof()
+    wire._reader = reader
+    first = await wire._response(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+    second = await wire._response(await reader.readuntil(b"\r\n\r\n"))
+    assert (first[0], first[2]) == (200, body) and (second[0], second[2]) == (202, b"ok")
