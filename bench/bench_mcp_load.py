@@ -9,12 +9,14 @@ memory of its own (written through the server).
 What drives the load: by default the lean client of ``bench/mcp_wire.py`` (``--client wire``), one
 keep-alive HTTP/1.1 connection per client on raw asyncio streams, sending the requests the official
 ``mcp.Client`` sends (``--protocol 2026-07-28``, what that client negotiates with this server; or
-``2025-06-18``, an ``initialize``d session answered as SSE). Why not the official client: on 2 cores the
-generator's CPU competes with the server's and PostgreSQL's, and 100 official clients on one event loop
-took ~0.8 cores, more than the server (0.5), so their loop lagged and the latencies measured the bench.
-``--client official`` keeps that client, for comparison. Either way the bench reports its own cost: its
-CPU (cores, over the measured window, next to the server's) and its event loop's lag (a task sleeping
-10 ms: how late it wakes, p50/p99/max): a lag near the latencies says the figures are the generator's.
+``2025-06-18``, an ``initialize``d session answered as SSE). Why: on 2 cores the generator's CPU competes
+with the server's and PostgreSQL's, and a lagging event loop adds its lag to every latency it times. 100
+official clients on one loop (anyio, httpx, pydantic) took 0.2 cores over the measured window and their
+loop woke 15-35 ms late at p99, over 100 ms at worst; the lean ones take 0.03 cores, 2 ms at p99.
+``--client official`` keeps the SDK's client, for comparison. Either way the bench reports its own cost:
+its CPU over the measured window (cores, next to the server's) and its loop's lag (a task sleeping 10 ms:
+how late it wakes, p50/p99/max). The bench process's CPU outside that window (imports, writing the
+sessions, the heavy tenant's 27 MB) is not the generator's and is not counted.
 
 Each client is one agent's MCP session: it loops over the calls agents make most — ``memory_search``
 (twice as often as the rest), ``memory_write``, ``context_stats``, ``memory_get``, ``list_sessions`` — on

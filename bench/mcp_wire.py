@@ -1,12 +1,13 @@
 """A lean MCP client for the load bench: streamable HTTP over raw asyncio streams, one connection each.
 
 The official ``mcp.Client`` is built for agents (anyio task groups, httpx, pydantic models of every
-message, output-schema validation); 100 of them on one event loop cost ~0.8 cores, more than the server
-they load on a 2-core machine, so the bench measured its own client. :class:`WireClient` sends the same
-requests and does only what a load generator needs: ``json.dumps`` a request, write it on a keep-alive
-HTTP/1.1 connection, read the response (``Content-Length`` or chunked), take the JSON-RPC answer out of an
-``application/json`` body or a ``text/event-stream`` one, and turn a JSON-RPC error, an HTTP error or an
-``isError`` result into what the bench counts as an error.
+message, output-schema validation); 100 of them on one event loop took 0.2 cores and let the loop wake
+a 10 ms sleep 100+ ms late, on a 2-core machine where the server used 0.4, so the bench partly timed its
+own client. :class:`WireClient` sends the same requests and does only what a load generator needs:
+``json.dumps`` a request, write it on a keep-alive HTTP/1.1 connection, read the response
+(``Content-Length`` or chunked), take the JSON-RPC answer out of an ``application/json`` body or a
+``text/event-stream`` one, and turn a JSON-RPC error, an HTTP error or an ``isError`` result into what
+the bench counts as an error.
 
 Two protocol versions, the two ways ``mcp.Client`` talks to a server:
 
@@ -97,7 +98,7 @@ class WireClient:
         self.protocol = protocol
         self.timeout = timeout
         self.headers = {
-            "host": f"{parts.netloc}",
+            "host": parts.netloc,
             "accept": ACCEPT,
             **{k.lower(): v for k, v in (headers or {}).items()},
         }
@@ -143,8 +144,9 @@ class WireClient:
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The ``result`` of one JSON-RPC request, or :class:`WireError`."""
         ident = next(self._ids)
-        message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": self._params(params)}
-        status, headers, body = await self._exchange("POST", message, self._method_headers(method, params))
+        params, extra = self._modern(method, params)
+        message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+        status, headers, body = await self._exchange("POST", message, extra)
         if status >= 400:
             raise WireError(f"HTTP {status}: {body[:200].decode(errors='replace')}")
         if method == "initialize":
@@ -188,23 +190,17 @@ class WireClient:
                 self._writer.close()
                 self._reader = self._writer = None
 
-    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _modern(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """``params`` and extra headers of a request, as 2026-07-28 wants them (unchanged in a session)."""
         if self.protocol != MODERN:
-            return params
+            return params, {}
         meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
             "io.modelcontextprotocol/clientCapabilities": {},
         }
-        return {**params, "_meta": meta}
-
-    def _method_headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
-        if self.protocol != MODERN:
-            return {}
-        headers = {"mcp-method": method}
-        if method == "tools/call":
-            headers["mcp-name"] = params["name"]
-        return headers
+        headers = {"mcp-method": method, **({"mcp-name": params["name"]} if method == "tools/call" else {})}
+        return {**params, "_meta": meta}, headers
 
     # --- HTTP/1.1 -------------------------------------------------------------------------------------
 

@@ -145,3 +145,16 @@ async def test_a_chunked_body_is_read_whole_then_the_next_answer(body: bytes, cu
     first = await wire._response(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
     second = await wire._response(await reader.readuntil(b"\r\n\r\n"))
     assert (first[0], first[2]) == (200, body) and (second[0], second[2]) == (202, b"ok")
+
+
+async def test_a_server_that_never_answers_is_an_error_within_the_timeout() -> None:
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # reads the request, answers nothing
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(WireError, match=r"^no answer within 0.2 s"):
+            await WireClient(f"http://127.0.0.1:{port}/mcp", timeout=0.2).connect()
+    finally:
+        server.close()
