@@ -74,6 +74,8 @@ def _openmp(module: Any) -> Any:
             except OSError:
                 continue
     return None
+
+
 Vectors = NDArray[np.float32]
 
 
