@@ -80,7 +80,9 @@ class LiveSession:
         known = _known_counts(state, key)
         if known is not None:  # the same message objects: their hashes are cached, a lookup is cheap
             self.counter.remember(zip(messages, known, strict=True))
-        self.history = await self._counted(messages)
+            self.history = CountedHistory(self.counter, messages)  # lookups only: no text to go over
+        else:
+            self.history = await self._counted(messages)
         _keep_counts(state, key, tuple(self.history.counts))
         self.seqs = [s.seq for s in state.live]
         self.created = {s.seq: s.created_at for s in state.live}
