@@ -687,3 +687,106 @@ def test_a_conflict_error_reads_as_before_when_no_seq_was_archived() -> None:
         "session ('ns', 's') moved: expected next seq 3, found 4; nothing was written. "
         "Fix: reload the session (ContextEngine does) and append again."
     )
+
+
+# --- versions, and the loaded states open_session keeps --------------------------------------------------
+
+
+def count_loads(store: SessionStore) -> list[tuple[str, str]]:
+    """The sessions ``store`` reads (with their messages) from now on, one entry per read."""
+    loads: list[tuple[str, str]] = []
+    load = store._load_session  # type: ignore[attr-defined]  (the storage hook every backend has)
+
+    async def counted(namespace: str, session_id: str) -> Any:
+        loads.append((namespace, session_id))
+        return await load(namespace, session_id)
+
+    store._load_session = counted  # type: ignore[attr-defined]
+    return loads
+
+
+async def test_an_unchanged_session_is_not_read_again(store: SessionStore) -> None:
+    big = tool_result("c1", "log line\n" * 20_000)
+    await store.append("ns", "s", [*turn(1), big])
+    loads = count_loads(store)
+    first = await store.open_session("ns", "s")
+    again = await store.open_session("ns", "s")
+    assert loads == [("ns", "s")]  # the second open read the version only, no message row
+    assert again is first
+    assert first.version > 0
+
+
+WRITES: dict[str, Callable[[SessionStore], Any]] = {
+    "append": lambda s: s.append("ns", "s", turn(9)),
+    "replace": lambda s: s.replace("ns", "s", 2, assistant("cut")),
+    "archive": lambda s: s.archive("ns", "s", [1, 2]),
+    "set_meta summary": lambda s: s.set_meta("ns", "s", summary="new summary"),
+    "set_meta meta": lambda s: s.set_meta("ns", "s", meta='{"k": 1}'),
+    "record_offload": lambda s: s.record_offload("ns", "s", 2, "tool_results/a.txt"),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+async def test_a_write_through_another_store_is_seen_by_the_next_open(backend: Backend, write: str) -> None:
+    clock = Clock()  # a clock that never moves: a version is no timestamp
+    reader, writer = backend.open(clock=clock), backend.open(clock=clock)
+    await writer.append("ns", "s", turn(1) + turn(2))
+    before = await reader.open_session("ns", "s")
+    assert await reader.open_session("ns", "s") is before
+    await WRITES[write](writer)
+    after = await reader.open_session("ns", "s")
+    assert after.version != before.version
+    fresh = await backend.open(clock=clock).open_session("ns", "s")  # a store that kept nothing
+    assert after == fresh
+    if write != "record_offload":  # the only write that leaves the loaded state as it was
+        assert after != before
+
+
+async def test_a_session_deleted_and_written_again_is_read_again(backend: Backend) -> None:
+    clock = Clock()
+    reader, writer = backend.open(clock=clock), backend.open(clock=clock)
+    await writer.append("ns", "gone", turn(1))
+    await writer.append("ns", "s", [user("first life")])
+    before = await reader.open_session("ns", "s")
+    await writer.delete_session("ns", "s")
+    await writer.delete_session("ns", "gone")  # SQLite may give a new session the id of a deleted one
+    await writer.append("ns", "s", [user("second life")])  # as many writes as the first life had
+    after = await reader.open_session("ns", "s")
+    assert [m.message for m in after.live] == [user("second life")]
+    assert after.version != before.version
+
+
+async def test_a_kept_state_is_never_handed_to_another_namespace(store: SessionStore) -> None:
+    await store.append("alice", "s", [user("alice's secret")])
+    await store.append("bob", "s", [user("bob's")])
+    loads = count_loads(store)
+    alice = await store.open_session("alice", "s")
+    bob = await store.open_session("bob", "s")
+    assert [m.message for m in bob.live] == [user("bob's")]
+    assert (bob.namespace, alice.namespace) == ("bob", "alice")
+    assert await store.open_session("alice", "s") is alice
+    assert await store.open_session("bob", "s") is bob
+    assert loads == [("alice", "s"), ("bob", "s")]
+
+
+async def test_a_session_too_big_for_what_the_store_keeps_is_read_every_time(backend: Backend) -> None:
+    store = backend.open()
+    store.session_cache_bytes = 50_000  # type: ignore[attr-defined]
+    await store.append("ns", "big", [tool_result("c1", "x" * 60_000)])
+    await store.append("ns", "small", turn(1))
+    loads = count_loads(store)
+    for _ in range(2):
+        assert len((await store.open_session("ns", "big")).live) == 1
+        assert len((await store.open_session("ns", "small")).live) == 2
+    assert loads == [("ns", "big"), ("ns", "small"), ("ns", "big")]
+
+
+async def test_every_write_gives_a_new_version_never_given_before(store: SessionStore) -> None:
+    await store.append("ns", "s", turn(1) + turn(2))
+    await store.append("ns", "t", turn(1))
+    seen = [(await store.open_session("ns", "s")).version, (await store.open_session("ns", "t")).version]
+    for write in WRITES.values():
+        await write(store)
+        seen.append((await store.open_session("ns", "s")).version)
+    assert len(set(seen)) == len(seen), seen
+    assert (await store.open_session("ns", "s")).version == seen[-1]  # an open is no write

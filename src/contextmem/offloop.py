@@ -10,8 +10,14 @@ work stays on the loop: a thread hop costs more than it saves there.
 Every such step goes through :func:`off_loop`, weighed by :func:`texts_bytes`: reading and counting what
 ``ContextEngine.add`` takes (:func:`contextmem.engine.door.read_input`), counting a session's stored
 messages when it is loaded (``LiveSession.load``), archiving and the extractive summaries of what leaves
-(``PlanApplier``), writing an offloaded tool result, and the summariser's passes over the messages it
-folds (:meth:`contextmem.summarize.Summarizer.summarize`: redaction, ledger, draft, revision).
+(``PlanApplier``), writing an offloaded tool result, the summariser's passes over the messages it
+folds (:meth:`contextmem.summarize.Summarizer.summarize`: redaction, ledger, draft, revision), and
+parsing the rows a PostgreSQL store read (the SQLite store reads and parses in its own thread).
+
+Better than moving work off the loop is not doing it again: a store hands back the session it loaded last
+while its stored version is unchanged (:mod:`contextmem.store.state_cache`), so ``context_stats`` of an
+unchanged session of three 9 MB results reads one version number, not 27 MB of rows; with the same
+message objects, their counts are found in the counter's cache.
 
 Limit: a worker thread frees the loop of the CPU work, not of the GIL; a single C call that holds the GIL
 for long (a regular expression over megabytes) still delays the loop by as long, in wall time. So long

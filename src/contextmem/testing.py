@@ -139,6 +139,7 @@ class _MemSession:
     offloads: dict[str, int] = field(default_factory=dict)  # path: the seq whose original it holds
     summary: str | None = None
     meta: str | None = None
+    version: int = 0
 
 
 @dataclass
@@ -151,6 +152,13 @@ class InMemoryDatabase:
 
     sessions: dict[tuple[str, str], _MemSession] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    last_version: int = 0  # the versions of every session are drawn from this counter
+
+    def touched(self, session: _MemSession, now: float) -> None:
+        """A write to ``session``: its ``updated_at`` and a new version."""
+        self.last_version += 1
+        session.version = self.last_version
+        session.updated_at = now
 
 
 class InMemorySessionStore(SessionStoreBase[Message]):
@@ -188,6 +196,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
         if key not in sessions:
             now = self._clock()
             sessions[key] = _MemSession(created_at=now, updated_at=now)
+            self._db.touched(sessions[key], now)
         return sessions[key]
 
     def _find(self, namespace: str, session_id: str) -> _MemSession | None:
@@ -210,7 +219,13 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             for seq, msg in s.original.items()
             if seq not in s.archived
         )
-        return SessionState(namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at)
+        return SessionState(
+            namespace, session_id, live, s.summary, s.meta, len(s.original) + 1, s.updated_at, s.version
+        )
+
+    async def _session_version(self, namespace: str, session_id: str) -> int | None:
+        s = self._find(namespace, session_id)
+        return None if s is None else s.version
 
     async def _append_rows(
         self,
@@ -240,7 +255,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             if lease_closure:
                 s.closures.add(seq)
             seqs.append(seq)
-        s.updated_at = self._clock()
+        self._db.touched(s, self._clock())
         return seqs
 
     async def _replace_row(self, namespace: str, session_id: str, seq: int, encoded: Message) -> None:
@@ -249,7 +264,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             state = None if s is None or seq not in s.original else "archived"
             raise not_live_error(namespace, session_id, seq, state)
         s.current[seq] = encoded
-        s.updated_at = self._clock()
+        self._db.touched(s, self._clock())
 
     async def _archive_rows(
         self,
@@ -279,7 +294,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             s.summary = summary
         if meta is not None:
             s.meta = meta
-        s.updated_at = self._clock()
+        self._db.touched(s, self._clock())
 
     async def _record_offload(self, namespace: str, session_id: str, seq: int, path: str) -> None:
         s = self._find(namespace, session_id)
@@ -289,7 +304,7 @@ class InMemorySessionStore(SessionStoreBase[Message]):
             if ns == namespace:  # one record per path in the namespace: the newest names it
                 other.offloads.pop(path, None)
         s.offloads[path] = seq
-        s.updated_at = self._clock()
+        self._db.touched(s, self._clock())
 
     async def _offloaded_row(self, namespace: str, path: str) -> Message | None:
         for (ns, _), s in self._db.sessions.items():

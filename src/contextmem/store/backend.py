@@ -14,6 +14,11 @@ live) and hands them to :func:`check_append` / :func:`check_archive`, which deci
 a conditional write conflicts. :class:`EncodedSessionStore` stores messages as
 :func:`~contextmem.store.codec.encode_message` text, as both durable stores do.
 
+:meth:`SessionStoreBase.open_session` keeps the states it loads in a :class:`~.state_cache.SessionStateCache`
+(bounded by bytes, keyed by namespace and session) and hands one back while ``_session_version`` (one
+small read) finds the session at the version it was loaded at: the rows of an unchanged session are not
+read, decoded and turned into messages again.
+
 Session ids are checked at every entry too, by :func:`~contextmem.namespace.check_session_id`: an id is
 stored and listed back exactly, or refused before any I/O.
 """
@@ -32,6 +37,7 @@ from ..messages import Message
 from ..namespace import check_namespace, check_session_id
 from .base import SessionInfo, SessionState, SessionStore, StoredMessage
 from .codec import encode_message
+from .state_cache import SESSION_CACHE_BYTES, SessionStateCache
 
 __all__ = [
     "EncodedSessionStore",
@@ -121,6 +127,9 @@ class SessionStoreBase(ABC, Generic[E]):
     _clock: Callable[[], float]
     shared: bool = False
     """Whether every host using the store reaches the same data (see ``SessionStore.shared``)."""
+    session_cache_bytes: int = SESSION_CACHE_BYTES
+    """How much of the sessions it loaded a store keeps for their next open (bytes of text; 0: none)."""
+    _states: SessionStateCache | None = None
 
     # -- storage hooks (namespace already checked) -----------------------------------------------
 
@@ -130,6 +139,11 @@ class SessionStoreBase(ABC, Generic[E]):
 
     @abstractmethod
     async def _load_session(self, namespace: str, session_id: str) -> SessionState: ...
+
+    async def _session_version(self, namespace: str, session_id: str) -> int | None:
+        """The session's stored version (:attr:`SessionState.version`), read without its messages;
+        ``None`` when it does not exist, or when the backend keeps no versions (then nothing is cached)."""
+        return None
 
     @abstractmethod
     async def _append_rows(
@@ -201,10 +215,25 @@ class SessionStoreBase(ABC, Generic[E]):
 
     # -- SessionStore ----------------------------------------------------------------------------
 
+    @property
+    def session_cache(self) -> SessionStateCache:
+        """The states :meth:`open_session` keeps (created on first use, ``session_cache_bytes`` large)."""
+        if self._states is None:
+            self._states = SessionStateCache(self.session_cache_bytes)
+        return self._states
+
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
         check_namespace(namespace)
         check_session_id(session_id)
-        return await self._load_session(namespace, session_id)
+        kept = self.session_cache.get(namespace, session_id)
+        if kept is not None and await self._session_version(namespace, session_id) == kept.version:
+            return kept
+        state = await self._load_session(namespace, session_id)
+        if state.version:
+            self.session_cache.put(state)
+        else:
+            self.session_cache.drop(namespace, session_id)
+        return state
 
     async def append(
         self,
@@ -292,6 +321,7 @@ class SessionStoreBase(ABC, Generic[E]):
     async def delete_session(self, namespace: str, session_id: str) -> None:
         check_namespace(namespace)
         check_session_id(session_id)
+        self.session_cache.drop(namespace, session_id)
         await self._delete_session(namespace, session_id)
 
     async def cleanup_idle(
@@ -300,7 +330,10 @@ class SessionStoreBase(ABC, Generic[E]):
         if namespace is not None:  # None: every namespace, the operator's explicit choice
             check_namespace(namespace)
         cutoff = (self._clock() if now is None else now) - older_than_seconds
-        return await self._delete_idle(cutoff, namespace)
+        removed = await self._delete_idle(cutoff, namespace)
+        for ns, sid in removed:
+            self.session_cache.drop(ns, sid)
+        return removed
 
 
 class EncodedSessionStore(SessionStoreBase[str]):

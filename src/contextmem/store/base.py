@@ -40,6 +40,12 @@ Tenancy and concurrency, also part of the contract:
 * **Offloaded tool results are in the store too.** :meth:`SessionStore.record_offload` notes which
   message's original a workspace-relative path holds, so :meth:`SessionStore.offloaded` gives it back
   on a host whose disk never had the file. Records die with their session.
+* **Versions.** Every write changes the session's stored version (:attr:`SessionState.version`), in its
+  own transaction; a version is never reused, also by a session deleted and created again under the same
+  id. :meth:`SessionStore.open_session` hands back the state it loaded last (of that namespace and
+  session only) while the stored version is still that state's, checked by one small read; else it reads
+  the session. So an unchanged session of megabytes is not read and decoded again on every open, and a
+  change made on any host is seen by the next open (:mod:`contextmem.store.state_cache`).
 * :attr:`SessionStore.shared` says whether every host using the store reaches the same database (then
   its archived rows are the archive, and a host's local files are only a cache).
 
@@ -71,9 +77,12 @@ class StoredMessage:
     (``append(..., lease_closure=True)``). Data kept beside the message, never read from its text."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class SessionState:
-    """A session as loaded: its live messages (current form, ascending seq), summary and meta."""
+    """A session as loaded: its live messages (current form, ascending seq), summary and meta.
+
+    A store may hand the same object to several loads (see ``open_session``); what was worked out from
+    it (the counts of its messages) may be kept beside it by weak reference, for as long as it lives."""
 
     namespace: str
     session_id: str
@@ -82,6 +91,10 @@ class SessionState:
     meta: str | None
     next_seq: int
     updated_at: float
+    version: int = 0
+    """The session's stored version as of this load: every write changes it, on any host, and a value is
+    never given to another state of any session (:meth:`SessionStore.open_session` keeps a loaded state
+    for as long as its version stays the stored one). 0: the store keeps none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +116,8 @@ class SessionStore(Protocol):
     (PostgreSQL: True; a SQLite file or an in-process store: False, they are one machine's)."""
 
     async def open_session(self, namespace: str, session_id: str) -> SessionState:
-        """Load the session, creating it empty if it does not exist."""
+        """Load the session, creating it empty if it does not exist. An unchanged session (same stored
+        version) may come back as the state this store loaded last, without its rows being read again."""
         ...
 
     async def append(

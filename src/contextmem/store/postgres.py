@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InternalError, StoreError
 from ..messages import Message
+from ..offloop import off_loop
 from .backend import EncodedSessionStore, StateFilter, check_append, check_archive, not_live_error
 from .base import SessionInfo, SessionState, StoredMessage
 from .codec import decode_message
@@ -132,26 +133,29 @@ class PostgresSessionStore(EncodedSessionStore):
     # -- storage hooks of the SessionStore methods (contextmem.store.backend) -----------------------
 
     async def _load_session(self, namespace: str, session_id: str) -> SessionState:
-        async def load(conn: AsyncConnection[Any]) -> SessionState | None:
+        async def load(conn: AsyncConnection[Any]) -> tuple[Any, list[Any]] | None:
             cur = await conn.execute(
-                "SELECT id, summary, meta, next_seq, updated_at FROM cm_sessions "
+                "SELECT id, summary, meta, next_seq, updated_at, version FROM cm_sessions "
                 "WHERE namespace = %s AND session_id = %s",
                 (namespace, session_id),
             )
             row = await cur.fetchone()
             if row is None:
                 return None
-            pk, summary, meta, next_seq, updated_at = row
             cur = await conn.execute(
                 "SELECT seq, COALESCE(current, original), created_at, lease_closure FROM cm_messages "
                 "WHERE session = %s AND state = 'live' ORDER BY seq",
-                (pk,),
+                (row[0],),
             )
+            return row, await cur.fetchall()
+
+        def decode(row: Any, rows: list[Any]) -> SessionState:
+            _, summary, meta, next_seq, updated_at, version = row
             live = tuple(
                 StoredMessage(seq, decode_message(text), "live", at, closure)
-                for seq, text, at, closure in await cur.fetchall()
+                for seq, text, at, closure in rows
             )
-            return SessionState(namespace, session_id, live, summary, meta, next_seq, updated_at)
+            return SessionState(namespace, session_id, live, summary, meta, next_seq, updated_at, version)
 
         async def create(conn: AsyncConnection[Any]) -> None:
             now = self._clock()
@@ -162,14 +166,25 @@ class PostgresSessionStore(EncodedSessionStore):
             )
 
         for _ in range(_RETRIES):
-            state = await self._db.run("open_session", load, snapshot=True)
-            if state is not None:
-                return state
+            found = await self._db.run("open_session", load, snapshot=True)
+            if found is not None:  # parsed outside the transaction, and off the loop when large
+                return await off_loop(sum(len(r[1]) for r in found[1]), decode, *found)
             await self._db.run("open_session", create)  # a concurrent delete may undo it: load again
         raise StoreError(
             f"session ({namespace!r}, {session_id!r}) was deleted while being opened, repeatedly. "
             "Fix: find what deletes it (a cleanup_idle with a tiny age?) and open it again."
         )
+
+    async def _session_version(self, namespace: str, session_id: str) -> int | None:
+        async def run(conn: AsyncConnection[Any]) -> int | None:
+            cur = await conn.execute(
+                "SELECT version FROM cm_sessions WHERE namespace = %s AND session_id = %s",
+                (namespace, session_id),
+            )
+            row = await cur.fetchone()
+            return None if row is None else int(row[0])
+
+        return await self._db.run("open_session", run)
 
     async def _append_rows(
         self,
@@ -330,19 +345,22 @@ class PostgresSessionStore(EncodedSessionStore):
         await self._db.run("set_meta", run)
 
     async def _message_rows(self, namespace: str, session_id: str, state: StateFilter) -> list[StoredMessage]:
-        async def run(conn: AsyncConnection[Any]) -> list[StoredMessage]:
+        async def run(conn: AsyncConnection[Any]) -> list[Any]:
             cur = await conn.execute(
                 "SELECT m.seq, m.original, m.state, m.created_at, m.lease_closure FROM cm_messages AS m "
                 "JOIN cm_sessions AS s ON s.id = m.session WHERE s.namespace = %s AND s.session_id = %s "
                 "AND (%s = 'all' OR m.state = %s) ORDER BY m.seq",
                 (namespace, session_id, state, state),
             )
+            return list(await cur.fetchall())
+
+        def decode(rows: list[Any]) -> list[StoredMessage]:
             return [
-                StoredMessage(seq, decode_message(t), st, at, closure)
-                for seq, t, st, at, closure in await cur.fetchall()
+                StoredMessage(seq, decode_message(t), st, at, closure) for seq, t, st, at, closure in rows
             ]
 
-        return await self._db.run("messages", run)
+        rows = await self._db.run("messages", run)
+        return await off_loop(sum(len(r[1]) for r in rows), decode, rows)
 
     @asynccontextmanager
     async def _session_lock(self, namespace: str, session_id: str) -> AsyncIterator[None]:

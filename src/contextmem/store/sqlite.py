@@ -169,7 +169,7 @@ class SqliteSessionStore(EncodedSessionStore):
     @staticmethod
     def _session_row(conn: sqlite3.Connection, namespace: str, session_id: str) -> Any:
         return conn.execute(
-            "SELECT id, summary, meta, next_seq, updated_at FROM cm_sessions "
+            "SELECT id, summary, meta, next_seq, updated_at, version FROM cm_sessions "
             "WHERE namespace = ? AND session_id = ?",
             (namespace, session_id),
         ).fetchone()
@@ -196,7 +196,7 @@ class SqliteSessionStore(EncodedSessionStore):
             )
             if row is None:
                 return None
-            pk, summary, meta, next_seq, updated_at = row
+            pk, summary, meta, next_seq, updated_at, version = row
             live = tuple(
                 StoredMessage(seq, decode_message(text), "live", created_at, bool(closure))
                 for seq, text, created_at, closure in conn.execute(
@@ -205,7 +205,7 @@ class SqliteSessionStore(EncodedSessionStore):
                     (pk,),
                 )
             )
-            return SessionState(namespace, session_id, live, summary, meta, next_seq, updated_at)
+            return SessionState(namespace, session_id, live, summary, meta, next_seq, updated_at, version)
 
         def run() -> SessionState:
             state = self._read("open_session", lambda c: load(c, False))
@@ -215,6 +215,16 @@ class SqliteSessionStore(EncodedSessionStore):
             return state
 
         return await self._call(run)
+
+    async def _session_version(self, namespace: str, session_id: str) -> int | None:
+        def run(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(
+                "SELECT version FROM cm_sessions WHERE namespace = ? AND session_id = ?",
+                (namespace, session_id),
+            ).fetchone()
+            return None if row is None else int(row[0])
+
+        return await self._read_async("open_session", run)
 
     async def _append_rows(
         self,
@@ -238,7 +248,9 @@ class SqliteSessionStore(EncodedSessionStore):
                 expected_live=expected_live,
                 live=live,
             )
-            pk, _, _, first, _ = row if row is not None else self._ensure_session(conn, namespace, session_id)
+            pk, _, _, first, _, _ = (
+                row if row is not None else self._ensure_session(conn, namespace, session_id)
+            )
             now = self._clock()
             seqs = list(range(first, first + len(encoded)))
             conn.executemany(
@@ -283,7 +295,7 @@ class SqliteSessionStore(EncodedSessionStore):
         expected_next_seq: int | None,
     ) -> None:
         def run(conn: sqlite3.Connection) -> None:
-            pk, _, _, next_seq, _ = self._ensure_session(conn, namespace, session_id)
+            pk, _, _, next_seq, _, _ = self._ensure_session(conn, namespace, session_id)
             live = _live_seqs(conn, pk) if expected_next_seq is not None else set()
             check_archive(
                 namespace,

@@ -81,6 +81,14 @@ class MessageCounter:
         self._cache[message] = n
         return n
 
+    def remember(self, counted: Iterable[tuple[Message, int]]) -> None:
+        """Take counts this counter's tokenizer gave before (another engine's, of the same messages):
+        the next :meth:`count_message` of each finds it, as if counted here."""
+        for message, n in counted:
+            if len(self._cache) >= self._cache_size:
+                del self._cache[next(iter(self._cache))]
+            self._cache[message] = n
+
     def count_messages(self, messages: Iterable[Message]) -> list[int]:
         return [self.count_message(m) for m in messages]
 
