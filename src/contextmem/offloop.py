@@ -24,6 +24,8 @@ for long (a regular expression over megabytes) still delays the loop by as long,
 work hands its C calls a piece at a time: token counting gives the Rust core about 64K characters per call
 and lets waiting threads run in between (:data:`contextmem.tokens.tiktoken_backend.CORE_PIECE_CHARS`;
 9 MB of log lines was one 0.8 s call). One word of megabytes has no place to cut: it is still one call.
+And the pieces still hold the GIL in turn and take a core: in an MCP server over HTTP, texts of over a
+megabyte are counted in a worker process at a lower priority (:mod:`contextmem.tokens.count_worker`).
 """
 
 from __future__ import annotations

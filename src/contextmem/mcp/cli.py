@@ -133,6 +133,7 @@ def _closing_after_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str,
 
 async def run(args: argparse.Namespace, settings: Settings) -> None:
     """Open the default namespace (its store, LLM and embedder, shared by every namespace), and serve."""
+    from ..tokens.count_worker import use_count_worker
     from .namespaces import Namespaces
     from .server import check_host, serve_http, serve_stdio
 
@@ -143,6 +144,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> None:
         raise ConfigError("a stdio server serves one namespace. Fix: give --namespace once")
     if args.transport == "http":
         check_host(args.host, allow_remote=args.allow_remote)
+        use_count_worker()  # one tenant's first count of megabytes must not take the others' core and GIL
     llm, no_model = model_spec(args, settings)
     namespaces = Namespaces(settings, store=None, llm=llm, embedder=args.mcp_embedder, allowed=names)
     await namespaces.get(namespaces.default)  # a store, model or window that cannot open fails here

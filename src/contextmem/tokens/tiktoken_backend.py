@@ -34,6 +34,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import TokenizerError
+from .count_worker import count_away
 
 __all__ = ["ENCODINGS", "LINEAR_ABOVE_CHARS", "TiktokenCounter", "count_linear", "load_encoding"]
 
@@ -199,7 +200,10 @@ def count_linear(name: str, text: str) -> int:
                 _big_counts.move_to_end(key)
                 return known
     core = _linear_core(name)
-    if core is None:
+    away = count_away(name, text)
+    if away is not None:
+        total = away
+    elif core is None:
         total = len(encoding.encode_ordinary(text))
     else:
         total = 0
