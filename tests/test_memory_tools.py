@@ -6,7 +6,10 @@ import json
 from datetime import date, datetime
 from pathlib import Path
 
+import pytest
+
 from contextmem import ContextEngine, Settings, ToolSpec, user
+from contextmem.errors import StoreUnavailableError
 from contextmem.memory import TOOL_SCHEMAS, HashEmbedder, MemoryTools, SqliteMemoryIndex
 from contextmem.testing import InMemorySessionStore
 from contextmem.workspace import Workspace
@@ -188,3 +191,37 @@ async def test_the_tools_in_each_provider_form_build_the_same_request(tmp_path: 
     ]
     assert all(r.tools == tuple(specs) for r in requests)
     assert requests[0].estimate == requests[1].estimate == requests[2].estimate
+
+
+def test_a_write_indexes_its_note_so_the_next_search_embeds_nothing(tmp_path: Path) -> None:
+    """The search after a note paid for embedding it (on a shared store: the next search of any host).
+    The write indexes what it saved; the search only searches."""
+    embedder = _Counting()
+    index = SqliteMemoryIndex(Workspace(tmp_path), embedder)
+    index.workspace.ensure()
+    tools = MemoryTools(index, clock=lambda: datetime(2026, 3, 8, 14, 30))
+    tools.call("memory_write", {"text": "The cutover owner is Priya Raman."})
+    embedded = embedder.chars
+    assert embedded > 0  # by the write
+    hits = json.loads(tools.call("memory_search", {"query": "cutover owner", "k": 1}))
+    assert embedder.chars == embedded and hits[0]["snippet"].endswith("- The cutover owner is Priya Raman.")
+
+
+def test_a_note_whose_indexing_fails_is_saved_and_found_by_the_next_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = SqliteMemoryIndex(Workspace(tmp_path), HashEmbedder(128))
+    index.workspace.ensure()
+    tools = MemoryTools(index, clock=lambda: datetime(2026, 3, 8, 14, 30))
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise StoreUnavailableError("the memory index", 0.0, "connection refused")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(index, "sync", down)
+        assert (
+            tools.call("memory_write", {"text": "Deploys freeze on Fridays."})
+            == "saved to memory/2026-03-08.md"
+        )
+    hits = json.loads(tools.call("memory_search", {"query": "deploys freeze", "k": 1}))
+    assert hits[0]["snippet"].endswith("- Deploys freeze on Fridays.")

@@ -348,8 +348,18 @@ class MemoryTools:
             raise ToolArgumentError(f"target {target[:80]!r} is not 'core' or 'daily'. Fix: use one of them")
         docs = documents_of(self.index)
         written = append_note(self.workspace, text, target, self.clock(), shared=docs)
+        self._index_now()
         note = " (secrets in it were replaced by [REDACTED])" if redact_secrets(text) != text else ""
         return f"saved to {self.workspace.relative(written)}{note}"
+
+    def _index_now(self) -> None:
+        """Index what was just saved, so the write pays for embedding its note, not the next search (on a
+        shared store, not the next search of any host: the index is shared). The note is saved either
+        way: if indexing fails now, the next search's sync indexes it."""
+        try:
+            self.index.sync()
+        except ContextmemError as exc:
+            logger.warning("a saved note is indexed at the next search: %s", exc)
 
     def read_file(self, path: str, offset: int = 1, limit: int = 200) -> str:
         return self._read_lines(path, (DIALOG_DIR, TOOL_RESULTS_DIR), offset, limit, redact=False)
