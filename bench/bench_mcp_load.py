@@ -238,6 +238,8 @@ async def load(base: str, args: argparse.Namespace, sampler: ProcessSampler) -> 
                 fact = {"text": f"The {word} job of {t} is owned by person {i}.", "target": "core"}
                 await call(clients[t][0], "memory_write", fact, t, warm)
         await call(heavy, "context_stats", {"session_id": "small"}, HEAVY, warm)
+        for t in tenants:  # and each index in line with them: the run measures a steady state
+            await call(clients[t][0], "memory_search", {"query": "who owns the deploy job?"}, t, warm)
 
         def drive(until: float, run: Run, only: Callable[[str], bool] = lambda t: True) -> list[Any]:
             return [
