@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from contextmem.errors import ConfigError, MemoryConflictError, PathEscapeError
 from contextmem.memory import MemoryTools
-from contextmem.memory_docs import Base, DocState, daily_blocks, decide, new_daily_entries
-from contextmem.memory_files import note_text, read_note_item
+from contextmem.memory_docs import Base, DocState, daily_blocks, decide, documents_of, new_daily_entries
+from contextmem.memory_files import append_note, note_text, read_note_item
 from contextmem.redaction import redact_secrets
 from contextmem.textlines import lines
 from contextmem.workspace import Workspace
@@ -234,7 +234,8 @@ def test_a_search_asks_the_database_only_what_it_needs(hosts: tuple[Host, Host])
     the last 2 s (always, under load) read again to learn it was unchanged, the generation read again
     right after the sync had. Each is asked once now, or not at all; what the search finds is unchanged."""
     a, b = hosts
-    a.tools.call("memory_write", {"text": "The kafka upgrade is owned by Ines"})
+    # Saved without the tool, which indexes what it saves: this search's sync has the note to index.
+    append_note(a.workspace, "The kafka upgrade is owned by Ines", "daily", shared=documents_of(a.index))
     after_write = _round_trips(a)
     assert "Ines" in json.dumps(a.search("who owns the kafka upgrade"))
     assert after_write["listing the memory documents"] == 1
@@ -249,7 +250,7 @@ def test_a_search_asks_the_database_only_what_it_needs(hosts: tuple[Host, Host])
     # another host's write is still found at once: the listing says the document changed
     b.tools.call("memory_write", {"text": "The staging runner is owned by Oskar"})
     assert "Oskar" in json.dumps(a.search("who owns the staging runner"))
-    a.tools.call("memory_write", {"text": "The invoice job is owned by Pia"})
+    append_note(a.workspace, "The invoice job is owned by Pia", "daily", shared=documents_of(a.index))
     assert a.index.sync().chunks_total > 0  # sync() itself still counts
 
 

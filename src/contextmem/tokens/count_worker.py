@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import os
 import subprocess
 import sys
@@ -30,9 +29,11 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from ..logs import get_logger
+
 __all__ = ["AWAY_CHARS", "NICE", "TIMEOUT_SECONDS", "CountWorker", "count_away", "use_count_worker"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 AWAY_CHARS = 1_000_000
 """Texts longer than this are counted by the worker (a 1 MB text: ~30 ms here; the pipe costs ~1 ms)."""
