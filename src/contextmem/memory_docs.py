@@ -12,7 +12,7 @@ Invariants (each backend keeps them; ``tests/test_shared_memory.py`` checks them
 
 * **Appends merge.** :meth:`SharedDocuments.append` reads the document and writes what ``make`` adds to it
   under the row's lock, in one transaction: appends from many hosts at once all land, none lost, each
-  whole, and each sees the text before it (a note joins the list it follows).
+  whole, and each sees the text before it (a note for `MEMORY.md` joins the list it follows).
 * **Edits carry their base.** :meth:`SharedDocuments.put` replaces a document only if it is still at
   ``base_version`` (``0``: it must not exist, or be deleted); otherwise nothing is written and
   :class:`~contextmem.errors.MemoryConflictError` says so, with its Fix.
