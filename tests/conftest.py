@@ -1,8 +1,10 @@
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from contextmem.tokens.count_worker import use_count_worker
 from tests.local_model import THREADS
 from tests.pg import private_pg  # noqa: F401  (a fixture: a PostgreSQL of the test's own, to restart or cut)
 
@@ -44,3 +46,11 @@ PROVIDER_ENV = (
 def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in PROVIDER_ENV:
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _count_worker_switched_off_after() -> Iterator[None]:
+    """An HTTP MCP server started in this process switches the token-count worker on for the process
+    (``contextmem.tokens.count_worker``); it is switched off after each test, so the next counts here."""
+    yield
+    use_count_worker(False)

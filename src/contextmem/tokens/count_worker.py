@@ -14,20 +14,17 @@ reused. Counts are exact: the worker runs :func:`.tiktoken_backend.count_linear`
 worker cannot start, dies or stays silent for :data:`TIMEOUT_SECONDS`, the count is made here as before
 (logged once): slower for the others, never wrong, never lost.
 
-Protocol on the worker's pipes (binary): ``ENCODING BYTES\\n`` and the text as UTF-8 (lone surrogates
-passed through), answered by ``COUNT\\n`` or ``E message\\n``.
+The worker is :mod:`contextmem.tokens.count_process` (its protocol is there).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO
 
 from ..logs import get_logger
 
@@ -80,7 +77,7 @@ class CountWorker:
             path = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
             env = {**os.environ, "PYTHONPATH": path}
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "contextmem.tokens.count_worker"],
+                [sys.executable, "-m", "contextmem.tokens.count_process"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -121,24 +118,3 @@ def count_away(encoding: str, text: str) -> int | None:
     if worker is None or len(text) <= AWAY_CHARS:
         return None
     return worker.count(encoding, text)
-
-
-def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """The worker's loop: a request, its count, until the pipe closes."""
-    from .tiktoken_backend import count_linear
-
-    while header := stdin.readline():
-        encoding, size = header.decode("ascii").split()
-        text = stdin.read(int(size)).decode("utf-8", "surrogatepass")
-        try:
-            answer = str(count_linear(encoding, text))
-        except Exception as exc:  # its message, one line: the caller counts here instead
-            answer = "E " + " ".join(str(exc).split())[:200]
-        stdout.write(answer.encode("utf-8") + b"\n")
-        stdout.flush()
-
-
-if __name__ == "__main__":
-    with contextlib.suppress(OSError):  # no right to: the count runs at the same priority, still apart
-        os.nice(NICE)
-    _serve(sys.stdin.buffer, sys.stdout.buffer)
