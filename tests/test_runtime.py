@@ -193,3 +193,32 @@ async def test_close_closes_the_memory_index_the_runtime_opened(tmp_path):
     await runtime.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         runtime.memory.search("anything", k=1)
+
+
+async def test_daily_entries_land_in_the_order_of_their_events(tmp_path, monkeypatch):
+    """Memory writes run off the loop so they never block a reply; on a pool of threads, two compactions
+    close together could land in the daily file in either order (a replayed eval's figures moved by one
+    answer between two runs of the same code). They run on one thread, in the order of their events."""
+    import random
+    import time
+
+    from contextmem import runtime as runtime_module
+    from contextmem.engine import EngineEvent
+
+    real = runtime_module.append_daily
+
+    def slow(*args, **kwargs):
+        time.sleep(random.uniform(0, 0.003))  # the jitter a busy machine adds to each write
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runtime_module, "append_daily", slow)
+    runtime = await open_runtime(tmp_path)
+    for n in range(40):
+        runtime._remember(EngineEvent("compaction_finished", "default", "s", {"digest": f"entry number {n}"}))
+    await runtime.flush()
+    [daily] = (tmp_path / "ws" / "memory").glob("*.md")
+    text = daily.read_text()
+    assert [int(line.split()[-1]) for line in text.splitlines() if line.startswith("entry number")] == list(
+        range(40)
+    )
+    await runtime.close()

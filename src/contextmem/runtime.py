@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import date, datetime, time, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from .engine import ContextEngine, EngineEvent
@@ -60,6 +61,7 @@ class ContextMem:
     owns_store: bool = True  # close() closes the store; False when an adapter shares one store
     clock: Callable[[], datetime] = datetime.now  # when a memory entry is written: its daily file and heading
     _writes: list[asyncio.Future[Any]] = field(default_factory=list, init=False, repr=False)
+    _writer: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)  # one thread: in order
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
     _jobs: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
     _summary_writer: object = field(default=None, init=False, repr=False)
@@ -215,9 +217,10 @@ class ContextMem:
         heading = f"{sid if sid.isprintable() else repr(sid)}: {title}"
         moment = self.clock()  # now, not when the worker thread gets to it
         shared = self.shared_documents
-        write = asyncio.get_running_loop().run_in_executor(
-            None, lambda: append_daily(self.workspace, str(text), moment, title=heading, shared=shared)
-        )
+        if self._writer is None:  # one thread, so entries land in the order of their events
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="contextmem-memory-write")
+        entry = partial(append_daily, self.workspace, str(text), moment, title=heading, shared=shared)
+        write = asyncio.get_running_loop().run_in_executor(self._writer, entry)
         self._writes.append(write)
 
     async def flush(self) -> None:
@@ -315,6 +318,9 @@ class ContextMem:
             self._stop.set()
             await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.flush()
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
+            self._writer = None
         if self.memory is not None:
             self.memory.close()
         if self.owns_store:
