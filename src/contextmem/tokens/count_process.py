@@ -13,6 +13,8 @@ from typing import IO
 from .count_worker import NICE
 from .tiktoken_backend import count_linear
 
+__all__ = ["serve"]
+
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """A request, its count, until the pipe closes."""
